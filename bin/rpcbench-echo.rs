@@ -1,0 +1,6 @@
+//! The echo server binary; all logic lives in the library.
+#![forbid(unsafe_code)]
+
+fn main() -> std::process::ExitCode {
+    rpcbench::cli::echo::main()
+}

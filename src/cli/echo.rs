@@ -1,0 +1,137 @@
+//! `rpcbench-echo`: the echo server's command line.
+
+use super::{EXIT_FAILED, EXIT_OK, Listen, one_line, parse_bytes, parse_duration, parse_listen};
+use crate::server::{EchoServer, SHUTDOWN_GRACE, ServerConfig};
+use anyhow::Context;
+use clap::Parser;
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Echo server for rpcbench: raw TCP (length-prefixed postcard frames) and HTTP on one
+/// process. Unauthenticated: keep it on loopback or a private network.
+#[derive(Debug, Parser)]
+#[command(name = "rpcbench-echo", version, about, long_about = None)]
+pub struct EchoArgs {
+    /// Raw TCP listen address (IP:PORT, port 0 = any free port), or `off`.
+    #[arg(long, default_value = "127.0.0.1:7001", value_parser = parse_listen)]
+    pub tcp: Listen,
+    /// HTTP listen address (IP:PORT, port 0 = any free port), or `off`.
+    #[arg(long, default_value = "127.0.0.1:7080", value_parser = parse_listen)]
+    pub http: Listen,
+    /// Largest frame or HTTP body accepted, and largest reply sent (bytes; KiB/MiB suffixes).
+    #[arg(long, default_value = "16MiB", value_parser = parse_bytes)]
+    pub max_frame: u32,
+    /// Longest delay_us honoured (e.g. 10s); longer asks get status 2 or HTTP 400.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub max_delay: Duration,
+    /// Connections open at once over all protocols; more are closed at once and counted.
+    #[arg(long, default_value_t = crate::server::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
+    /// Close a connection that sends nothing for this long (e.g. 60s).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+    /// Worker threads (default: one per CPU). 1 runs everything on a single thread.
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+impl EchoArgs {
+    /// The server configuration these arguments describe.
+    pub fn config(&self) -> ServerConfig {
+        ServerConfig {
+            tcp: self.tcp.0,
+            http: self.http.0,
+            max_frame: self.max_frame.max(1),
+            max_delay: self.max_delay,
+            max_connections: self.max_connections,
+            idle_timeout: self.idle_timeout.max(Duration::from_millis(10)),
+        }
+    }
+}
+
+/// Builds a tokio runtime with `threads` workers; one thread means a current-thread
+/// runtime, which skips the work-stealing machinery entirely.
+pub fn runtime(threads: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
+    match threads {
+        Some(1) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        Some(n) => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n.max(1))
+            .enable_all()
+            .build(),
+        None => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build(),
+    }
+}
+
+/// Runs the server until SIGINT or SIGTERM. Exit 0 after a clean stop, 1 when it could not
+/// start.
+pub fn main() -> ExitCode {
+    crate::init_tracing();
+    let args = EchoArgs::parse();
+    match run(args) {
+        Ok(()) => ExitCode::from(EXIT_OK),
+        Err(e) => {
+            eprintln!("rpcbench-echo: {}", one_line(&e));
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}
+
+fn run(args: EchoArgs) -> anyhow::Result<()> {
+    if args.tcp.0.is_none() && args.http.0.is_none() {
+        anyhow::bail!("every listener is off; enable --tcp or --http");
+    }
+    let rt = runtime(args.threads).context("cannot start the async runtime")?;
+    rt.block_on(async {
+        let server = EchoServer::start(args.config()).await?;
+        let mut out = std::io::stdout().lock();
+        for (proto, addr) in [("tcp", server.tcp_addr), ("http", server.http_addr)] {
+            if let Some(addr) = addr {
+                writeln!(out, "listening {proto} {addr}")?;
+            }
+        }
+        out.flush()?;
+        drop(out);
+        wait_for_signal().await?;
+        tracing::info!("stopping: no new connections, waiting for requests in flight");
+        let (totals, drained) = server.shutdown(SHUTDOWN_GRACE).await;
+        if !drained {
+            tracing::warn!("grace period of {SHUTDOWN_GRACE:?} ran out; closing the rest");
+        }
+        println!("totals {}", serde_json::to_string(&totals)?);
+        Ok(())
+    })
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn wait_for_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn arguments() {
+        EchoArgs::command().debug_assert();
+        let args =
+            EchoArgs::try_parse_from(["rpcbench-echo", "--tcp", "off", "--max-frame", "1KiB"])
+                .unwrap();
+        assert_eq!(args.tcp, Listen(None));
+        assert_eq!(args.config().max_frame, 1024);
+        assert!(EchoArgs::try_parse_from(["rpcbench-echo", "--idle-timeout", "soon"]).is_err());
+    }
+}

@@ -1,0 +1,122 @@
+//! Command-line front ends: argument definitions (clap derive) and the code that turns
+//! parsed arguments into a run. The binaries in `bin/` only call [`echo::main`] and
+//! [`bench::main`].
+
+pub mod echo;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Exit status: the run finished and nothing failed beyond what was allowed.
+pub const EXIT_OK: u8 = 0;
+/// Exit status: calls were lost, mismatched or failed (client), or the server could not
+/// start (server).
+pub const EXIT_FAILED: u8 = 1;
+/// Exit status: bad usage (clap uses the same code for its own errors).
+pub const EXIT_USAGE: u8 = 2;
+
+/// Parses a duration: a number with a unit `ns`, `us`, `µs`, `ms`, `s`, `m` (a bare number
+/// is seconds), e.g. `500ms`, `1.5s`, `10us`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (try 500ms, 2s, 100us)"))?;
+    let scale = match unit.trim() {
+        "ns" => 1e-9,
+        "us" | "µs" => 1e-6,
+        "ms" => 1e-3,
+        "" | "s" => 1.0,
+        "m" | "min" => 60.0,
+        other => {
+            return Err(format!(
+                "unknown duration unit {other:?} (use ns, us, ms, s or m)"
+            ));
+        }
+    };
+    Duration::try_from_secs_f64(value * scale).map_err(|e| format!("{text:?}: {e}"))
+}
+
+/// A listen address, or `None` for a listener turned `off`.
+///
+/// A newtype because clap reads a bare `Option` field as "flag may be absent".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Listen(pub Option<SocketAddr>);
+
+/// Parses a listen address, or `off` to disable a listener.
+pub fn parse_listen(text: &str) -> Result<Listen, String> {
+    if text.eq_ignore_ascii_case("off") {
+        return Ok(Listen(None));
+    }
+    text.parse()
+        .map(|a| Listen(Some(a)))
+        .map_err(|_| format!("{text:?} is not IP:PORT or off"))
+}
+
+/// Parses a byte count with an optional binary suffix: `64`, `16KiB`, `1MiB`, `16k`, `1m`.
+pub fn parse_bytes(text: &str) -> Result<u32, String> {
+    let lower = text.trim().to_ascii_lowercase();
+    let split = lower
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(lower.len());
+    let (number, unit) = lower.split_at(split);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a byte count (try 64, 16KiB, 1MiB)"))?;
+    let scale: u64 = match unit {
+        "" | "b" => 1,
+        "k" | "kib" | "kb" => 1024,
+        "m" | "mib" | "mb" => 1024 * 1024,
+        other => return Err(format!("unknown size unit {other:?} (use KiB or MiB)")),
+    };
+    n.checked_mul(scale)
+        .and_then(|v| u32::try_from(v).ok())
+        .ok_or_else(|| format!("{text:?} is too large (at most 4 GiB - 1)"))
+}
+
+/// Prints an error chain on one line, the way both binaries report failures.
+pub fn one_line(err: &anyhow::Error) -> String {
+    err.chain()
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>()
+        .join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("10us"), Ok(Duration::from_micros(10)));
+        assert!(parse_duration("fast").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn listen_addresses() {
+        assert_eq!(parse_listen("off"), Ok(Listen(None)));
+        assert_eq!(
+            parse_listen("0.0.0.0:7001"),
+            Ok(Listen(Some(SocketAddr::from(([0, 0, 0, 0], 7001)))))
+        );
+        assert!(parse_listen("localhost:1").is_err());
+    }
+
+    #[test]
+    fn byte_counts() {
+        assert_eq!(parse_bytes("64"), Ok(64));
+        assert_eq!(parse_bytes("16MiB"), Ok(16 << 20));
+        assert_eq!(parse_bytes("4k"), Ok(4096));
+        assert!(parse_bytes("5GiB").is_err());
+        assert!(parse_bytes("x").is_err());
+    }
+}

@@ -1,0 +1,24 @@
+//! rpcbench: how fast, and how reliably, two machines can call each other, and why.
+//!
+//! Map of the crate, one line per module:
+//!
+//! - [`wire`]: the raw TCP protocol, length-prefixed postcard frames, and the reply pattern.
+//! - [`server`]: the echo server, one file per listener (`tcp.rs`, `http.rs`) and its counters.
+//! - [`cli`]: command-line front ends for both binaries (`bin/` only calls into here).
+//!
+//! The README documents the protocol byte by byte and every flag.
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod server;
+pub mod wire;
+
+/// Sends logs to stderr, filtered by `RUST_LOG` (default: warnings and errors).
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

@@ -1,0 +1,397 @@
+//! HTTP listener (hyper): `POST /echo`, `GET /echo`, `GET /healthz`, `GET /stats`.
+//!
+//! HTTP/1.1 with keep-alive, and HTTP/2 with prior knowledge on the same port (hyper-util's
+//! auto builder looks at the first bytes). Every error is a status with a one-line reason.
+
+use super::Shared;
+use super::stats::{Reject, Stats};
+use crate::wire;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use std::convert::Infallible;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+
+/// The header a client puts its sequence number in; the server copies it to the reply.
+pub const SEQ_HEADER: &str = "x-rpcbench-seq";
+
+/// How often an HTTP connection checks whether it has been idle too long. A tenth of the
+/// timeout keeps the overshoot small without waking often.
+const IDLE_CHECKS_PER_TIMEOUT: u32 = 10;
+
+type Body = Full<Bytes>;
+
+/// Accepts connections until shutdown starts.
+pub(super) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    let shutdown = shared.shutdown.clone();
+    let builder = Arc::new(auto::Builder::new(TokioExecutor::new()));
+    loop {
+        let stream = tokio::select! {
+            res = listener.accept() => match res {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!("http accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+            _ = super::stopping(shutdown.clone()) => return,
+        };
+        let Some(guard) = shared.admit(|s: &Stats| &s.http) else {
+            continue;
+        };
+        let shared = shared.clone();
+        let builder = builder.clone();
+        tokio::spawn(async move {
+            let _guard = guard;
+            serve(stream, &builder, shared).await;
+        });
+    }
+}
+
+/// Serves one connection, closing it when idle too long or when shutdown starts.
+async fn serve(stream: TcpStream, builder: &auto::Builder<TokioExecutor>, shared: Arc<Shared>) {
+    let _ = stream.set_nodelay(true);
+    let epoch = Instant::now();
+    let last_active = Arc::new(AtomicU64::new(0));
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let io = CountingIo {
+        inner: stream,
+        stats: shared.stats.clone(),
+        epoch,
+        last_active: last_active.clone(),
+    };
+    let service = {
+        let shared = shared.clone();
+        let in_flight = in_flight.clone();
+        hyper::service::service_fn(move |req| {
+            let shared = shared.clone();
+            let in_flight = in_flight.clone();
+            async move {
+                in_flight.fetch_add(1, Relaxed);
+                let resp = route(req, &shared).await;
+                in_flight.fetch_sub(1, Relaxed);
+                Ok::<_, Infallible>(resp)
+            }
+        })
+    };
+    let conn = builder.serve_connection(TokioIo::new(io), service);
+    tokio::pin!(conn);
+    let idle = shared.config.idle_timeout;
+    let mut check = tokio::time::interval(idle / IDLE_CHECKS_PER_TIMEOUT);
+    let shutdown = shared.shutdown.clone();
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            res = conn.as_mut() => {
+                if res.is_err() {
+                    shared.stats.reject(Reject::HttpConnectionError);
+                }
+                return;
+            }
+            _ = check.tick(), if !closing => {
+                let quiet_ms = epoch.elapsed().as_millis() as u64 - last_active.load(Relaxed);
+                if in_flight.load(Relaxed) == 0 && quiet_ms >= idle.as_millis() as u64 {
+                    shared.stats.reject(Reject::IdleTimeout);
+                    conn.as_mut().graceful_shutdown();
+                    closing = true;
+                }
+            }
+            _ = super::stopping(shutdown.clone()), if !closing => {
+                // Requests in flight finish; an idle keep-alive connection closes now.
+                conn.as_mut().graceful_shutdown();
+                closing = true;
+            }
+        }
+    }
+}
+
+/// Answers one request.
+async fn route(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
+    shared.stats.http.requests.fetch_add(1, Relaxed);
+    let got_it = Instant::now();
+    let result = match (req.uri().path(), req.method()) {
+        ("/echo", &Method::POST | &Method::GET) => echo(req, shared, got_it).await,
+        ("/healthz", &Method::GET) => Ok(text(StatusCode::OK, "ok")),
+        ("/stats", &Method::GET) => {
+            let json = serde_json::to_vec(&shared.stats.snapshot()).unwrap_or_default();
+            let mut resp = Response::new(Full::new(Bytes::from(json)));
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            Ok(resp)
+        }
+        ("/echo", _) => Err(HttpError::MethodNotAllowed("GET, POST")),
+        ("/healthz" | "/stats", _) => Err(HttpError::MethodNotAllowed("GET")),
+        (path, _) => Err(HttpError::NotFound(path.to_string())),
+    };
+    result.unwrap_or_else(|e| {
+        shared.stats.reject(e.kind());
+        let mut resp = text(e.status(), &format!("{e}\n"));
+        if let HttpError::MethodNotAllowed(allow) = e {
+            resp.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static(allow));
+        }
+        resp
+    })
+}
+
+/// A request the server refuses, with the one-line reason sent back as the body.
+#[derive(Debug, thiserror::Error)]
+enum HttpError {
+    #[error("bad request: {0}")]
+    BadRequest(String),
+    #[error("no such path: {0}")]
+    NotFound(String),
+    #[error("method not allowed; allowed: {0}")]
+    MethodNotAllowed(&'static str),
+    #[error("body is larger than the maximum of {0} bytes")]
+    PayloadTooLarge(u32),
+}
+
+impl HttpError {
+    fn status(&self) -> StatusCode {
+        match self {
+            HttpError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            HttpError::NotFound(_) => StatusCode::NOT_FOUND,
+            HttpError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            HttpError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+        }
+    }
+
+    fn kind(&self) -> Reject {
+        match self {
+            HttpError::BadRequest(_) => Reject::HttpBadRequest,
+            HttpError::NotFound(_) => Reject::HttpNotFound,
+            HttpError::MethodNotAllowed(_) => Reject::HttpMethodNotAllowed,
+            HttpError::PayloadTooLarge(_) => Reject::HttpPayloadTooLarge,
+        }
+    }
+}
+
+/// The parameters of `/echo`, from the query string and the seq header.
+#[derive(Debug, Default, PartialEq)]
+struct EchoParams {
+    seq: Option<u64>,
+    reply_len: Option<u32>,
+    delay_us: u32,
+}
+
+impl EchoParams {
+    /// Parses the query string; unknown keys are ignored, bad numbers are a 400.
+    fn parse(query: Option<&str>) -> Result<EchoParams, HttpError> {
+        let mut params = EchoParams::default();
+        for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let bad = |what: &str| HttpError::BadRequest(format!("{key}={value:?} is not {what}"));
+            match key {
+                "reply_len" => {
+                    params.reply_len = Some(value.parse().map_err(|_| bad("a byte count"))?)
+                }
+                "delay_us" => {
+                    params.delay_us = value.parse().map_err(|_| bad("a number of microseconds"))?
+                }
+                "seq" => params.seq = Some(value.parse().map_err(|_| bad("an unsigned integer"))?),
+                _ => {}
+            }
+        }
+        Ok(params)
+    }
+}
+
+async fn echo(
+    req: Request<Incoming>,
+    shared: &Shared,
+    got_it: Instant,
+) -> Result<Response<Body>, HttpError> {
+    let config = &shared.config;
+    let mut params = EchoParams::parse(req.uri().query())?;
+    let seq_header = req.headers().get(SEQ_HEADER).cloned();
+    if let Some(value) = &seq_header {
+        let seq = value
+            .to_str()
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| {
+                HttpError::BadRequest(format!("{SEQ_HEADER} {value:?} is not an unsigned integer"))
+            })?;
+        params.seq = Some(seq);
+    }
+    if u64::from(params.delay_us) > config.max_delay.as_micros() as u64 {
+        return Err(HttpError::BadRequest(format!(
+            "delay_us={} is above the maximum of {} µs",
+            params.delay_us,
+            config.max_delay.as_micros()
+        )));
+    }
+    if let Some(n) = params.reply_len.filter(|&n| n > config.max_frame) {
+        return Err(HttpError::BadRequest(format!(
+            "reply_len={n} is above the maximum of {} bytes",
+            config.max_frame
+        )));
+    }
+    let is_get = req.method() == Method::GET;
+    if is_get && params.reply_len.is_none() {
+        return Err(HttpError::BadRequest("GET /echo needs ?reply_len=N".into()));
+    }
+    // Refuse a declared oversized body before reading any of it.
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > u64::from(config.max_frame)) {
+        return Err(HttpError::PayloadTooLarge(config.max_frame));
+    }
+    let body = Limited::new(req.into_body(), config.max_frame as usize)
+        .collect()
+        .await
+        .map_err(|e| {
+            if e.is::<http_body_util::LengthLimitError>() {
+                HttpError::PayloadTooLarge(config.max_frame)
+            } else {
+                HttpError::BadRequest(format!("cannot read body: {e}"))
+            }
+        })?
+        .to_bytes();
+    if params.delay_us > 0 {
+        tokio::time::sleep(Duration::from_micros(params.delay_us.into())).await;
+    }
+    let payload = match params.reply_len {
+        None => body,
+        Some(n) => {
+            let mut p = Vec::with_capacity(n as usize);
+            wire::pattern(params.seq.unwrap_or(0), n as usize, &mut p);
+            Bytes::from(p)
+        }
+    };
+    let mut resp = Response::new(Full::new(payload));
+    let headers = resp.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    if let Some(seq) = params.seq {
+        headers.insert(SEQ_HEADER, HeaderValue::from(seq));
+    }
+    let dur_ms = got_it.elapsed().as_nanos() as f64 / 1e6;
+    if let Ok(v) = HeaderValue::from_str(&format!("app;dur={dur_ms:.3}")) {
+        headers.insert("server-timing", v);
+    }
+    Ok(resp)
+}
+
+fn text(status: StatusCode, body: &str) -> Response<Body> {
+    let mut resp = Response::new(Full::new(Bytes::copy_from_slice(body.as_bytes())));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp
+}
+
+/// A TCP stream that counts bytes for /stats and notes when it last moved data, so the
+/// connection can be closed after the idle timeout.
+struct CountingIo {
+    inner: TcpStream,
+    stats: Arc<Stats>,
+    epoch: Instant,
+    /// Milliseconds since `epoch` of the last byte read or written.
+    last_active: Arc<AtomicU64>,
+}
+
+impl CountingIo {
+    fn moved(&self, n: usize, counter: &AtomicU64) {
+        if n > 0 {
+            counter.fetch_add(n as u64, Relaxed);
+            self.last_active
+                .store(self.epoch.elapsed().as_millis() as u64, Relaxed);
+        }
+    }
+}
+
+impl AsyncRead for CountingIo {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let res = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let n = buf.filled().len() - before;
+        self.moved(n, &self.stats.http.bytes_in);
+        res
+    }
+}
+
+impl AsyncWrite for CountingIo {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let res = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = res {
+            self.moved(n, &self.stats.http.bytes_out);
+        }
+        res
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let res = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = res {
+            self.moved(n, &self.stats.http.bytes_out);
+        }
+        res
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_parsing() {
+        assert_eq!(
+            EchoParams::parse(Some("reply_len=10&delay_us=5&seq=7&x=1")).unwrap(),
+            EchoParams {
+                seq: Some(7),
+                reply_len: Some(10),
+                delay_us: 5
+            }
+        );
+        assert_eq!(EchoParams::parse(None).unwrap(), EchoParams::default());
+        assert!(EchoParams::parse(Some("reply_len=-1")).is_err());
+        assert!(EchoParams::parse(Some("delay_us=abc")).is_err());
+        assert!(EchoParams::parse(Some("reply_len")).is_err());
+    }
+}

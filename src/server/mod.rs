@@ -1,0 +1,227 @@
+//! The echo server: one process, one listener per protocol, shared limits and counters.
+//!
+//! [`EchoServer::start`] binds every enabled listener (so the real ports are known before
+//! anything is printed), spawns their accept loops on the current tokio runtime and
+//! returns a handle. [`EchoServer::shutdown`] stops accepting, lets requests in flight
+//! finish within a grace period, and returns the final counters.
+
+mod http;
+pub mod stats;
+mod tcp;
+
+use stats::{ProtoCounters, Reject, Stats, StatsSnapshot};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
+
+/// Default longest `delay_us` a client may ask for (10 s).
+pub const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(10);
+/// Default limit of connections open at once, over all protocols.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+/// Default time a connection may stay silent before the server closes it (60 s).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long shutdown waits for requests in flight before giving up on them (5 s).
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Everything the server needs to know before it binds.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Raw TCP listen address; `None` disables the listener.
+    pub tcp: Option<SocketAddr>,
+    /// HTTP listen address; `None` disables the listener.
+    pub http: Option<SocketAddr>,
+    /// Largest frame body (TCP) or request body (HTTP), and largest reply, in bytes.
+    pub max_frame: u32,
+    /// Largest `delay_us` honoured; above it the request gets status 2 (TCP) or 400 (HTTP).
+    pub max_delay: Duration,
+    /// Connections open at once over every protocol; more are closed at once.
+    pub max_connections: usize,
+    /// A connection that sends nothing for this long is closed.
+    pub idle_timeout: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            tcp: Some(SocketAddr::from(([127, 0, 0, 1], 7001))),
+            http: Some(SocketAddr::from(([127, 0, 0, 1], 7080))),
+            max_frame: crate::wire::DEFAULT_MAX_FRAME,
+            max_delay: DEFAULT_MAX_DELAY,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Loopback on free ports for both listeners, everything else default: what tests and
+    /// the embedded server of `rpcbench` use.
+    pub fn loopback_any_port() -> Self {
+        ServerConfig {
+            tcp: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+            http: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+            ..ServerConfig::default()
+        }
+    }
+}
+
+/// Failure to start the server.
+#[derive(Debug, thiserror::Error)]
+pub enum StartServerError {
+    #[error("cannot listen for {proto} on {addr}: {source}")]
+    Bind {
+        proto: &'static str,
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// State every connection task shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub config: ServerConfig,
+    pub stats: Arc<Stats>,
+    /// One permit per open connection, over every protocol.
+    pub slots: Arc<Semaphore>,
+    /// Flips to `true` when shutdown starts.
+    pub shutdown: watch::Receiver<bool>,
+    /// Each connection task holds a clone; when all are dropped, shutdown is complete.
+    pub alive: mpsc::Sender<()>,
+}
+
+/// Held by a connection task while it runs: keeps its slot, its "open" count and the
+/// shutdown tracker, and releases all three when dropped, however the task ends.
+pub(crate) struct ConnGuard {
+    _slot: OwnedSemaphorePermit,
+    _alive: mpsc::Sender<()>,
+    proto: Arc<Stats>,
+    which: fn(&Stats) -> &ProtoCounters,
+}
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        (self.which)(&self.proto).open.fetch_sub(1, Relaxed);
+    }
+}
+
+impl Shared {
+    /// Admits a new connection, or counts and refuses it when the limit is reached.
+    pub fn admit(&self, which: fn(&Stats) -> &ProtoCounters) -> Option<ConnGuard> {
+        let counters = which(&self.stats);
+        counters.total.fetch_add(1, Relaxed);
+        let Ok(slot) = self.slots.clone().try_acquire_owned() else {
+            self.stats.reject(Reject::OverConnectionLimit);
+            return None;
+        };
+        counters.open.fetch_add(1, Relaxed);
+        Some(ConnGuard {
+            _slot: slot,
+            _alive: self.alive.clone(),
+            proto: self.stats.clone(),
+            which,
+        })
+    }
+}
+
+/// Resolves once shutdown has started (or the server handle is gone).
+pub(crate) async fn stopping(mut rx: watch::Receiver<bool>) {
+    loop {
+        let stop = *rx.borrow_and_update();
+        if stop || rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// A running echo server.
+#[derive(Debug)]
+pub struct EchoServer {
+    /// Where the raw TCP listener is bound, with the real port.
+    pub tcp_addr: Option<SocketAddr>,
+    /// Where the HTTP listener is bound, with the real port.
+    pub http_addr: Option<SocketAddr>,
+    stats: Arc<Stats>,
+    shutdown_tx: watch::Sender<bool>,
+    alive_rx: mpsc::Receiver<()>,
+}
+
+impl EchoServer {
+    /// Binds every enabled listener and starts serving on the current tokio runtime.
+    pub async fn start(config: ServerConfig) -> Result<EchoServer, StartServerError> {
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let (alive_tx, alive_rx) = mpsc::channel(1);
+        let shared = Arc::new(Shared {
+            stats: Arc::new(Stats::default()),
+            slots: Arc::new(Semaphore::new(config.max_connections)),
+            shutdown: shutdown_rx,
+            alive: alive_tx,
+            config,
+        });
+        let bind = |proto, addr| async move {
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| StartServerError::Bind {
+                    proto,
+                    addr,
+                    source,
+                })
+        };
+        // Bind everything before spawning anything, so a failure leaves nothing running.
+        let tcp = match shared.config.tcp {
+            Some(addr) => Some(bind("tcp", addr).await?),
+            None => None,
+        };
+        let http = match shared.config.http {
+            Some(addr) => Some(bind("http", addr).await?),
+            None => None,
+        };
+        let local = |l: &tokio::net::TcpListener, proto, addr| {
+            l.local_addr().map_err(|source| StartServerError::Bind {
+                proto,
+                addr,
+                source,
+            })
+        };
+        let tcp_addr = match &tcp {
+            Some(l) => Some(local(l, "tcp", shared.config.tcp.unwrap())?),
+            None => None,
+        };
+        let http_addr = match &http {
+            Some(l) => Some(local(l, "http", shared.config.http.unwrap())?),
+            None => None,
+        };
+        if let Some(listener) = tcp {
+            tokio::spawn(tcp::accept_loop(listener, shared.clone()));
+        }
+        if let Some(listener) = http {
+            tokio::spawn(http::accept_loop(listener, shared.clone()));
+        }
+        Ok(EchoServer {
+            tcp_addr,
+            http_addr,
+            stats: shared.stats.clone(),
+            shutdown_tx,
+            alive_rx,
+        })
+    }
+
+    /// The live counters.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.stats.snapshot()
+    }
+
+    /// Stops accepting, waits up to `grace` for requests in flight, returns the totals.
+    ///
+    /// Returns `false` in the second field when the grace period ran out first.
+    pub async fn shutdown(mut self, grace: Duration) -> (StatsSnapshot, bool) {
+        let _ = self.shutdown_tx.send(true);
+        // The accept loops hold the last senders besides the connection tasks; recv()
+        // yields None once every one of them is gone.
+        let drained = tokio::time::timeout(grace, self.alive_rx.recv())
+            .await
+            .is_ok();
+        (self.stats.snapshot(), drained)
+    }
+}

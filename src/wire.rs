@@ -1,0 +1,240 @@
+//! The raw TCP wire protocol: length-prefixed postcard frames.
+//!
+//! A frame is a 4-byte big-endian body length `L` (`1 <= L <= max frame`) followed by `L`
+//! bytes holding one postcard-encoded message. Clients send [`Request`]s and the server
+//! answers each with a [`Response`], in request order, so requests may be pipelined.
+//! README.md documents the same format byte by byte for implementers in other languages.
+
+use serde::{Deserialize, Serialize};
+
+/// Size of the big-endian length prefix in front of every frame body.
+pub const LEN_PREFIX: usize = 4;
+
+/// Default largest frame body, in bytes (16 MiB).
+///
+/// Large enough for any payload a latency benchmark sends, small enough that a hostile
+/// length prefix cannot make the server reserve a dangerous amount of memory.
+pub const DEFAULT_MAX_FRAME: u32 = 16 * 1024 * 1024;
+
+/// Bytes of framing a response adds around its payload at most (varints for seq and
+/// server_ns, status, payload length), used to check a requested reply fits in a frame.
+pub const RESPONSE_OVERHEAD: u32 = 10 + 1 + 10 + 5;
+
+/// One call from the client.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Request {
+    /// Unique sequence number chosen by the client; the reply carries it back.
+    pub seq: u64,
+    /// `None`: echo `payload`. `Some(n)`: reply with `n` bytes of [`pattern`].
+    pub reply_len: Option<u32>,
+    /// Microseconds the server waits before replying.
+    pub delay_us: u32,
+    /// Opaque request body.
+    #[serde(with = "serde_bytes")]
+    pub payload: Vec<u8>,
+}
+
+/// The server's answer to one [`Request`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Response {
+    /// The request's sequence number.
+    pub seq: u64,
+    /// A [`Status`] code as a byte, so unknown future codes still decode.
+    pub status: u8,
+    /// Nanoseconds from having the whole request to starting to write the reply.
+    pub server_ns: u64,
+    /// The echoed payload or the pattern; empty when `status` is not ok.
+    #[serde(with = "serde_bytes")]
+    pub payload: Vec<u8>,
+}
+
+/// Outcome codes carried in [`Response::status`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Status {
+    /// The reply holds the echo or the pattern.
+    Ok = 0,
+    /// `reply_len` would not fit in the server's max frame.
+    ReplyTooLarge = 1,
+    /// `delay_us` is above the server's max delay.
+    DelayTooLong = 2,
+}
+
+/// Why bytes on the wire could not be turned into a message.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeFrameError {
+    /// A length prefix of zero: every message has at least one byte.
+    #[error("frame length 0 is not allowed")]
+    EmptyFrame,
+    /// A length prefix above the limit; nothing was allocated for it.
+    #[error("frame length {len} is above the maximum of {max} bytes")]
+    FrameTooLarge { len: u32, max: u32 },
+    /// The body is not a valid postcard message of the expected type.
+    #[error("frame body is not a valid message: {0}")]
+    Malformed(#[from] postcard::Error),
+    /// The body decoded but left bytes over, so the sender and we disagree on the format.
+    #[error("frame body has {0} trailing bytes")]
+    TrailingBytes(usize),
+}
+
+/// Appends one frame holding `msg` to `out`.
+pub fn encode_frame<T: Serialize>(msg: &T, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&[0; LEN_PREFIX]);
+    // Writing into a Vec cannot fail, and our message types have no fallible fields.
+    let buf = std::mem::take(out);
+    *out = postcard::to_extend(msg, buf).expect("serialising into a Vec cannot fail");
+    let body_len = (out.len() - start - LEN_PREFIX) as u32;
+    out[start..start + LEN_PREFIX].copy_from_slice(&body_len.to_be_bytes());
+}
+
+/// Checks a length prefix; returns the body length when it is acceptable.
+pub fn check_len(prefix: [u8; LEN_PREFIX], max: u32) -> Result<usize, DecodeFrameError> {
+    match u32::from_be_bytes(prefix) {
+        0 => Err(DecodeFrameError::EmptyFrame),
+        len if len > max => Err(DecodeFrameError::FrameTooLarge { len, max }),
+        len => Ok(len as usize),
+    }
+}
+
+/// Decodes one frame body (without its prefix) into a message.
+pub fn decode_body<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, DecodeFrameError> {
+    let (msg, rest) = postcard::take_from_bytes(body)?;
+    if rest.is_empty() {
+        Ok(msg)
+    } else {
+        Err(DecodeFrameError::TrailingBytes(rest.len()))
+    }
+}
+
+/// Decodes the first frame in `buf`.
+///
+/// Returns `Ok(None)` when `buf` does not yet hold a whole frame (read more and try again),
+/// or the message and the number of bytes it used.
+pub fn decode_frame<'a, T: Deserialize<'a>>(
+    buf: &'a [u8],
+    max: u32,
+) -> Result<Option<(T, usize)>, DecodeFrameError> {
+    let Some(prefix) = buf.first_chunk::<LEN_PREFIX>() else {
+        return Ok(None);
+    };
+    let len = check_len(*prefix, max)?;
+    let Some(body) = buf.get(LEN_PREFIX..LEN_PREFIX + len) else {
+        return Ok(None);
+    };
+    Ok(Some((decode_body(body)?, LEN_PREFIX + len)))
+}
+
+/// Byte `i` of the reply pattern for `seq`: `(seq + i) mod 256`.
+#[inline]
+fn pattern_byte(seq: u64, i: usize) -> u8 {
+    seq.wrapping_add(i as u64) as u8
+}
+
+/// Appends `len` bytes of the verifiable reply pattern for `seq` to `out`.
+pub fn pattern(seq: u64, len: usize, out: &mut Vec<u8>) {
+    out.extend((0..len).map(|i| pattern_byte(seq, i)));
+}
+
+/// True when `bytes` is exactly the pattern of its length for `seq`.
+pub fn is_pattern(seq: u64, bytes: &[u8]) -> bool {
+    bytes
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == pattern_byte(seq, i))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hi_request() -> Request {
+        Request {
+            seq: 1,
+            reply_len: None,
+            delay_us: 0,
+            payload: b"hi".to_vec(),
+        }
+    }
+
+    /// The worked example in README.md; if this changes, the README is wrong.
+    #[test]
+    fn readme_hex_examples() {
+        let mut out = Vec::new();
+        encode_frame(&hi_request(), &mut out);
+        assert_eq!(out, [0, 0, 0, 6, 0x01, 0x00, 0x00, 0x02, 0x68, 0x69]);
+
+        let resp = Response {
+            seq: 1,
+            status: Status::Ok as u8,
+            server_ns: 1500,
+            payload: b"hi".to_vec(),
+        };
+        out.clear();
+        encode_frame(&resp, &mut out);
+        assert_eq!(out, [0, 0, 0, 7, 0x01, 0x00, 0xdc, 0x0b, 0x02, 0x68, 0x69]);
+    }
+
+    #[test]
+    fn round_trip_and_partial_frames() {
+        let req = Request {
+            seq: u64::MAX,
+            reply_len: Some(70_000),
+            delay_us: 123,
+            payload: vec![7; 300],
+        };
+        let mut out = Vec::new();
+        encode_frame(&req, &mut out);
+        encode_frame(&hi_request(), &mut out);
+        for cut in 0..LEN_PREFIX + 5 {
+            assert!(
+                decode_frame::<Request>(&out[..cut], DEFAULT_MAX_FRAME)
+                    .unwrap()
+                    .is_none()
+            );
+        }
+        let (first, used) = decode_frame::<Request>(&out, DEFAULT_MAX_FRAME)
+            .unwrap()
+            .unwrap();
+        assert_eq!(first, req);
+        let (second, rest) = decode_frame::<Request>(&out[used..], DEFAULT_MAX_FRAME)
+            .unwrap()
+            .unwrap();
+        assert_eq!(second, hi_request());
+        assert_eq!(used + rest, out.len());
+    }
+
+    #[test]
+    fn bad_frames_are_errors() {
+        assert!(matches!(
+            decode_frame::<Request>(&[0, 0, 0, 0, 1], 100),
+            Err(DecodeFrameError::EmptyFrame)
+        ));
+        assert!(matches!(
+            decode_frame::<Request>(&[0xff, 0xff, 0xff, 0xff], 100),
+            Err(DecodeFrameError::FrameTooLarge {
+                len: u32::MAX,
+                max: 100
+            })
+        ));
+        // An Option tag of 7 is not valid postcard.
+        assert!(matches!(
+            decode_frame::<Request>(&[0, 0, 0, 3, 1, 7, 0], 100),
+            Err(DecodeFrameError::Malformed(_))
+        ));
+        assert!(matches!(
+            decode_frame::<Request>(&[0, 0, 0, 5, 1, 0, 0, 0, 9], 100),
+            Err(DecodeFrameError::TrailingBytes(1))
+        ));
+    }
+
+    #[test]
+    fn pattern_wraps_and_verifies() {
+        let mut p = Vec::new();
+        pattern(254, 4, &mut p);
+        assert_eq!(p, [254, 255, 0, 1]);
+        assert!(is_pattern(254, &p));
+        p[2] ^= 1;
+        assert!(!is_pattern(254, &p));
+    }
+}
