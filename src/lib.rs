@@ -4,13 +4,23 @@
 //!
 //! - [`wire`]: the raw TCP protocol, length-prefixed postcard frames, and the reply pattern.
 //! - [`server`]: the echo server, one file per listener (`tcp.rs`, `http.rs`) and its counters.
+//! - [`transport`]: the client transports, one file each, behind one small trait.
+//! - [`runner`]: the load engine: workers, warm-up, timing, verification, counting.
+//! - [`measure`]: HDR histograms and per-call outcome tallies, merged across workers.
+//! - [`report`]: the serialisable result (JSON) that every renderer reads.
+//! - [`render`]: one renderer per output format (table, json, csv, markdown).
 //! - [`cli`]: command-line front ends for both binaries (`bin/` only calls into here).
 //!
 //! The README documents the protocol byte by byte and every flag.
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod measure;
+pub mod render;
+pub mod report;
+pub mod runner;
 pub mod server;
+pub mod transport;
 pub mod wire;
 
 /// Sends logs to stderr, filtered by `RUST_LOG` (default: warnings and errors).

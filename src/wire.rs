@@ -48,6 +48,19 @@ pub struct Response {
     pub payload: Vec<u8>,
 }
 
+/// A [`Response`] decoded in place: the payload borrows the receive buffer.
+///
+/// Same bytes on the wire as [`Response`]; the client uses it so that verifying a reply
+/// costs no allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub struct ResponseRef<'a> {
+    pub seq: u64,
+    pub status: u8,
+    pub server_ns: u64,
+    #[serde(borrow, with = "serde_bytes")]
+    pub payload: &'a [u8],
+}
+
 /// Outcome codes carried in [`Response::status`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -173,6 +186,13 @@ mod tests {
         out.clear();
         encode_frame(&resp, &mut out);
         assert_eq!(out, [0, 0, 0, 7, 0x01, 0x00, 0xdc, 0x0b, 0x02, 0x68, 0x69]);
+        let (borrowed, _) = decode_frame::<ResponseRef>(&out, DEFAULT_MAX_FRAME)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (borrowed.seq, borrowed.server_ns, borrowed.payload),
+            (1, 1500, &b"hi"[..])
+        );
     }
 
     #[test]

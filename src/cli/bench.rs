@@ -1,0 +1,336 @@
+//! `rpcbench`: the client's command line. Without `--target` it starts the echo server
+//! in-process on loopback and compares every transport against it.
+
+use super::{EXIT_FAILED, EXIT_OK, one_line, parse_bytes, parse_duration};
+use crate::render::{self, Format};
+use crate::report::{ConfigRecord, Environment, Report, RunRecord, rfc3339_now};
+use crate::runner::{RunConfig, TransportRun, run_transport};
+use crate::server::{EchoServer, ServerConfig};
+use crate::transport::{Endpoint, TransportKind};
+use anyhow::{Context, bail};
+use clap::Parser;
+use std::io::{IsTerminal, Write};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+/// Times N round trips per transport against an rpcbench-echo server, shows where the time
+/// goes, and checks that no call was lost.
+///
+/// Exit status: 0 when lost + mismatched + failed calls <= --max-lost, 1 otherwise or when
+/// the run could not start, 2 for bad usage.
+#[derive(Debug, Parser)]
+#[command(name = "rpcbench", version, about, long_about = None)]
+pub struct BenchArgs {
+    /// Server to call (IP literal or host name). Without it, an echo server is started
+    /// in-process on 127.0.0.1.
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Raw TCP port of the target.
+    #[arg(long, default_value_t = 7001)]
+    pub tcp_port: u16,
+    /// HTTP port of the target.
+    #[arg(long, default_value_t = 7080)]
+    pub http_port: u16,
+    /// Measured calls per transport.
+    #[arg(short = 'n', long = "calls", default_value_t = 1000)]
+    pub calls: u64,
+    /// Run each transport for this long instead of -n calls (e.g. 10s).
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Calls per transport before measuring starts; never counted.
+    #[arg(long, default_value_t = 100)]
+    pub warmup: u64,
+    /// Workers, each with its own connection or handle.
+    #[arg(short = 'c', long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    pub concurrency: u16,
+    /// Request payload in bytes (KiB/MiB suffixes allowed).
+    #[arg(long, default_value = "64", value_parser = parse_bytes)]
+    pub payload: u32,
+    /// Ask the server for a reply of this many pattern bytes instead of an echo.
+    #[arg(long, value_parser = parse_bytes)]
+    pub reply: Option<u32>,
+    /// Ask the server to wait this many microseconds before each reply.
+    #[arg(long, default_value_t = 0)]
+    pub delay_us: u32,
+    /// Longest a call may take before it counts as lost (e.g. 5s, 200ms).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Transports to run, comma-separated (default: all).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = TransportKind::ALL.to_vec())]
+    pub transports: Vec<TransportKind>,
+    /// Run the transport list this many times, alternating the order, merging results.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rounds: u32,
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Also write the full JSON report to this file.
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
+    /// Lost + mismatched + failed calls allowed before the exit status is 1.
+    #[arg(long, default_value_t = 0)]
+    pub max_lost: u64,
+    /// Never show the progress bar (it is shown only when stderr is a terminal anyway).
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+impl BenchArgs {
+    /// The per-call settings these arguments describe.
+    pub fn run_config(&self) -> RunConfig {
+        RunConfig {
+            calls: self.calls,
+            duration: self.duration,
+            warmup: self.warmup,
+            concurrency: self.concurrency.into(),
+            payload: self.payload,
+            reply: self.reply,
+            delay_us: self.delay_us,
+            timeout: self.timeout,
+        }
+    }
+}
+
+/// Parses arguments, runs, prints, and maps the result to an exit status.
+pub fn main() -> ExitCode {
+    crate::init_tracing();
+    let args = BenchArgs::parse();
+    match run(&args) {
+        Ok(report) => {
+            if report.failed() > args.max_lost {
+                ExitCode::from(EXIT_FAILED)
+            } else {
+                ExitCode::from(EXIT_OK)
+            }
+        }
+        Err(e) if is_broken_pipe(&e) => ExitCode::from(EXIT_OK),
+        Err(e) => {
+            eprintln!("rpcbench: {}", one_line(&e));
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}
+
+/// `rpcbench | head` closes our stdout early; that is the reader's choice, not an error.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// The embedded echo server and the runtime it runs on; stopped on drop of the runtime.
+struct Embedded {
+    rt: tokio::runtime::Runtime,
+    server: EchoServer,
+}
+
+impl Embedded {
+    fn start() -> anyhow::Result<Embedded> {
+        // One server thread: the client's workers need the other CPU of a small machine.
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("rpcbench-echo")
+            .enable_all()
+            .build()
+            .context("cannot start the embedded server's runtime")?;
+        let server = rt
+            .block_on(EchoServer::start(ServerConfig::loopback_any_port()))
+            .context("cannot start the embedded echo server")?;
+        Ok(Embedded { rt, server })
+    }
+}
+
+/// Runs the whole comparison and writes the output; returns the report.
+pub fn run(args: &BenchArgs) -> anyhow::Result<Report> {
+    let embedded = match &args.target {
+        None => Some(Embedded::start()?),
+        Some(_) => None,
+    };
+    let (endpoint, target) = match (&embedded, &args.target) {
+        (Some(e), _) => {
+            let tcp = e.server.tcp_addr.context("embedded tcp listener")?;
+            let http = e.server.http_addr.context("embedded http listener")?;
+            (
+                Endpoint {
+                    tcp,
+                    http,
+                    host: tcp.ip().to_string(),
+                },
+                "embedded (127.0.0.1)".to_string(),
+            )
+        }
+        (None, Some(host)) => (
+            resolve_target(host, args.tcp_port, args.http_port)?,
+            host.clone(),
+        ),
+        (None, None) => unreachable!("no target means an embedded server"),
+    };
+    let config = args.run_config();
+    let started = rfc3339_now();
+    let runs = run_all(
+        &args.transports,
+        args.rounds,
+        &endpoint,
+        &config,
+        !args.no_progress,
+    );
+    let report = Report {
+        rpcbench: env!("CARGO_PKG_VERSION").to_string(),
+        started,
+        target,
+        config: ConfigRecord::new(&config, args.rounds, &args.transports, &endpoint),
+        environment: Environment::detect(),
+        runs: runs.iter().map(|r| RunRecord::new(r, "ip")).collect(),
+    };
+    if let Some(e) = embedded {
+        let _ = e.rt.block_on(e.server.shutdown(Duration::from_secs(1)));
+    }
+    if let Some(path) = &args.out {
+        let file = std::fs::File::create(path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        let mut w = std::io::BufWriter::new(file);
+        render::render(&report, Format::Json, &mut w)
+            .and_then(|()| w.flush())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let mut stdout = std::io::stdout().lock();
+    render::render(&report, args.format, &mut stdout)?;
+    stdout.flush()?;
+    Ok(report)
+}
+
+/// Turns `--target` into addresses. A name is resolved once, here (address mode `ip`).
+fn resolve_target(host: &str, tcp_port: u16, http_port: u16) -> anyhow::Result<Endpoint> {
+    let ip: IpAddr = match host.parse() {
+        Ok(ip) => ip,
+        Err(_) => (host, tcp_port)
+            .to_socket_addrs()
+            .with_context(|| format!("cannot resolve {host:?} with the system resolver"))?
+            .map(|a| a.ip())
+            .find(IpAddr::is_ipv4)
+            .with_context(|| format!("{host:?} has no IPv4 address"))?,
+    };
+    if tcp_port == 0 || http_port == 0 {
+        bail!("ports must not be 0");
+    }
+    Ok(Endpoint {
+        tcp: SocketAddr::new(ip, tcp_port),
+        http: SocketAddr::new(ip, http_port),
+        host: ip.to_string(),
+    })
+}
+
+/// Runs every transport `rounds` times, reversing the order every other round so drift
+/// over time hits each transport alike, and merges the rounds per transport.
+fn run_all(
+    kinds: &[TransportKind],
+    rounds: u32,
+    endpoint: &Endpoint,
+    config: &RunConfig,
+    progress: bool,
+) -> Vec<TransportRun> {
+    let mut merged: Vec<Option<TransportRun>> = vec![None; kinds.len()];
+    let show = progress && std::io::stderr().is_terminal();
+    for round in 0..rounds {
+        let order: Vec<usize> = if round % 2 == 0 {
+            (0..kinds.len()).collect()
+        } else {
+            (0..kinds.len()).rev().collect()
+        };
+        for i in order {
+            let run = with_progress(show, kinds[i], config, |done| {
+                run_transport(kinds[i], endpoint, config, done)
+            });
+            match &mut merged[i] {
+                Some(m) => m.merge(&run),
+                slot @ None => *slot = Some(run),
+            }
+        }
+    }
+    merged.into_iter().flatten().collect()
+}
+
+/// Runs `f`, showing a progress bar on stderr fed from the counter `f` updates.
+fn with_progress<T>(
+    show: bool,
+    kind: TransportKind,
+    config: &RunConfig,
+    f: impl FnOnce(Arc<AtomicU64>) -> T,
+) -> T {
+    let done = Arc::new(AtomicU64::new(0));
+    if !show {
+        return f(done);
+    }
+    let bar = match config.duration {
+        Some(d) => indicatif::ProgressBar::new(d.as_secs().max(1)),
+        None => indicatif::ProgressBar::new(config.calls),
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{prefix:>15} {wide_bar} {pos}/{len} {msg} ETA {eta}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar.set_prefix(kind.name());
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let started = std::time::Instant::now();
+            // Polling a counter keeps the bar off the workers' hot path.
+            while !stop.load(Relaxed) {
+                let n = done.load(Relaxed);
+                let rate = n as f64 / started.elapsed().as_secs_f64().max(1e-9);
+                if config.duration.is_some() {
+                    bar.set_position(started.elapsed().as_secs());
+                } else {
+                    bar.set_position(n);
+                }
+                bar.set_message(format!("{rate:.0} calls/s"));
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            bar.finish_and_clear();
+        });
+        let result = f(done.clone());
+        stop.store(true, Relaxed);
+        result
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn arguments() {
+        BenchArgs::command().debug_assert();
+        let args =
+            BenchArgs::try_parse_from(["rpcbench", "--transports", "tcp,curl-fresh", "-c", "8"])
+                .unwrap();
+        assert_eq!(
+            args.transports,
+            [TransportKind::Tcp, TransportKind::CurlFresh]
+        );
+        assert_eq!(args.run_config().concurrency, 8);
+        assert_eq!(
+            BenchArgs::try_parse_from(["rpcbench"])
+                .unwrap()
+                .transports
+                .len(),
+            6
+        );
+        for bad in [
+            &["rpcbench", "--transports", "carrier-pigeon"][..],
+            &["rpcbench", "-c", "0"],
+            &["rpcbench", "--timeout", "soon"],
+            &["rpcbench", "--rounds", "0"],
+            &["rpcbench", "--format", "xml"],
+        ] {
+            assert!(BenchArgs::try_parse_from(bad).is_err(), "{bad:?}");
+        }
+    }
+}

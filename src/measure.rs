@@ -1,0 +1,290 @@
+//! What one worker (and, merged, one transport) measured: HDR histograms of latency and of
+//! each phase, and the outcome of every call.
+//!
+//! Workers fill their own [`Tally`] with no sharing; the runner merges them with `+=` at
+//! the end, so the hot loop never touches another thread's memory.
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::ops::AddAssign;
+use std::time::Duration;
+
+/// Lowest latency the histograms tell apart: 1 µs, in their unit of nanoseconds.
+const HIST_LOW_NS: u64 = 1_000;
+/// Highest latency recorded exactly: 60 s; anything longer is recorded as 60 s.
+const HIST_HIGH_NS: u64 = 60_000_000_000;
+/// Significant digits kept: 3 gives 0.1% resolution at every magnitude.
+const HIST_SIGFIG: u8 = 3;
+/// How many seqs of each kind of failed call are kept for the report.
+pub const KEPT_SEQS: usize = 100;
+
+/// A latency histogram in nanoseconds.
+#[derive(Debug, Clone)]
+pub struct Hist(Histogram<u64>);
+
+impl Default for Hist {
+    fn default() -> Self {
+        Hist(
+            Histogram::new_with_bounds(HIST_LOW_NS, HIST_HIGH_NS, HIST_SIGFIG)
+                .expect("constant bounds are valid"),
+        )
+    }
+}
+
+impl Hist {
+    /// Records one duration (saturating at the top of the range).
+    #[inline]
+    pub fn record(&mut self, d: Duration) {
+        self.0
+            .saturating_record(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    }
+
+    /// Number of values recorded.
+    pub fn len(&self) -> u64 {
+        self.0.len()
+    }
+
+    /// True when nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The summary in microseconds, or `None` when nothing was recorded.
+    pub fn summary(&self) -> Option<Summary> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let us = |ns: u64| ns as f64 / 1e3;
+        let h = &self.0;
+        Some(Summary {
+            min: us(h.min()),
+            mean: h.mean() / 1e3,
+            p50: us(h.value_at_quantile(0.50)),
+            p90: us(h.value_at_quantile(0.90)),
+            p99: us(h.value_at_quantile(0.99)),
+            p999: us(h.value_at_quantile(0.999)),
+            max: us(h.max()),
+            stddev: h.stdev() / 1e3,
+        })
+    }
+
+    /// The value (µs) at each of `quantiles`, for percentile curves.
+    pub fn quantiles_us(&self, quantiles: &[f64]) -> Vec<f64> {
+        quantiles
+            .iter()
+            .map(|&q| self.0.value_at_quantile(q) as f64 / 1e3)
+            .collect()
+    }
+}
+
+impl AddAssign<&Hist> for Hist {
+    fn add_assign(&mut self, other: &Hist) {
+        // Same bounds on both sides, so adding cannot fail.
+        self.0.add(&other.0).expect("histograms share bounds");
+    }
+}
+
+/// The usual latency statistics, in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Summary {
+    pub min: f64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+    pub stddev: f64,
+}
+
+/// The phases a call's time is split into, where a transport can see them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Opening the TCP connection.
+    Connect,
+    /// From starting to send the request to the first byte of the reply.
+    FirstByte,
+    /// Time the server says it spent (`server_ns` or `server-timing`).
+    Server,
+}
+
+impl Phase {
+    /// Every phase, in the order tables show them.
+    pub const ALL: [Phase; 3] = [Phase::Connect, Phase::FirstByte, Phase::Server];
+
+    /// The stable name (JSON key).
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Connect => "connect",
+            Phase::FirstByte => "first_byte",
+            Phase::Server => "server",
+        }
+    }
+}
+
+/// How one measured call ended. Every call ends in exactly one of these.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// A verified reply.
+    Ok,
+    /// Sent, but no reply: timeout, or the connection closed first.
+    Lost,
+    /// A reply came but was not the right one: wrong seq or wrong bytes.
+    Mismatched,
+    /// The call failed before or instead of a reply; the key says how.
+    Error(String),
+}
+
+/// Everything one worker, or one merged transport run, measured.
+#[derive(Debug, Clone, Default)]
+pub struct Tally {
+    /// Latency of every ok call.
+    pub latency: Hist,
+    /// One histogram per [`Phase`], same order as `Phase::ALL`.
+    pub phases: [Hist; 3],
+    pub ok: u64,
+    pub lost: u64,
+    pub mismatched: u64,
+    /// Replies that arrived a second time (not calls: these are on top of `calls`).
+    pub duplicated: u64,
+    /// Failed calls by kind.
+    pub errors: BTreeMap<String, u64>,
+    /// Connections opened, warm-up included.
+    pub connects: u64,
+    /// First seqs of lost, mismatched and failed calls.
+    pub lost_seqs: Vec<u64>,
+    pub mismatched_seqs: Vec<u64>,
+    pub error_seqs: Vec<u64>,
+    /// CPU time of the worker threads during the measured calls.
+    pub cpu_user: Duration,
+    pub cpu_sys: Duration,
+}
+
+impl Tally {
+    /// Calls counted: always `ok + lost + mismatched + errors`.
+    pub fn calls(&self) -> u64 {
+        self.ok + self.lost + self.mismatched + self.errors.values().sum::<u64>()
+    }
+
+    /// Failed calls of any kind.
+    pub fn failed(&self) -> u64 {
+        self.calls() - self.ok
+    }
+
+    /// Counts one call's outcome.
+    pub fn count(&mut self, seq: u64, outcome: Outcome) {
+        let keep = |seqs: &mut Vec<u64>| {
+            if seqs.len() < KEPT_SEQS {
+                seqs.push(seq);
+            }
+        };
+        match outcome {
+            Outcome::Ok => self.ok += 1,
+            Outcome::Lost => {
+                self.lost += 1;
+                keep(&mut self.lost_seqs);
+            }
+            Outcome::Mismatched => {
+                self.mismatched += 1;
+                keep(&mut self.mismatched_seqs);
+            }
+            Outcome::Error(kind) => {
+                *self.errors.entry(kind).or_default() += 1;
+                keep(&mut self.error_seqs);
+            }
+        }
+    }
+
+    /// The histogram of one phase.
+    pub fn phase(&self, phase: Phase) -> &Hist {
+        &self.phases[phase as usize]
+    }
+
+    /// Records the time of one phase.
+    #[inline]
+    pub fn record_phase(&mut self, phase: Phase, d: Duration) {
+        self.phases[phase as usize].record(d);
+    }
+}
+
+impl AddAssign<&Tally> for Tally {
+    fn add_assign(&mut self, other: &Tally) {
+        self.latency += &other.latency;
+        for (mine, theirs) in self.phases.iter_mut().zip(&other.phases) {
+            *mine += theirs;
+        }
+        self.ok += other.ok;
+        self.lost += other.lost;
+        self.mismatched += other.mismatched;
+        self.duplicated += other.duplicated;
+        for (kind, n) in &other.errors {
+            *self.errors.entry(kind.clone()).or_default() += n;
+        }
+        self.connects += other.connects;
+        for (mine, theirs) in [
+            (&mut self.lost_seqs, &other.lost_seqs),
+            (&mut self.mismatched_seqs, &other.mismatched_seqs),
+            (&mut self.error_seqs, &other.error_seqs),
+        ] {
+            mine.extend_from_slice(theirs);
+            mine.sort_unstable();
+            mine.truncate(KEPT_SEQS);
+        }
+        self.cpu_user += other.cpu_user;
+        self.cpu_sys += other.cpu_sys;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_in_microseconds() {
+        let mut h = Hist::default();
+        for us in 1..=1000u64 {
+            h.record(Duration::from_micros(us));
+        }
+        let s = h.summary().unwrap();
+        assert_eq!(s.min, 1.0);
+        assert!((s.mean - 500.5).abs() < 1.0, "{s:?}");
+        assert!((s.p50 - 500.0).abs() <= 0.5, "{s:?}");
+        assert!((s.p99 - 990.0).abs() <= 1.0, "{s:?}");
+        assert!((s.max - 1000.0).abs() <= 1.0, "{s:?}");
+        assert!(Hist::default().summary().is_none());
+        // Above the range saturates rather than failing.
+        h.record(Duration::from_secs(3600));
+        assert!(h.summary().unwrap().max >= 59e6);
+    }
+
+    #[test]
+    fn counting_and_merging_keep_the_sum_rule() {
+        let mut a = Tally::default();
+        a.count(1, Outcome::Ok);
+        a.count(2, Outcome::Lost);
+        a.count(3, Outcome::Error("timeout".into()));
+        let mut b = Tally::default();
+        b.count(5, Outcome::Mismatched);
+        b.count(4, Outcome::Error("timeout".into()));
+        b.count(6, Outcome::Error("connect_refused".into()));
+        b.duplicated = 2;
+        a += &b;
+        assert_eq!(a.calls(), 6);
+        assert_eq!(a.failed(), 5);
+        assert_eq!((a.ok, a.lost, a.mismatched, a.duplicated), (1, 1, 1, 2));
+        assert_eq!(a.errors["timeout"], 2);
+        assert_eq!(a.error_seqs, [3, 4, 6]);
+    }
+
+    #[test]
+    fn kept_seqs_are_bounded() {
+        let mut t = Tally::default();
+        for seq in 0..1000 {
+            t.count(seq, Outcome::Lost);
+        }
+        assert_eq!(t.lost, 1000);
+        assert_eq!(t.lost_seqs.len(), KEPT_SEQS);
+    }
+}

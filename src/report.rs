@@ -1,0 +1,269 @@
+//! The serialisable result of a run: what `--format json` and `--out` write, and what
+//! every renderer reads. `tests/fixtures/report.json` holds its committed shape.
+
+use crate::measure::{Phase, Summary};
+use crate::runner::{RunConfig, TransportRun};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A whole rpcbench run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Report {
+    /// Version of rpcbench that made it.
+    pub rpcbench: String,
+    /// When the run started, RFC 3339 in UTC.
+    pub started: String,
+    /// What was called: a host, or `embedded` for the in-process server.
+    pub target: String,
+    pub config: ConfigRecord,
+    pub environment: Environment,
+    /// One entry per transport and address mode, in the order they were asked for.
+    pub runs: Vec<RunRecord>,
+}
+
+/// The settings of the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigRecord {
+    pub calls: u64,
+    pub duration_s: Option<f64>,
+    pub warmup: u64,
+    pub concurrency: usize,
+    pub payload_bytes: u32,
+    pub reply_bytes: Option<u32>,
+    pub delay_us: u32,
+    pub timeout_s: f64,
+    pub rounds: u32,
+    pub transports: Vec<String>,
+    pub tcp_addr: String,
+    pub http_addr: String,
+}
+
+impl ConfigRecord {
+    pub fn new(
+        config: &RunConfig,
+        rounds: u32,
+        transports: &[crate::transport::TransportKind],
+        endpoint: &crate::transport::Endpoint,
+    ) -> ConfigRecord {
+        ConfigRecord {
+            calls: config.calls,
+            duration_s: config.duration.map(|d| d.as_secs_f64()),
+            warmup: config.warmup,
+            concurrency: config.concurrency,
+            payload_bytes: config.payload,
+            reply_bytes: config.reply,
+            delay_us: config.delay_us,
+            timeout_s: config.timeout.as_secs_f64(),
+            rounds,
+            transports: transports.iter().map(|t| t.name().to_string()).collect(),
+            tcp_addr: endpoint.tcp.to_string(),
+            http_addr: endpoint.http.to_string(),
+        }
+    }
+}
+
+/// The machine the client ran on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Environment {
+    pub hostname: String,
+    pub kernel: String,
+    /// CPUs this process may run on.
+    pub cpus: usize,
+    /// The CPU list the process was pinned to (`Cpus_allowed_list`), e.g. `0` or `0-1`.
+    pub cpu_affinity: String,
+    pub libcurl: String,
+}
+
+impl Environment {
+    /// Reads the facts of this machine.
+    pub fn detect() -> Environment {
+        let hostname = nix::unistd::gethostname()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let kernel = nix::sys::utsname::uname()
+            .map(|u| {
+                format!(
+                    "{} {}",
+                    u.sysname().to_string_lossy(),
+                    u.release().to_string_lossy()
+                )
+            })
+            .unwrap_or_default();
+        let cpu_affinity = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                    .map(|v| v.trim().to_string())
+            })
+            .unwrap_or_default();
+        Environment {
+            hostname,
+            kernel,
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cpu_affinity,
+            libcurl: curl::Version::get().version().to_string(),
+        }
+    }
+}
+
+/// One transport under one address mode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunRecord {
+    pub transport: String,
+    /// How the target's name was turned into an address: `ip` (an IP literal).
+    pub addr_mode: String,
+    pub workers: usize,
+    /// Every measured call: `ok + lost + mismatched + sum(errors)`.
+    pub calls: u64,
+    pub ok: u64,
+    pub lost: u64,
+    pub mismatched: u64,
+    /// Replies that came twice (extra to `calls`).
+    pub duplicated: u64,
+    /// Failed calls by kind.
+    pub errors: BTreeMap<String, u64>,
+    /// Connections opened, warm-up included.
+    pub connects: u64,
+    /// Wall time of the measured calls, summed over rounds.
+    pub elapsed_s: f64,
+    pub calls_per_s: f64,
+    /// Latency of ok calls; `null` when none succeeded.
+    pub latency_us: Option<Summary>,
+    /// Where the time went; a phase is `null` when the transport did not see it.
+    pub phases_us: PhasesRecord,
+    pub cpu_user_s: f64,
+    pub cpu_sys_s: f64,
+    /// The first seqs of lost, mismatched and failed calls.
+    pub lost_seqs: Vec<u64>,
+    pub mismatched_seqs: Vec<u64>,
+    pub error_seqs: Vec<u64>,
+}
+
+/// Phase summaries, one field per [`Phase`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhasesRecord {
+    pub connect: Option<Summary>,
+    pub first_byte: Option<Summary>,
+    pub server: Option<Summary>,
+}
+
+impl PhasesRecord {
+    /// The summary of one phase.
+    pub fn get(&self, phase: Phase) -> Option<&Summary> {
+        match phase {
+            Phase::Connect => self.connect.as_ref(),
+            Phase::FirstByte => self.first_byte.as_ref(),
+            Phase::Server => self.server.as_ref(),
+        }
+    }
+}
+
+impl RunRecord {
+    /// Summarises a merged transport run.
+    pub fn new(run: &TransportRun, addr_mode: &str) -> RunRecord {
+        let t = &run.tally;
+        let elapsed = run.elapsed.as_secs_f64();
+        RunRecord {
+            transport: run.kind.name().to_string(),
+            addr_mode: addr_mode.to_string(),
+            workers: run.workers,
+            calls: t.calls(),
+            ok: t.ok,
+            lost: t.lost,
+            mismatched: t.mismatched,
+            duplicated: t.duplicated,
+            errors: t.errors.clone(),
+            connects: t.connects,
+            elapsed_s: elapsed,
+            calls_per_s: if elapsed > 0.0 {
+                t.calls() as f64 / elapsed
+            } else {
+                0.0
+            },
+            latency_us: t.latency.summary(),
+            phases_us: PhasesRecord {
+                connect: t.phase(Phase::Connect).summary(),
+                first_byte: t.phase(Phase::FirstByte).summary(),
+                server: t.phase(Phase::Server).summary(),
+            },
+            cpu_user_s: t.cpu_user.as_secs_f64(),
+            cpu_sys_s: t.cpu_sys.as_secs_f64(),
+            lost_seqs: t.lost_seqs.clone(),
+            mismatched_seqs: t.mismatched_seqs.clone(),
+            error_seqs: t.error_seqs.clone(),
+        }
+    }
+
+    /// Calls that did not end ok.
+    pub fn failed(&self) -> u64 {
+        self.calls - self.ok
+    }
+
+    /// Failed calls by kind, with `lost` and `mismatched` first: what exit codes count.
+    pub fn error_total(&self) -> u64 {
+        self.errors.values().sum()
+    }
+}
+
+impl Report {
+    /// The smallest mean latency of any run, for the "× fastest" column.
+    pub fn fastest_mean(&self) -> Option<f64> {
+        self.runs
+            .iter()
+            .filter_map(|r| r.latency_us.map(|l| l.mean))
+            .min_by(f64::total_cmp)
+    }
+
+    /// Calls lost, mismatched or failed over every run.
+    pub fn failed(&self) -> u64 {
+        self.runs.iter().map(RunRecord::failed).sum()
+    }
+}
+
+/// Now as RFC 3339 (UTC, second precision), without a date crate: days since the epoch to
+/// a civil date is a dozen lines (Howard Hinnant's `civil_from_days`).
+pub fn rfc3339_now() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    rfc3339(secs)
+}
+
+fn rfc3339(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_dates() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(1_796_007_661), "2026-11-30T03:01:01Z");
+    }
+}

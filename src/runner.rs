@@ -1,0 +1,291 @@
+//! The load engine: runs one transport with N workers, each a thread with its own
+//! connection or handle, and returns the merged [`Tally`].
+//!
+//! Warm-up calls run first on every worker and are never counted; then all workers start
+//! the measured calls together. Each call is timed with the monotonic clock from before the
+//! transport is asked to call (connect included for fresh transports) until its reply has
+//! been verified.
+
+use crate::measure::{Outcome, Phase, Tally};
+use crate::transport::{AnyTransport, Call, Endpoint, Phases, Transport, TransportKind};
+use crate::wire;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+/// How much work a run does and what each call asks for.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// Measured calls per transport (shared among workers); ignored when `duration` is set.
+    pub calls: u64,
+    /// Run each transport for this long instead of a fixed number of calls.
+    pub duration: Option<Duration>,
+    /// Uncounted calls before measuring, spread over the workers.
+    pub warmup: u64,
+    /// Workers, each with its own connection or handle.
+    pub concurrency: usize,
+    /// Request payload size in bytes.
+    pub payload: u32,
+    /// Ask for a pattern reply of this size instead of an echo.
+    pub reply: Option<u32>,
+    /// Server-side delay asked for each call.
+    pub delay_us: u32,
+    /// Longest a call may take before it counts as lost.
+    pub timeout: Duration,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            calls: 1000,
+            duration: None,
+            warmup: 100,
+            concurrency: 1,
+            payload: 64,
+            reply: None,
+            delay_us: 0,
+            timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A transport's merged result.
+#[derive(Debug, Clone)]
+pub struct TransportRun {
+    pub kind: TransportKind,
+    pub tally: Tally,
+    /// Wall time of the measured part.
+    pub elapsed: Duration,
+    /// Workers used.
+    pub workers: usize,
+}
+
+impl TransportRun {
+    /// Adds another run of the same transport (from another round).
+    pub fn merge(&mut self, other: &TransportRun) {
+        self.tally += &other.tally;
+        self.elapsed += other.elapsed;
+    }
+}
+
+/// State the workers of one run share: only atomics, touched once per call.
+struct Shared {
+    /// Next seq to hand out; unique over the whole process so that no two calls match.
+    next_seq: &'static AtomicU64,
+    /// Measured calls claimed so far.
+    claimed: AtomicU64,
+    /// Calls finished, for the progress bar.
+    done: Arc<AtomicU64>,
+}
+
+/// Seqs are unique within the process, across transports and rounds, so a reply that
+/// strays from one run into another is still recognised as not ours.
+static NEXT_SEQ: AtomicU64 = AtomicU64::new(1);
+
+/// Runs one transport to completion. `done` counts finished calls for a progress display.
+pub fn run_transport(
+    kind: TransportKind,
+    endpoint: &Endpoint,
+    config: &RunConfig,
+    done: Arc<AtomicU64>,
+) -> TransportRun {
+    let workers = config.concurrency.max(1);
+    let shared = Shared {
+        next_seq: &NEXT_SEQ,
+        claimed: AtomicU64::new(0),
+        done,
+    };
+    // Workers and this thread meet here once warm-up is over, so the clock starts for all
+    // of them at once.
+    let start_line = Barrier::new(workers + 1);
+    let mut tally = Tally::default();
+    let mut elapsed = Duration::ZERO;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|i| {
+                let warmup = config.warmup / workers as u64
+                    + u64::from((i as u64) < config.warmup % workers as u64);
+                let (shared, start_line) = (&shared, &start_line);
+                std::thread::Builder::new()
+                    .name(format!("{kind}-{i}"))
+                    .spawn_scoped(scope, move || {
+                        let transport = kind.open(endpoint, config.timeout);
+                        // The one match: from here on the loop is compiled per transport.
+                        match transport {
+                            AnyTransport::Tcp(t) => worker(t, config, warmup, shared, start_line),
+                            AnyTransport::TcpConnect(t) => {
+                                worker(t, config, warmup, shared, start_line)
+                            }
+                            AnyTransport::HttpFresh(t) => {
+                                worker(t, config, warmup, shared, start_line)
+                            }
+                            AnyTransport::HttpKeepalive(t) => {
+                                worker(t, config, warmup, shared, start_line)
+                            }
+                            AnyTransport::CurlReuse(t) => {
+                                worker(t, config, warmup, shared, start_line)
+                            }
+                            AnyTransport::CurlFresh(t) => {
+                                worker(t, config, warmup, shared, start_line)
+                            }
+                        }
+                    })
+                    .expect("spawning a worker thread")
+            })
+            .collect();
+        start_line.wait();
+        let started = Instant::now();
+        for h in handles {
+            match h.join() {
+                Ok(t) => tally += &t,
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        elapsed = started.elapsed();
+    });
+    TransportRun {
+        kind,
+        tally,
+        elapsed,
+        workers,
+    }
+}
+
+/// One worker: warm-up, wait for the start, then measured calls until none are left.
+fn worker<T: Transport>(
+    mut transport: T,
+    config: &RunConfig,
+    warmup: u64,
+    shared: &Shared,
+    start_line: &Barrier,
+) -> Tally {
+    let mut payload = Vec::with_capacity(config.payload as usize);
+    let mut scratch = Tally::default();
+    for _ in 0..warmup {
+        let seq = shared.next_seq.fetch_add(1, Relaxed);
+        one_call(&mut transport, config, seq, &mut payload, &mut scratch);
+    }
+    let mut tally = Tally::default();
+    start_line.wait();
+    let deadline = config.duration.map(|d| Instant::now() + d);
+    let cpu_before = thread_cpu();
+    loop {
+        let more = match deadline {
+            Some(deadline) => Instant::now() < deadline,
+            None => shared.claimed.fetch_add(1, Relaxed) < config.calls,
+        };
+        if !more {
+            break;
+        }
+        let seq = shared.next_seq.fetch_add(1, Relaxed);
+        one_call(&mut transport, config, seq, &mut payload, &mut tally);
+        shared.done.fetch_add(1, Relaxed);
+    }
+    let cpu_after = thread_cpu();
+    tally.cpu_user = cpu_after.0.saturating_sub(cpu_before.0);
+    tally.cpu_sys = cpu_after.1.saturating_sub(cpu_before.1);
+    tally.connects = transport.connects();
+    tally
+}
+
+/// Makes, times, verifies and counts one call.
+#[inline]
+fn one_call<T: Transport>(
+    transport: &mut T,
+    config: &RunConfig,
+    seq: u64,
+    payload: &mut Vec<u8>,
+    tally: &mut Tally,
+) {
+    // A payload unique to the call, so an echo of some other call's bytes cannot pass.
+    payload.clear();
+    wire::pattern(seq, config.payload as usize, payload);
+    let call = Call {
+        seq,
+        payload,
+        reply_len: config.reply,
+        delay_us: config.delay_us,
+    };
+    let mut phases = Phases::default();
+    let started = Instant::now();
+    let (outcome, server) = match transport.call(&call, &mut phases) {
+        Ok(reply) => {
+            tally.duplicated += u64::from(reply.duplicates);
+            (verify(&call, reply.seq, reply.body), reply.server)
+        }
+        Err(e) if e.is_lost() => (Outcome::Lost, None),
+        Err(e) => (Outcome::Error(e.kind()), None),
+    };
+    if outcome == Outcome::Ok {
+        transport.end_call();
+        tally.latency.record(started.elapsed());
+        if let Some(d) = phases.connect {
+            tally.record_phase(Phase::Connect, d);
+        }
+        if let Some(d) = phases.first_byte {
+            tally.record_phase(Phase::FirstByte, d);
+        }
+        if let Some(d) = server {
+            tally.record_phase(Phase::Server, d);
+        }
+    } else {
+        // After a failure the connection may hold a late reply or be half-closed: start
+        // the next call on a clean one.
+        transport.reset();
+    }
+    tally.count(seq, outcome);
+}
+
+/// Checks a reply: the call's seq, and exactly the expected bytes.
+fn verify(call: &Call, seq: Option<u64>, body: &[u8]) -> Outcome {
+    let bytes_ok = match call.reply_len {
+        None => body == call.payload,
+        Some(n) => body.len() == n as usize && wire::is_pattern(call.seq, body),
+    };
+    if seq == Some(call.seq) && bytes_ok {
+        Outcome::Ok
+    } else {
+        Outcome::Mismatched
+    }
+}
+
+/// User and system CPU time of the calling thread so far.
+fn thread_cpu() -> (Duration, Duration) {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let tv = |t: nix::sys::time::TimeVal| {
+        Duration::new(t.tv_sec().max(0) as u64, (t.tv_usec().max(0) as u32) * 1000)
+    };
+    match getrusage(UsageWho::RUSAGE_THREAD) {
+        Ok(u) => (tv(u.user_time()), tv(u.system_time())),
+        Err(_) => (Duration::ZERO, Duration::ZERO),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verification() {
+        let mut payload = Vec::new();
+        wire::pattern(9, 8, &mut payload);
+        let echo = Call {
+            seq: 9,
+            payload: &payload,
+            reply_len: None,
+            delay_us: 0,
+        };
+        assert_eq!(verify(&echo, Some(9), &payload), Outcome::Ok);
+        assert_eq!(verify(&echo, Some(8), &payload), Outcome::Mismatched);
+        assert_eq!(verify(&echo, None, &payload), Outcome::Mismatched);
+        assert_eq!(verify(&echo, Some(9), &payload[1..]), Outcome::Mismatched);
+        let pattern = Call {
+            reply_len: Some(8),
+            ..echo
+        };
+        assert_eq!(verify(&pattern, Some(9), &payload), Outcome::Ok);
+        let mut corrupt = payload.clone();
+        corrupt[3] ^= 0x40;
+        assert_eq!(verify(&pattern, Some(9), &corrupt), Outcome::Mismatched);
+    }
+}

@@ -1,0 +1,123 @@
+//! What the two libcurl transports share: the handle set-up, one transfer, and reading the
+//! reply headers and libcurl's own timers.
+
+use super::http::{SEQ_HEADER, parse_server_timing};
+use super::{Call, CallError, ConnectFailure, Endpoint, Phases};
+use curl::easy::{Easy2, Handler, List, WriteError};
+use std::time::Duration;
+
+/// Collects one transfer's body and the two reply headers rpcbench reads.
+#[derive(Debug, Default)]
+pub(super) struct Collector {
+    pub body: Vec<u8>,
+    pub seq: Option<u64>,
+    pub server: Option<Duration>,
+}
+
+impl Handler for Collector {
+    fn write(&mut self, data: &[u8]) -> Result<usize, WriteError> {
+        self.body.extend_from_slice(data);
+        Ok(data.len())
+    }
+
+    fn header(&mut self, line: &[u8]) -> bool {
+        let Ok(line) = std::str::from_utf8(line) else {
+            return true;
+        };
+        if line.starts_with("HTTP/") {
+            // A new status line (after a 100 Continue, say): forget the previous headers.
+            self.seq = None;
+            self.server = None;
+        } else if let Some((name, value)) = line.split_once(':') {
+            let value = value.trim();
+            if name.eq_ignore_ascii_case(SEQ_HEADER) {
+                self.seq = value.parse().ok();
+            } else if name.eq_ignore_ascii_case("server-timing") {
+                self.server = parse_server_timing(value);
+            }
+        }
+        true
+    }
+}
+
+/// A new easy handle with the options every transfer uses.
+pub(super) fn new_handle(timeout: Duration) -> Result<Easy2<Collector>, curl::Error> {
+    let mut easy = Easy2::new(Collector::default());
+    // Worker threads must not get SIGALRM from libcurl's resolver timeouts.
+    easy.signal(false)?;
+    easy.timeout(timeout)?;
+    easy.connect_timeout(timeout)?;
+    easy.tcp_nodelay(true)?;
+    Ok(easy)
+}
+
+/// Performs one `POST /echo` on `easy`. Returns the HTTP status; fills `phases` from
+/// libcurl's timers, and `new_connections` with the connections this transfer opened.
+pub(super) fn perform(
+    easy: &mut Easy2<Collector>,
+    endpoint: &Endpoint,
+    call: &Call,
+    phases: &mut Phases,
+    new_connections: &mut u64,
+) -> Result<(), CallError> {
+    let setup = |easy: &mut Easy2<Collector>| -> Result<(), curl::Error> {
+        easy.url(&endpoint.echo_url(call))?;
+        easy.post(true)?;
+        easy.post_fields_copy(call.payload)?;
+        let mut headers = List::new();
+        headers.append(&format!("{SEQ_HEADER}: {}", call.seq))?;
+        headers.append("Content-Type: application/octet-stream")?;
+        // libcurl 7.x waits for "100 Continue" before sending bodies over 1 KiB; that
+        // round trip is not part of the call we mean to measure.
+        headers.append("Expect:")?;
+        easy.http_headers(headers)
+    };
+    setup(easy).map_err(|_| CallError::Protocol)?;
+    let collector = easy.get_mut();
+    collector.body.clear();
+    collector.seq = None;
+    collector.server = None;
+    let result = easy.perform();
+    let opened = easy.num_connects().unwrap_or(0);
+    *new_connections += opened;
+    if opened > 0 {
+        let (lookup, connected) = (easy.namelookup_time(), easy.connect_time());
+        if let (Ok(lookup), Ok(connected)) = (lookup, connected) {
+            phases.connect = Some(connected.saturating_sub(lookup));
+        }
+    }
+    if let Err(e) = result {
+        return Err(classify(
+            &e,
+            opened > 0 || easy.connect_time().is_ok_and(|t| !t.is_zero()),
+        ));
+    }
+    if let (Ok(pre), Ok(start)) = (easy.pretransfer_time(), easy.starttransfer_time()) {
+        phases.first_byte = Some(start.saturating_sub(pre));
+    }
+    match easy.response_code() {
+        Ok(200) => Ok(()),
+        Ok(code) => Err(CallError::HttpStatus(code as u16)),
+        Err(_) => Err(CallError::Protocol),
+    }
+}
+
+/// Maps a libcurl error to how the call ended. `connected` tells a timeout while waiting
+/// for the reply (lost) from one while connecting (a connect error).
+fn classify(e: &curl::Error, connected: bool) -> CallError {
+    if e.is_couldnt_connect() {
+        CallError::Connect(ConnectFailure::Refused)
+    } else if e.is_operation_timedout() {
+        if connected {
+            CallError::Timeout
+        } else {
+            CallError::Connect(ConnectFailure::TimedOut)
+        }
+    } else if e.is_got_nothing() || e.is_recv_error() || e.is_partial_file() || e.is_send_error() {
+        CallError::Closed
+    } else if e.is_couldnt_resolve_host() {
+        CallError::Connect(ConnectFailure::Other)
+    } else {
+        CallError::Protocol
+    }
+}

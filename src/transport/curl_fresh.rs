@@ -1,0 +1,55 @@
+//! `curl-fresh`: a new libcurl easy handle per call with nothing shared, like PHP's
+//! `curl_init` per call in seed 004. The latency includes connect (and any lookup).
+
+use super::curl::{Collector, new_handle, perform};
+use super::{Call, CallError, Endpoint, Phases, Reply, Transport};
+use curl::easy::Easy2;
+use std::time::Duration;
+
+/// The `curl-fresh` transport.
+pub struct CurlFresh {
+    endpoint: Endpoint,
+    timeout: Duration,
+    /// The handle of the call in progress; closed by `end_call`.
+    easy: Option<Easy2<Collector>>,
+    connects: u64,
+}
+
+impl CurlFresh {
+    pub fn new(endpoint: Endpoint, timeout: Duration) -> CurlFresh {
+        CurlFresh {
+            endpoint,
+            timeout,
+            easy: None,
+            connects: 0,
+        }
+    }
+}
+
+impl Transport for CurlFresh {
+    fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
+        let easy = self
+            .easy
+            .insert(new_handle(self.timeout).map_err(|_| CallError::Protocol)?);
+        perform(easy, &self.endpoint, call, phases, &mut self.connects)?;
+        let c = easy.get_ref();
+        Ok(Reply {
+            seq: c.seq,
+            body: &c.body,
+            server: c.server,
+            duplicates: 0,
+        })
+    }
+
+    fn end_call(&mut self) {
+        self.easy = None;
+    }
+
+    fn reset(&mut self) {
+        self.easy = None;
+    }
+
+    fn connects(&self) -> u64 {
+        self.connects
+    }
+}

@@ -1,0 +1,52 @@
+//! `curl-reuse`: one libcurl easy handle per worker, reused for every call, so libcurl
+//! keeps its connection (and DNS cache) between calls.
+
+use super::curl::{Collector, new_handle, perform};
+use super::{Call, CallError, Endpoint, Phases, Reply, Transport};
+use curl::easy::Easy2;
+use std::time::Duration;
+
+/// The `curl-reuse` transport.
+pub struct CurlReuse {
+    endpoint: Endpoint,
+    timeout: Duration,
+    easy: Option<Easy2<Collector>>,
+    connects: u64,
+}
+
+impl CurlReuse {
+    pub fn new(endpoint: Endpoint, timeout: Duration) -> CurlReuse {
+        CurlReuse {
+            endpoint,
+            timeout,
+            easy: None,
+            connects: 0,
+        }
+    }
+}
+
+impl Transport for CurlReuse {
+    fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
+        let easy = match &mut self.easy {
+            Some(easy) => easy,
+            slot @ None => slot.insert(new_handle(self.timeout).map_err(|_| CallError::Protocol)?),
+        };
+        perform(easy, &self.endpoint, call, phases, &mut self.connects)?;
+        let c = easy.get_ref();
+        Ok(Reply {
+            seq: c.seq,
+            body: &c.body,
+            server: c.server,
+            duplicates: 0,
+        })
+    }
+
+    fn reset(&mut self) {
+        // A new handle, so a connection in an unknown state is not reused.
+        self.easy = None;
+    }
+
+    fn connects(&self) -> u64 {
+        self.connects
+    }
+}

@@ -1,0 +1,159 @@
+//! What the two hyper transports share: connecting, one request/response exchange, and
+//! reading the reply headers the server adds.
+
+use super::{Call, CallError, Endpoint, Phases};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper_util::rt::TokioIo;
+use std::time::{Duration, Instant};
+
+/// The header carrying the call's sequence number, both ways.
+pub const SEQ_HEADER: &str = "x-rpcbench-seq";
+
+/// A current-thread runtime for one worker's hyper transport: the worker blocks on it for
+/// each call, so the async client runs on the worker's own thread with no hand-off.
+pub(super) fn worker_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a current-thread runtime needs only an epoll fd and a timer")
+}
+
+/// Opens a connection and performs the HTTP/1.1 handshake; the connection task runs on the
+/// current runtime. Returns the request sender and how long the TCP connect took.
+pub(super) async fn connect(
+    endpoint: &Endpoint,
+) -> Result<(SendRequest<Full<Bytes>>, Duration), CallError> {
+    let started = Instant::now();
+    let stream = tokio::net::TcpStream::connect(endpoint.http)
+        .await
+        .map_err(|e| CallError::from_connect(&e))?;
+    let took = started.elapsed();
+    stream
+        .set_nodelay(true)
+        .map_err(|e| CallError::from_io(&e))?;
+    let (sender, conn) = http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| classify(&e))?;
+    tokio::spawn(async move {
+        // Errors surface on the request side; the connection task just ends.
+        let _ = conn.await;
+    });
+    Ok((sender, took))
+}
+
+/// Sends one `POST /echo` and reads the whole reply into `body`. Returns the seq header and
+/// the server time the reply carried.
+pub(super) async fn exchange(
+    sender: &mut SendRequest<Full<Bytes>>,
+    endpoint: &Endpoint,
+    call: &Call<'_>,
+    close: bool,
+    body: &mut Vec<u8>,
+    phases: &mut Phases,
+) -> Result<(Option<u64>, Option<Duration>), CallError> {
+    let mut req = hyper::Request::post(Endpoint::echo_path(call))
+        .body(Full::new(Bytes::copy_from_slice(call.payload)))
+        .map_err(|_| CallError::Protocol)?;
+    let headers = req.headers_mut();
+    if let Ok(host) = HeaderValue::from_str(&format!("{}:{}", endpoint.host, endpoint.http.port()))
+    {
+        headers.insert(header::HOST, host);
+    }
+    headers.insert(SEQ_HEADER, HeaderValue::from(call.seq));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    if close {
+        headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    sender.ready().await.map_err(|e| classify(&e))?;
+    let sent = Instant::now();
+    let resp = sender.send_request(req).await.map_err(|e| classify(&e))?;
+    phases.first_byte = Some(sent.elapsed());
+    let status = resp.status().as_u16();
+    let seq = header_seq(resp.headers());
+    let server = server_timing(resp.headers());
+    let mut incoming = resp.into_body();
+    body.clear();
+    while let Some(frame) = incoming.frame().await {
+        let frame = frame.map_err(|e| classify(&e))?;
+        if let Some(data) = frame.data_ref() {
+            body.extend_from_slice(data);
+        }
+    }
+    if status != 200 {
+        return Err(CallError::HttpStatus(status));
+    }
+    Ok((seq, server))
+}
+
+/// The sequence number in the reply's `x-rpcbench-seq`, if present and numeric.
+pub(super) fn header_seq(headers: &HeaderMap) -> Option<u64> {
+    headers.get(SEQ_HEADER)?.to_str().ok()?.trim().parse().ok()
+}
+
+/// The server time in a `server-timing: app;dur=<ms>` header.
+pub(super) fn server_timing(headers: &HeaderMap) -> Option<Duration> {
+    parse_server_timing(headers.get("server-timing")?.to_str().ok()?)
+}
+
+/// Parses `app;dur=<milliseconds>` (the first metric with a `dur`).
+pub fn parse_server_timing(value: &str) -> Option<Duration> {
+    let dur = value
+        .split(';')
+        .find_map(|p| p.trim().strip_prefix("dur="))?;
+    let ms: f64 = dur.split(',').next()?.trim().parse().ok()?;
+    Duration::try_from_secs_f64(ms / 1e3).ok()
+}
+
+/// Maps a hyper error to how the call ended.
+fn classify(e: &hyper::Error) -> CallError {
+    if let Some(io) = std::error::Error::source(e).and_then(|s| s.downcast_ref::<std::io::Error>())
+    {
+        return CallError::from_io(io);
+    }
+    if e.is_timeout() {
+        CallError::Timeout
+    } else if e.is_closed() || e.is_incomplete_message() || e.is_canceled() {
+        CallError::Closed
+    } else {
+        CallError::Protocol
+    }
+}
+
+/// Runs `fut` within `timeout`; a connect that was still under way counts as a connect
+/// timeout, anything later as a lost call.
+pub(super) async fn within<T>(
+    timeout: Duration,
+    connecting: &std::cell::Cell<bool>,
+    fut: impl Future<Output = Result<T, CallError>>,
+) -> Result<T, CallError> {
+    match tokio::time::timeout(timeout, fut).await {
+        Ok(res) => res,
+        Err(_) if connecting.get() => Err(CallError::Connect(super::ConnectFailure::TimedOut)),
+        Err(_) => Err(CallError::Timeout),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_timing_values() {
+        assert_eq!(
+            parse_server_timing("app;dur=1.500"),
+            Some(Duration::from_micros(1500))
+        );
+        assert_eq!(
+            parse_server_timing("app; dur=0.001"),
+            Some(Duration::from_micros(1))
+        );
+        assert_eq!(parse_server_timing("app"), None);
+        assert_eq!(parse_server_timing("app;dur=x"), None);
+    }
+}

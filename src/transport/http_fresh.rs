@@ -1,0 +1,62 @@
+//! `http-fresh`: HTTP/1.1 `POST /echo` with `Connection: close` over a new connection per
+//! call (hyper), like PHP's `file_get_contents` in seed 004. The latency includes connect.
+
+use super::http::{self, worker_runtime};
+use super::{Call, CallError, Endpoint, Phases, Reply, Transport};
+use std::cell::Cell;
+use std::time::Duration;
+
+/// The `http-fresh` transport.
+pub struct HttpFresh {
+    rt: tokio::runtime::Runtime,
+    endpoint: Endpoint,
+    timeout: Duration,
+    body: Vec<u8>,
+    connects: u64,
+}
+
+impl HttpFresh {
+    pub fn new(endpoint: Endpoint, timeout: Duration) -> HttpFresh {
+        HttpFresh {
+            rt: worker_runtime(),
+            endpoint,
+            timeout,
+            body: Vec::new(),
+            connects: 0,
+        }
+    }
+}
+
+impl Transport for HttpFresh {
+    fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
+        let HttpFresh {
+            rt,
+            endpoint,
+            timeout,
+            body,
+            connects,
+        } = self;
+        let connecting = Cell::new(true);
+        let (seq, server) = rt.block_on(http::within(*timeout, &connecting, async {
+            let (mut sender, took) = http::connect(endpoint).await?;
+            *connects += 1;
+            phases.connect = Some(took);
+            connecting.set(false);
+            // `Connection: close`: the server closes after the reply and the connection
+            // task ends; dropping the sender here releases our side.
+            http::exchange(&mut sender, endpoint, call, true, body, phases).await
+        }))?;
+        Ok(Reply {
+            seq,
+            body,
+            server,
+            duplicates: 0,
+        })
+    }
+
+    fn reset(&mut self) {}
+
+    fn connects(&self) -> u64 {
+        self.connects
+    }
+}

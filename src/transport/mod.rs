@@ -1,0 +1,314 @@
+//! Client transports: one file per way of making a call, all behind [`Transport`].
+//!
+//! A transport makes one call at a time on the worker thread that owns it (blocking; the
+//! hyper transports drive a current-thread runtime of their own), hands the raw reply back,
+//! and leaves verification to the runner, so every transport is judged by the same code.
+//! [`TransportKind::open`] is the one `match` that picks a transport; the runner's hot loop
+//! is generic over the concrete type, so no transport pays for another's abstraction.
+
+mod curl;
+mod curl_fresh;
+mod curl_reuse;
+mod http;
+mod http_fresh;
+mod http_keepalive;
+mod tcp;
+mod tcp_connect;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+pub use http::SEQ_HEADER;
+
+/// Which way a call travels. The names are the same everywhere: CLI, tables, JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
+pub enum TransportKind {
+    /// One persistent TCP connection per worker, length-prefixed postcard frames.
+    Tcp,
+    /// A new TCP connection per call: connect, one frame each way, close (netperf TCP_CRR).
+    TcpConnect,
+    /// HTTP/1.1 POST /echo over a new connection per call (hyper).
+    HttpFresh,
+    /// HTTP/1.1 POST /echo over one kept-alive connection per worker (hyper).
+    HttpKeepalive,
+    /// One libcurl easy handle per worker, reused (its connection and DNS caches too).
+    CurlReuse,
+    /// A new libcurl easy handle per call, nothing shared.
+    CurlFresh,
+}
+
+impl TransportKind {
+    /// Every transport, in the order tables list them.
+    pub const ALL: [TransportKind; 6] = [
+        TransportKind::Tcp,
+        TransportKind::TcpConnect,
+        TransportKind::HttpFresh,
+        TransportKind::HttpKeepalive,
+        TransportKind::CurlReuse,
+        TransportKind::CurlFresh,
+    ];
+
+    /// The stable lowercase name.
+    pub fn name(self) -> &'static str {
+        match self {
+            TransportKind::Tcp => "tcp",
+            TransportKind::TcpConnect => "tcp-connect",
+            TransportKind::HttpFresh => "http-fresh",
+            TransportKind::HttpKeepalive => "http-keepalive",
+            TransportKind::CurlReuse => "curl-reuse",
+            TransportKind::CurlFresh => "curl-fresh",
+        }
+    }
+
+    /// Parses a stable name back.
+    pub fn from_name(name: &str) -> Option<TransportKind> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// True when the transport keeps one connection per worker, so `connects` should
+    /// equal the number of workers on a healthy run.
+    pub fn persistent(self) -> bool {
+        matches!(
+            self,
+            TransportKind::Tcp | TransportKind::HttpKeepalive | TransportKind::CurlReuse
+        )
+    }
+
+    /// True when the transport speaks HTTP (and so uses the server's HTTP port).
+    pub fn is_http(self) -> bool {
+        !matches!(self, TransportKind::Tcp | TransportKind::TcpConnect)
+    }
+
+    /// Opens a transport of this kind for one worker. Nothing connects until the first call.
+    pub fn open(self, endpoint: &Endpoint, timeout: Duration) -> AnyTransport {
+        let e = endpoint.clone();
+        match self {
+            TransportKind::Tcp => AnyTransport::Tcp(tcp::Tcp::new(e, timeout)),
+            TransportKind::TcpConnect => {
+                AnyTransport::TcpConnect(tcp_connect::TcpConnect::new(e, timeout))
+            }
+            TransportKind::HttpFresh => {
+                AnyTransport::HttpFresh(http_fresh::HttpFresh::new(e, timeout))
+            }
+            TransportKind::HttpKeepalive => {
+                AnyTransport::HttpKeepalive(http_keepalive::HttpKeepalive::new(e, timeout))
+            }
+            TransportKind::CurlReuse => {
+                AnyTransport::CurlReuse(curl_reuse::CurlReuse::new(e, timeout))
+            }
+            TransportKind::CurlFresh => {
+                AnyTransport::CurlFresh(curl_fresh::CurlFresh::new(e, timeout))
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for TransportKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where a transport sends its calls.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// The raw TCP listener.
+    pub tcp: SocketAddr,
+    /// The HTTP listener.
+    pub http: SocketAddr,
+    /// The host part of HTTP URLs and `Host:` headers: the IP literal for now.
+    pub host: String,
+}
+
+impl Endpoint {
+    /// The URL of the HTTP echo route, with the query a call needs.
+    pub fn echo_url(&self, call: &Call) -> String {
+        let mut url = format!("http://{}:{}/echo", self.host_for_url(), self.http.port());
+        push_query(&mut url, call);
+        url
+    }
+
+    /// The path and query of the echo route (for hyper, which takes the host separately).
+    pub fn echo_path(call: &Call) -> String {
+        let mut path = String::from("/echo");
+        push_query(&mut path, call);
+        path
+    }
+
+    fn host_for_url(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        }
+    }
+}
+
+fn push_query(url: &mut String, call: &Call) {
+    use std::fmt::Write;
+    let mut sep = '?';
+    if let Some(n) = call.reply_len {
+        let _ = write!(url, "{sep}reply_len={n}");
+        sep = '&';
+    }
+    if call.delay_us > 0 {
+        let _ = write!(url, "{sep}delay_us={}", call.delay_us);
+    }
+}
+
+/// One call to make.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    /// Unique within the run; the reply must carry it back.
+    pub seq: u64,
+    /// Request body.
+    pub payload: &'a [u8],
+    /// Ask the server for a pattern reply of this many bytes instead of an echo.
+    pub reply_len: Option<u32>,
+    /// Ask the server to wait this long before replying.
+    pub delay_us: u32,
+}
+
+/// What came back for one call, before verification.
+#[derive(Debug)]
+pub struct Reply<'a> {
+    /// The sequence number the reply carries (frame field or `x-rpcbench-seq`), if any.
+    pub seq: Option<u64>,
+    /// The reply body.
+    pub body: &'a [u8],
+    /// Server-side time as the server reported it.
+    pub server: Option<Duration>,
+    /// Replies to earlier calls that arrived again before this one (counted, skipped).
+    pub duplicates: u32,
+}
+
+/// Where the time of one call went, for the phases that exist on this transport.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Phases {
+    /// Establishing a TCP connection (zero-cost calls on a reused connection leave it None).
+    pub connect: Option<Duration>,
+    /// From starting to send the request to the first byte of the reply.
+    pub first_byte: Option<Duration>,
+}
+
+/// Why a call did not produce a reply.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// The reply did not come within the timeout.
+    #[error("no reply within the timeout")]
+    Timeout,
+    /// The connection closed before the reply was complete.
+    #[error("connection closed before the reply")]
+    Closed,
+    /// Connecting failed (refused, unreachable, or timed out).
+    #[error("connect failed: {0}")]
+    Connect(ConnectFailure),
+    /// The server answered with an HTTP status other than 200.
+    #[error("HTTP status {0}")]
+    HttpStatus(u16),
+    /// The server answered with a non-zero frame status.
+    #[error("frame status {0}")]
+    FrameStatus(u8),
+    /// The reply broke the protocol (bad frame, bad HTTP).
+    #[error("protocol error")]
+    Protocol,
+    /// Any other I/O failure.
+    #[error("I/O error")]
+    Io,
+}
+
+/// How a connect failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectFailure {
+    Refused,
+    TimedOut,
+    Other,
+}
+
+impl std::fmt::Display for ConnectFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ConnectFailure::Refused => "refused",
+            ConnectFailure::TimedOut => "timed out",
+            ConnectFailure::Other => "failed",
+        })
+    }
+}
+
+impl CallError {
+    /// True when the call counts as lost (sent, but no reply) rather than as an error.
+    pub fn is_lost(&self) -> bool {
+        matches!(self, CallError::Timeout | CallError::Closed)
+    }
+
+    /// The stable key this error is counted under in tables and JSON.
+    pub fn kind(&self) -> String {
+        match self {
+            CallError::Timeout => "timeout".into(),
+            CallError::Closed => "closed".into(),
+            CallError::Connect(ConnectFailure::Refused) => "connect_refused".into(),
+            CallError::Connect(ConnectFailure::TimedOut) => "connect_timeout".into(),
+            CallError::Connect(ConnectFailure::Other) => "connect".into(),
+            CallError::HttpStatus(code) => format!("http_{code}"),
+            CallError::FrameStatus(code) => format!("status_{code}"),
+            CallError::Protocol => "protocol".into(),
+            CallError::Io => "io".into(),
+        }
+    }
+
+    /// Classifies a failed connect.
+    pub fn from_connect(e: &std::io::Error) -> CallError {
+        use std::io::ErrorKind::*;
+        CallError::Connect(match e.kind() {
+            ConnectionRefused => ConnectFailure::Refused,
+            TimedOut | WouldBlock => ConnectFailure::TimedOut,
+            _ => ConnectFailure::Other,
+        })
+    }
+
+    /// Classifies a failed read or write on an open connection.
+    pub fn from_io(e: &std::io::Error) -> CallError {
+        use std::io::ErrorKind::*;
+        match e.kind() {
+            TimedOut | WouldBlock => CallError::Timeout,
+            UnexpectedEof | ConnectionReset | ConnectionAborted | BrokenPipe => CallError::Closed,
+            _ => CallError::Io,
+        }
+    }
+}
+
+/// One way of making calls, owned by one worker thread.
+pub trait Transport {
+    /// Makes one call and returns the raw reply. Fills `phases` for what it measured.
+    fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError>;
+
+    /// Finishes a call whose reply has been verified: transports with a connection per
+    /// call close it here, inside the timed call, since tearing down is part of its cost.
+    fn end_call(&mut self) {}
+
+    /// Drops any connection so the next call starts clean; called after a failed or
+    /// mismatched call, when the connection's state can no longer be trusted.
+    fn reset(&mut self);
+
+    /// Connections opened so far.
+    fn connects(&self) -> u64;
+}
+
+/// Every transport as one type, so the runner can hold one without boxing. The runner
+/// matches once and runs a loop compiled for the concrete type.
+pub enum AnyTransport {
+    Tcp(tcp::Tcp),
+    TcpConnect(tcp_connect::TcpConnect),
+    HttpFresh(http_fresh::HttpFresh),
+    HttpKeepalive(http_keepalive::HttpKeepalive),
+    CurlReuse(curl_reuse::CurlReuse),
+    CurlFresh(curl_fresh::CurlFresh),
+}
+
+/// Time left before `deadline`, or a timeout error when none is.
+pub(crate) fn remaining(deadline: Instant) -> Result<Duration, CallError> {
+    deadline
+        .checked_duration_since(Instant::now())
+        .filter(|d| !d.is_zero())
+        .ok_or(CallError::Timeout)
+}

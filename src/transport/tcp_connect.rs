@@ -1,0 +1,49 @@
+//! `tcp-connect`: a new TCP connection per call (connect, one frame each way, close), the
+//! shape of netperf's TCP_CRR. The latency includes the connect.
+
+use super::tcp::FrameConn;
+use super::{Call, CallError, Endpoint, Phases, Reply, Transport};
+use std::time::{Duration, Instant};
+
+/// The `tcp-connect` transport.
+pub struct TcpConnect {
+    endpoint: Endpoint,
+    timeout: Duration,
+    /// The connection of the call in progress; kept only so the reply can borrow from it,
+    /// and closed by `end_call`.
+    conn: Option<FrameConn>,
+    connects: u64,
+}
+
+impl TcpConnect {
+    pub fn new(endpoint: Endpoint, timeout: Duration) -> TcpConnect {
+        TcpConnect {
+            endpoint,
+            timeout,
+            conn: None,
+            connects: 0,
+        }
+    }
+}
+
+impl Transport for TcpConnect {
+    fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
+        let deadline = Instant::now() + self.timeout;
+        let (conn, took) = FrameConn::connect(self.endpoint.tcp, self.timeout)?;
+        self.connects += 1;
+        phases.connect = Some(took);
+        self.conn.insert(conn).exchange(call, deadline, phases)
+    }
+
+    fn end_call(&mut self) {
+        self.conn = None;
+    }
+
+    fn reset(&mut self) {
+        self.conn = None;
+    }
+
+    fn connects(&self) -> u64 {
+        self.connects
+    }
+}
