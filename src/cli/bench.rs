@@ -43,8 +43,9 @@ pub struct BenchArgs {
     /// Calls per transport before measuring starts; never counted.
     #[arg(long, default_value_t = 100)]
     pub warmup: u64,
-    /// Workers, each with its own connection or handle.
-    #[arg(short = 'c', long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    /// Workers, each a thread with its own connection or handle (at most 1024: each
+    /// worker keeps about 1 MB of histograms).
+    #[arg(short = 'c', long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub concurrency: u16,
     /// Request payload in bytes (KiB/MiB suffixes allowed).
     #[arg(long, default_value = "64", value_parser = parse_bytes)]
