@@ -22,7 +22,7 @@ use std::time::Duration;
 /// Exit status: 0 when lost + mismatched + failed calls <= --max-lost, 1 otherwise or when
 /// the run could not start, 2 for bad usage.
 #[derive(Debug, Parser)]
-#[command(name = "rpcbench", version, about, long_about = None)]
+#[command(name = "rpcbench", version)]
 pub struct BenchArgs {
     /// Server to call (IP literal or host name). Without it, an echo server is started
     /// in-process on 127.0.0.1.

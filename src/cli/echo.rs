@@ -11,7 +11,7 @@ use std::time::Duration;
 /// Echo server for rpcbench: raw TCP (length-prefixed postcard frames) and HTTP on one
 /// process. Unauthenticated: keep it on loopback or a private network.
 #[derive(Debug, Parser)]
-#[command(name = "rpcbench-echo", version, about, long_about = None)]
+#[command(name = "rpcbench-echo", version)]
 pub struct EchoArgs {
     /// Raw TCP listen address (IP:PORT, port 0 = any free port), or `off`.
     #[arg(long, default_value = "127.0.0.1:7001", value_parser = parse_listen)]
