@@ -1,0 +1,236 @@
+//! The client's output formats, checked against each other and against the committed JSON
+//! fixture (`tests/fixtures/report.json`), using the real binary and its embedded server.
+
+use rpcbench::render::{SUMMARY_HEADERS, phase_headers, phase_rows, summary_rows};
+use rpcbench::report::Report;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::process::Command;
+
+const FIXTURE: &str = include_str!("fixtures/report.json");
+
+/// Runs `rpcbench` with its embedded server; returns stdout and the `--out` JSON report.
+fn run(format: &str) -> (String, Report) {
+    let dir = std::env::temp_dir().join(format!("rpcbench-out-{}-{format}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("report.json");
+    let output = Command::new(env!("CARGO_BIN_EXE_rpcbench"))
+        .args([
+            "-n",
+            "200",
+            "--warmup",
+            "0",
+            "--timeout",
+            "2s",
+            "--format",
+            format,
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .expect("run rpcbench");
+    assert!(
+        output.status.success(),
+        "rpcbench failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Report =
+        serde_json::from_slice(&std::fs::read(&out).unwrap()).expect("--out is a Report");
+    std::fs::remove_dir_all(&dir).ok();
+    (String::from_utf8(output.stdout).unwrap(), report)
+}
+
+/// Every key path in a JSON value: arrays collapse to `[]`, and the `errors` map (whose keys
+/// are error kinds, data rather than schema) to `{map}`.
+fn shape(value: &Value, path: String, out: &mut BTreeSet<String>) {
+    match value {
+        Value::Object(map) if path.ends_with(".errors") => {
+            out.insert(format!("{path}{{map}}"));
+            let _ = map;
+        }
+        Value::Object(map) => {
+            for (k, v) in map {
+                shape(v, format!("{path}.{k}"), out);
+            }
+        }
+        Value::Array(items) => {
+            out.insert(format!("{path}[]"));
+            if let Some(first) = items.iter().find(|v| !v.is_number()) {
+                shape(first, format!("{path}[]"), out);
+            }
+        }
+        Value::Null => {
+            out.insert(format!("{path}:null"));
+        }
+        Value::Bool(_) => {
+            out.insert(format!("{path}:bool"));
+        }
+        Value::Number(_) => {
+            out.insert(format!("{path}:number"));
+        }
+        Value::String(_) => {
+            out.insert(format!("{path}:string"));
+        }
+    }
+}
+
+fn shape_of(value: &Value) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    shape(value, String::new(), &mut out);
+    out
+}
+
+#[test]
+fn json_matches_the_committed_fixture() {
+    // The fixture itself must be a valid report (typed, unknown fields denied)...
+    let fixture: Report = serde_json::from_str(FIXTURE).expect("fixture is a Report");
+    assert_eq!(fixture.runs.len(), 6);
+    // ...and real output must have exactly its shape: no key added, dropped or retyped.
+    let (stdout, from_file) = run("json");
+    let real: Value = serde_json::from_str(&stdout).expect("stdout is JSON");
+    let typed: Report = serde_json::from_value(real.clone()).expect("stdout is a Report");
+    assert_eq!(typed, from_file, "--format json and --out agree");
+    let expected = shape_of(&serde_json::from_str(FIXTURE).unwrap());
+    let got = shape_of(&real);
+    let missing: Vec<_> = expected.difference(&got).collect();
+    let extra: Vec<_> = got.difference(&expected).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "JSON shape changed; update tests/fixtures/report.json on purpose.\nmissing: {missing:#?}\nextra: {extra:#?}"
+    );
+    // The numbers obey the report's own rules.
+    for r in &typed.runs {
+        assert_eq!(
+            r.calls,
+            r.ok + r.lost + r.mismatched + r.error_total(),
+            "{}",
+            r.transport
+        );
+        assert_eq!(r.calls, 200);
+        let l = r.latency_us.expect("latency");
+        assert!(
+            l.min <= l.p50
+                && l.p50 <= l.p90
+                && l.p90 <= l.p99
+                && l.p99 <= l.p999
+                && l.p999 <= l.max
+        );
+        assert!(l.min > 0.0 && l.mean > 0.0);
+    }
+    assert!(
+        typed.started.ends_with('Z') && typed.started.len() == 20,
+        "{}",
+        typed.started
+    );
+    assert_eq!(typed.rpcbench, env!("CARGO_PKG_VERSION"));
+}
+
+#[test]
+fn csv_rows_match_the_report() {
+    let (stdout, report) = run("csv");
+    let mut blocks = stdout.split("\n\n");
+    let summary: Vec<Vec<String>> = blocks
+        .next()
+        .unwrap()
+        .lines()
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect();
+    assert_eq!(summary[0], SUMMARY_HEADERS);
+    assert_eq!(summary[1..], summary_rows(&report)[..]);
+    let phases: Vec<Vec<String>> = blocks
+        .next()
+        .unwrap()
+        .lines()
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect();
+    assert_eq!(phases[0], phase_headers());
+    assert_eq!(phases[1..], phase_rows(&report)[..]);
+    assert_eq!(summary.len(), 7, "a header and six transports");
+}
+
+/// Splits a markdown or box-drawn table row into trimmed cells.
+fn cells(line: &str, sep: char) -> Vec<String> {
+    line.trim()
+        .trim_matches(sep)
+        .split(sep)
+        .map(|c| c.trim().to_string())
+        .collect()
+}
+
+#[test]
+fn markdown_rows_match_the_report() {
+    let (stdout, report) = run("markdown");
+    let rows: Vec<Vec<String>> = stdout
+        .lines()
+        .filter(|l| l.starts_with('|') && !l.starts_with("| ---"))
+        .map(|l| cells(l, '|'))
+        .collect();
+    let summary = summary_rows(&report);
+    let phases = phase_rows(&report);
+    assert_eq!(rows[0], SUMMARY_HEADERS);
+    assert_eq!(rows[1..7], summary[..]);
+    assert_eq!(rows[7], phase_headers());
+    assert_eq!(rows[8..14], phases[..]);
+}
+
+#[test]
+fn table_rows_match_the_report() {
+    let (stdout, report) = run("table");
+    // comfy-table's borders-only preset separates columns with runs of spaces.
+    let rows: Vec<Vec<String>> = stdout
+        .lines()
+        .filter(|l| l.starts_with('│'))
+        .map(|l| {
+            l.trim_matches('│')
+                .split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .collect();
+    let summary = summary_rows(&report);
+    for (row, expected) in rows[1..7].iter().zip(&summary) {
+        assert_eq!(row, expected);
+    }
+    assert!(stdout.contains("lost-call check: every call came back verified"));
+    for header in SUMMARY_HEADERS {
+        assert!(stdout.contains(header), "{header}");
+    }
+}
+
+#[test]
+fn closed_stdout_exits_quietly() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rpcbench"))
+        .args(["-n", "50", "--warmup", "0", "--format", "csv"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close our end before it writes anything, as `rpcbench | head -c 0` would: its first
+    // write then fails with EPIPE, which must end the run quietly with status 0.
+    drop(child.stdout.take());
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    assert!(status.success(), "status {status:?}, stderr {stderr:?}");
+    assert!(stderr.is_empty(), "{stderr}");
+}
+
+#[test]
+fn bad_usage_exits_2() {
+    for args in [
+        &["--transports", "smoke-signals"][..],
+        &["-c", "0"],
+        &["--timeout", "later"],
+    ] {
+        let status = Command::new(env!("CARGO_BIN_EXE_rpcbench"))
+            .args(args)
+            .output()
+            .unwrap()
+            .status;
+        assert_eq!(status.code(), Some(2), "{args:?}");
+    }
+}
