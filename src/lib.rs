@@ -7,6 +7,7 @@
 //! - [`transport`]: the client transports, one file each, behind one small trait.
 //! - [`runner`]: the load engine: workers, warm-up, timing, verification, counting.
 //! - [`measure`]: HDR histograms and per-call outcome tallies, merged across workers.
+//! - [`resolve`]: address modes: IP literal, getaddrinfo, hickory with and without cache.
 //! - [`report`]: the serialisable result (JSON) that every renderer reads.
 //! - [`render`]: one renderer per output format (table, json, csv, markdown).
 //! - [`cli`]: command-line front ends for both binaries (`bin/` only calls into here).
@@ -18,6 +19,7 @@ pub mod cli;
 pub mod measure;
 pub mod render;
 pub mod report;
+pub mod resolve;
 pub mod runner;
 pub mod server;
 pub mod transport;

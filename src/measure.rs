@@ -105,6 +105,8 @@ pub struct Summary {
 /// The phases a call's time is split into, where a transport can see them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
+    /// Resolving the target's name, on calls that looked it up.
+    Dns,
     /// Opening the TCP connection.
     Connect,
     /// From starting to send the request to the first byte of the reply.
@@ -115,11 +117,12 @@ pub enum Phase {
 
 impl Phase {
     /// Every phase, in the order tables show them.
-    pub const ALL: [Phase; 3] = [Phase::Connect, Phase::FirstByte, Phase::Server];
+    pub const ALL: [Phase; 4] = [Phase::Dns, Phase::Connect, Phase::FirstByte, Phase::Server];
 
     /// The stable name (JSON key).
     pub fn name(self) -> &'static str {
         match self {
+            Phase::Dns => "dns",
             Phase::Connect => "connect",
             Phase::FirstByte => "first_byte",
             Phase::Server => "server",
@@ -146,7 +149,7 @@ pub struct Tally {
     /// Latency of every ok call.
     pub latency: Hist,
     /// One histogram per [`Phase`], same order as `Phase::ALL`.
-    pub phases: [Hist; 3],
+    pub phases: [Hist; Phase::ALL.len()],
     pub ok: u64,
     pub lost: u64,
     pub mismatched: u64,

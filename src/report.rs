@@ -37,17 +37,30 @@ pub struct ConfigRecord {
     pub timeout_s: f64,
     pub rounds: u32,
     pub transports: Vec<String>,
-    pub tcp_addr: String,
-    pub http_addr: String,
+    /// Address modes run, e.g. `["ip", "cached", "uncached"]`.
+    pub names: Vec<String>,
+    /// Address families asked for: `4`, `6` or `any`.
+    pub family: String,
+    /// Where `cached` and `uncached` sent their queries.
+    pub resolver: String,
+    pub tcp_port: u16,
+    pub http_port: u16,
 }
 
 impl ConfigRecord {
+    /// Records the settings of a run.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         config: &RunConfig,
         rounds: u32,
         transports: &[crate::transport::TransportKind],
-        endpoint: &crate::transport::Endpoint,
+        names: &[crate::resolve::AddrMode],
+        family: crate::resolve::Family,
+        resolver: &str,
+        tcp_port: u16,
+        http_port: u16,
     ) -> ConfigRecord {
+        use clap::ValueEnum;
         ConfigRecord {
             calls: config.calls,
             duration_s: config.duration.map(|d| d.as_secs_f64()),
@@ -59,8 +72,13 @@ impl ConfigRecord {
             timeout_s: config.timeout.as_secs_f64(),
             rounds,
             transports: transports.iter().map(|t| t.name().to_string()).collect(),
-            tcp_addr: endpoint.tcp.to_string(),
-            http_addr: endpoint.http.to_string(),
+            names: names.iter().map(|m| m.name().to_string()).collect(),
+            family: family
+                .to_possible_value()
+                .map_or_else(String::new, |v| v.get_name().to_string()),
+            resolver: resolver.to_string(),
+            tcp_port,
+            http_port,
         }
     }
 }
@@ -76,6 +94,9 @@ pub struct Environment {
     /// The CPU list the process was pinned to (`Cpus_allowed_list`), e.g. `0` or `0-1`.
     pub cpu_affinity: String,
     pub libcurl: String,
+    /// A caching daemon in front of getaddrinfo (nscd, systemd-resolved), if one was seen:
+    /// mode `system` then measures that cache.
+    pub resolver_cache: Option<String>,
 }
 
 impl Environment {
@@ -107,6 +128,7 @@ impl Environment {
             cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
             cpu_affinity,
             libcurl: curl::Version::get().version().to_string(),
+            resolver_cache: crate::resolve::system_cache(),
         }
     }
 }
@@ -116,7 +138,8 @@ impl Environment {
 #[serde(deny_unknown_fields)]
 pub struct RunRecord {
     pub transport: String,
-    /// How the target's name was turned into an address: `ip` (an IP literal).
+    /// How the target's name was turned into an address: `ip`, `system`, `cached` or
+    /// `uncached`.
     pub addr_mode: String,
     pub workers: usize,
     /// Every measured call: `ok + lost + mismatched + sum(errors)`.
@@ -130,6 +153,11 @@ pub struct RunRecord {
     pub errors: BTreeMap<String, u64>,
     /// Connections opened, warm-up included.
     pub connects: u64,
+    /// Name lookups (`system`) or DNS queries (`cached`, `uncached`) the client asked for,
+    /// warm-up included; 0 in mode `ip`.
+    pub dns_queries: u64,
+    /// The first name-lookup failure, naming the name and the resolver.
+    pub dns_error: Option<String>,
     /// Wall time of the measured calls, summed over rounds.
     pub elapsed_s: f64,
     pub calls_per_s: f64,
@@ -149,6 +177,7 @@ pub struct RunRecord {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PhasesRecord {
+    pub dns: Option<Summary>,
     pub connect: Option<Summary>,
     pub first_byte: Option<Summary>,
     pub server: Option<Summary>,
@@ -158,6 +187,7 @@ impl PhasesRecord {
     /// The summary of one phase.
     pub fn get(&self, phase: Phase) -> Option<&Summary> {
         match phase {
+            Phase::Dns => self.dns.as_ref(),
             Phase::Connect => self.connect.as_ref(),
             Phase::FirstByte => self.first_byte.as_ref(),
             Phase::Server => self.server.as_ref(),
@@ -167,12 +197,12 @@ impl PhasesRecord {
 
 impl RunRecord {
     /// Summarises a merged transport run.
-    pub fn new(run: &TransportRun, addr_mode: &str) -> RunRecord {
+    pub fn new(run: &TransportRun) -> RunRecord {
         let t = &run.tally;
         let elapsed = run.elapsed.as_secs_f64();
         RunRecord {
             transport: run.kind.name().to_string(),
-            addr_mode: addr_mode.to_string(),
+            addr_mode: run.mode.name().to_string(),
             workers: run.workers,
             calls: t.calls(),
             ok: t.ok,
@@ -181,6 +211,8 @@ impl RunRecord {
             duplicated: t.duplicated,
             errors: t.errors.clone(),
             connects: t.connects,
+            dns_queries: run.dns_queries,
+            dns_error: run.dns_error.clone(),
             elapsed_s: elapsed,
             calls_per_s: if elapsed > 0.0 {
                 t.calls() as f64 / elapsed
@@ -189,6 +221,7 @@ impl RunRecord {
             },
             latency_us: t.latency.summary(),
             phases_us: PhasesRecord {
+                dns: t.phase(Phase::Dns).summary(),
                 connect: t.phase(Phase::Connect).summary(),
                 first_byte: t.phase(Phase::FirstByte).summary(),
                 server: t.phase(Phase::Server).summary(),

@@ -7,6 +7,7 @@
 //! been verified.
 
 use crate::measure::{Outcome, Phase, Tally};
+use crate::resolve::AddrMode;
 use crate::transport::{AnyTransport, Call, Endpoint, Phases, Transport, TransportKind};
 use crate::wire;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -53,6 +54,12 @@ impl Default for RunConfig {
 #[derive(Debug, Clone)]
 pub struct TransportRun {
     pub kind: TransportKind,
+    /// How the target's name was resolved.
+    pub mode: AddrMode,
+    /// Lookups or DNS queries the run asked for (see [`crate::resolve::Names::queries`]).
+    pub dns_queries: u64,
+    /// The first name-lookup failure, worded for a person.
+    pub dns_error: Option<String>,
     pub tally: Tally,
     /// Wall time of the measured part.
     pub elapsed: Duration,
@@ -65,6 +72,10 @@ impl TransportRun {
     pub fn merge(&mut self, other: &TransportRun) {
         self.tally += &other.tally;
         self.elapsed += other.elapsed;
+        self.dns_queries += other.dns_queries;
+        if self.dns_error.is_none() {
+            self.dns_error.clone_from(&other.dns_error);
+        }
     }
 }
 
@@ -145,6 +156,9 @@ pub fn run_transport(
     });
     TransportRun {
         kind,
+        mode: endpoint.names.mode(),
+        dns_queries: endpoint.names.queries(),
+        dns_error: endpoint.names.first_error(),
         tally,
         elapsed,
         workers,
@@ -219,6 +233,9 @@ fn one_call<T: Transport>(
     if outcome == Outcome::Ok {
         transport.end_call();
         tally.latency.record(started.elapsed());
+        if let Some(d) = phases.dns {
+            tally.record_phase(Phase::Dns, d);
+        }
         if let Some(d) = phases.connect {
             tally.record_phase(Phase::Connect, d);
         }

@@ -4,13 +4,15 @@
 use super::{EXIT_FAILED, EXIT_OK, one_line, parse_bytes, parse_duration};
 use crate::render::{self, Format};
 use crate::report::{ConfigRecord, Environment, Report, RunRecord, rfc3339_now};
+use crate::resolve::{AddrMode, Family, Names, ResolverAddr};
 use crate::runner::{RunConfig, TransportRun, run_transport};
+use crate::server::dns::{DEFAULT_DNS_NAME, DnsConfig};
 use crate::server::{EchoServer, ServerConfig};
 use crate::transport::{Endpoint, TransportKind};
 use anyhow::{Context, bail};
 use clap::Parser;
 use std::io::{IsTerminal, Write};
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -24,8 +26,8 @@ use std::time::Duration;
 #[derive(Debug, Parser)]
 #[command(name = "rpcbench", version)]
 pub struct BenchArgs {
-    /// Server to call (IP literal or host name). Without it, an echo server is started
-    /// in-process on 127.0.0.1.
+    /// Server to call (IP literal or host name). Without it, an echo server and DNS
+    /// responder are started in-process on 127.0.0.1.
     #[arg(long)]
     pub target: Option<String>,
     /// Raw TCP port of the target.
@@ -74,6 +76,17 @@ pub struct BenchArgs {
     /// Lost + mismatched + failed calls allowed before the exit status is 1.
     #[arg(long, default_value_t = 0)]
     pub max_lost: u64,
+    /// Address modes to run every transport under, comma-separated: ip, system, cached,
+    /// uncached. Default: ip (plus system when the target is a name); with the embedded
+    /// server: ip, cached, uncached against its DNS responder.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub names: Option<Vec<AddrMode>>,
+    /// DNS server (IP:PORT) for the cached and uncached modes (default: resolv.conf's).
+    #[arg(long)]
+    pub resolver: Option<SocketAddr>,
+    /// Address family to look up: 4, 6 or any.
+    #[arg(long, value_enum, default_value = "4")]
+    pub family: Family,
     /// Never show the progress bar (it is shown only when stderr is a terminal anyway).
     #[arg(long)]
     pub no_progress: bool,
@@ -123,7 +136,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-/// The embedded echo server and the runtime it runs on; stopped on drop of the runtime.
+/// The embedded echo server (with its DNS responder) and the runtime it runs on.
 struct Embedded {
     rt: tokio::runtime::Runtime,
     server: EchoServer,
@@ -138,10 +151,110 @@ impl Embedded {
             .enable_all()
             .build()
             .context("cannot start the embedded server's runtime")?;
+        let config = ServerConfig {
+            dns: Some(DnsConfig::default()),
+            ..ServerConfig::loopback_any_port()
+        };
         let server = rt
-            .block_on(EchoServer::start(ServerConfig::loopback_any_port()))
+            .block_on(EchoServer::start(config))
             .context("cannot start the embedded echo server")?;
         Ok(Embedded { rt, server })
+    }
+}
+
+/// What the run calls and how it finds it.
+struct Plan {
+    /// The name (or IP literal) being called.
+    name: String,
+    /// How the report names the target.
+    label: String,
+    tcp_port: u16,
+    http_port: u16,
+    resolver: ResolverAddr,
+    modes: Vec<AddrMode>,
+    /// Mode `ip`'s address, looked up once for the whole run (shared by every transport).
+    ip: Option<Arc<Names>>,
+}
+
+impl Plan {
+    fn new(args: &BenchArgs, embedded: Option<&Embedded>) -> anyhow::Result<Plan> {
+        let (name, label, tcp_port, http_port, resolver, default_modes, known_ip) = match embedded {
+            Some(e) => {
+                let tcp = e.server.tcp_addr.context("embedded tcp listener")?;
+                let http = e.server.http_addr.context("embedded http listener")?;
+                let dns = e.server.dns_addr.context("embedded dns responder")?;
+                (
+                    DEFAULT_DNS_NAME.to_string(),
+                    format!("embedded ({DEFAULT_DNS_NAME} = {}, DNS at {dns})", tcp.ip()),
+                    tcp.port(),
+                    http.port(),
+                    args.resolver
+                        .map_or(ResolverAddr::At(dns), ResolverAddr::At),
+                    vec![AddrMode::Ip, AddrMode::Cached, AddrMode::Uncached],
+                    Some(tcp.ip()),
+                )
+            }
+            None => {
+                let host = args.target.clone().context("no target")?;
+                let is_ip = host.parse::<IpAddr>().is_ok();
+                let modes = if is_ip {
+                    vec![AddrMode::Ip]
+                } else {
+                    vec![AddrMode::Ip, AddrMode::System]
+                };
+                if args.tcp_port == 0 || args.http_port == 0 {
+                    bail!("--tcp-port and --http-port must not be 0");
+                }
+                let resolver = args.resolver.map_or(ResolverAddr::System, ResolverAddr::At);
+                (
+                    host.clone(),
+                    host,
+                    args.tcp_port,
+                    args.http_port,
+                    resolver,
+                    modes,
+                    None,
+                )
+            }
+        };
+        let modes = args.names.clone().unwrap_or(default_modes);
+        let ip = if modes.contains(&AddrMode::Ip) {
+            Some(Arc::new(match known_ip {
+                Some(ip) => Names::fixed(ip),
+                None => Names::new_mode(AddrMode::Ip, &name, args.family, resolver, args.timeout)?,
+            }))
+        } else {
+            None
+        };
+        Ok(Plan {
+            name,
+            label,
+            tcp_port,
+            http_port,
+            resolver,
+            modes,
+            ip,
+        })
+    }
+
+    /// A fresh endpoint for one transport run: its own resolver, so caches start cold and
+    /// the query count is the run's own.
+    fn endpoint(&self, mode: AddrMode, args: &BenchArgs) -> anyhow::Result<Endpoint> {
+        let names = match (mode, &self.ip) {
+            (AddrMode::Ip, Some(ip)) => ip.clone(),
+            _ => Arc::new(Names::new_mode(
+                mode,
+                &self.name,
+                args.family,
+                self.resolver,
+                args.timeout,
+            )?),
+        };
+        Ok(Endpoint {
+            names,
+            tcp_port: self.tcp_port,
+            http_port: self.http_port,
+        })
     }
 }
 
@@ -151,44 +264,41 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Report> {
         None => Some(Embedded::start()?),
         Some(_) => None,
     };
-    let (endpoint, target) = match (&embedded, &args.target) {
-        (Some(e), _) => {
-            let tcp = e.server.tcp_addr.context("embedded tcp listener")?;
-            let http = e.server.http_addr.context("embedded http listener")?;
-            (
-                Endpoint {
-                    tcp,
-                    http,
-                    host: tcp.ip().to_string(),
-                },
-                "embedded (127.0.0.1)".to_string(),
-            )
-        }
-        (None, Some(host)) => (
-            resolve_target(host, args.tcp_port, args.http_port)?,
-            host.clone(),
-        ),
-        (None, None) => unreachable!("no target means an embedded server"),
-    };
+    let plan = Plan::new(args, embedded.as_ref())?;
     let config = args.run_config();
     let started = rfc3339_now();
-    let runs = run_all(
-        &args.transports,
-        args.rounds,
-        &endpoint,
-        &config,
-        !args.no_progress,
-    );
+    let jobs: Vec<(TransportKind, AddrMode)> = args
+        .transports
+        .iter()
+        .flat_map(|&k| plan.modes.iter().map(move |&m| (k, m)))
+        .collect();
+    let runs = run_all(&jobs, args, &plan, &config)?;
     let report = Report {
         rpcbench: env!("CARGO_PKG_VERSION").to_string(),
         started,
-        target,
-        config: ConfigRecord::new(&config, args.rounds, &args.transports, &endpoint),
+        target: plan.label.clone(),
+        config: ConfigRecord::new(
+            &config,
+            args.rounds,
+            &args.transports,
+            &plan.modes,
+            args.family,
+            &plan.resolver.to_string(),
+            plan.tcp_port,
+            plan.http_port,
+        ),
         environment: Environment::detect(),
-        runs: runs.iter().map(|r| RunRecord::new(r, "ip")).collect(),
+        runs: runs.iter().map(RunRecord::new).collect(),
     };
     if let Some(e) = embedded {
         let _ = e.rt.block_on(e.server.shutdown(Duration::from_secs(1)));
+    }
+    // Name-lookup failures are said once each on stderr, whatever the output format.
+    let mut said = std::collections::BTreeSet::new();
+    for why in report.runs.iter().filter_map(|r| r.dns_error.as_ref()) {
+        if said.insert(why) {
+            eprintln!("rpcbench: {why}");
+        }
     }
     if let Some(path) = &args.out {
         let file = std::fs::File::create(path)
@@ -204,47 +314,27 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Report> {
     Ok(report)
 }
 
-/// Turns `--target` into addresses. A name is resolved once, here (address mode `ip`).
-fn resolve_target(host: &str, tcp_port: u16, http_port: u16) -> anyhow::Result<Endpoint> {
-    let ip: IpAddr = match host.parse() {
-        Ok(ip) => ip,
-        Err(_) => (host, tcp_port)
-            .to_socket_addrs()
-            .with_context(|| format!("cannot resolve {host:?} with the system resolver"))?
-            .map(|a| a.ip())
-            .find(IpAddr::is_ipv4)
-            .with_context(|| format!("{host:?} has no IPv4 address"))?,
-    };
-    if tcp_port == 0 || http_port == 0 {
-        bail!("ports must not be 0");
-    }
-    Ok(Endpoint {
-        tcp: SocketAddr::new(ip, tcp_port),
-        http: SocketAddr::new(ip, http_port),
-        host: ip.to_string(),
-    })
-}
-
-/// Runs every transport `rounds` times, reversing the order every other round so drift
-/// over time hits each transport alike, and merges the rounds per transport.
+/// Runs every (transport, address mode) job `rounds` times, reversing the order every
+/// other round so drift over time hits each alike, and merges the rounds per job.
 fn run_all(
-    kinds: &[TransportKind],
-    rounds: u32,
-    endpoint: &Endpoint,
+    jobs: &[(TransportKind, AddrMode)],
+    args: &BenchArgs,
+    plan: &Plan,
     config: &RunConfig,
-    progress: bool,
-) -> Vec<TransportRun> {
-    let mut merged: Vec<Option<TransportRun>> = vec![None; kinds.len()];
-    let show = progress && std::io::stderr().is_terminal();
-    for round in 0..rounds {
+) -> anyhow::Result<Vec<TransportRun>> {
+    let mut merged: Vec<Option<TransportRun>> = vec![None; jobs.len()];
+    let show = !args.no_progress && std::io::stderr().is_terminal();
+    for round in 0..args.rounds {
         let order: Vec<usize> = if round % 2 == 0 {
-            (0..kinds.len()).collect()
+            (0..jobs.len()).collect()
         } else {
-            (0..kinds.len()).rev().collect()
+            (0..jobs.len()).rev().collect()
         };
         for i in order {
-            let run = with_progress(show, kinds[i], config, |done| {
-                run_transport(kinds[i], endpoint, config, done)
+            let (kind, mode) = jobs[i];
+            let endpoint = plan.endpoint(mode, args)?;
+            let run = with_progress(show, &format!("{kind} {mode}"), config, |done| {
+                run_transport(kind, &endpoint, config, done)
             });
             match &mut merged[i] {
                 Some(m) => m.merge(&run),
@@ -252,13 +342,13 @@ fn run_all(
             }
         }
     }
-    merged.into_iter().flatten().collect()
+    Ok(merged.into_iter().flatten().collect())
 }
 
 /// Runs `f`, showing a progress bar on stderr fed from the counter `f` updates.
 fn with_progress<T>(
     show: bool,
-    kind: TransportKind,
+    label: &str,
     config: &RunConfig,
     f: impl FnOnce(Arc<AtomicU64>) -> T,
 ) -> T {
@@ -276,7 +366,7 @@ fn with_progress<T>(
         )
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    bar.set_prefix(kind.name());
+    bar.set_prefix(label.to_string());
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         s.spawn(|| {

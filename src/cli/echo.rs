@@ -1,6 +1,7 @@
 //! `rpcbench-echo`: the echo server's command line.
 
 use super::{EXIT_FAILED, EXIT_OK, Listen, one_line, parse_bytes, parse_duration, parse_listen};
+use crate::server::dns::DnsConfig;
 use crate::server::{EchoServer, SHUTDOWN_GRACE, ServerConfig};
 use anyhow::Context;
 use clap::Parser;
@@ -34,6 +35,34 @@ pub struct EchoArgs {
     /// Worker threads (default: one per CPU). 1 runs everything on a single thread.
     #[arg(long)]
     pub threads: Option<usize>,
+    /// DNS responder UDP listen address (IP:PORT, port 0 = any free port), or `off`.
+    #[arg(long, default_value = "off", value_parser = parse_listen)]
+    pub dns: Listen,
+    /// The one name the DNS responder answers A/AAAA for; other names in its zone (the
+    /// name's parent) get NXDOMAIN, names outside it REFUSED.
+    #[arg(long, default_value = crate::server::dns::DEFAULT_DNS_NAME)]
+    pub dns_name: String,
+    /// The address answered (default: the TCP listener's IP, or 127.0.0.1 when that is
+    /// unspecified). An IPv4 address answers A queries, IPv6 AAAA.
+    #[arg(long)]
+    pub dns_answer: Option<std::net::IpAddr>,
+    /// TTL of DNS answers, in seconds.
+    #[arg(long, default_value_t = crate::server::dns::DEFAULT_DNS_TTL)]
+    pub dns_ttl: u32,
+    /// Delay every DNS answer by this long (e.g. 20ms): a slow or distant resolver.
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub dns_delay: Duration,
+    /// Drop this share of DNS queries (0 to 1), spread evenly: resolver retries and timeouts.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_fraction)]
+    pub dns_drop: f64,
+}
+
+/// Parses a fraction from 0 to 1.
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
+        _ => Err(format!("{text:?} is not a fraction from 0 to 1")),
+    }
 }
 
 impl EchoArgs {
@@ -46,6 +75,14 @@ impl EchoArgs {
             max_delay: self.max_delay,
             max_connections: self.max_connections,
             idle_timeout: self.idle_timeout.max(Duration::from_millis(10)),
+            dns: self.dns.0.map(|addr| DnsConfig {
+                addr,
+                name: self.dns_name.clone(),
+                answer: self.dns_answer,
+                ttl: self.dns_ttl,
+                delay: self.dns_delay,
+                drop: self.dns_drop,
+            }),
         }
     }
 }
@@ -89,7 +126,11 @@ fn run(args: EchoArgs) -> anyhow::Result<()> {
     rt.block_on(async {
         let server = EchoServer::start(args.config()).await?;
         let mut out = std::io::stdout().lock();
-        for (proto, addr) in [("tcp", server.tcp_addr), ("http", server.http_addr)] {
+        for (proto, addr) in [
+            ("tcp", server.tcp_addr),
+            ("http", server.http_addr),
+            ("dns", server.dns_addr),
+        ] {
             if let Some(addr) = addr {
                 writeln!(out, "listening {proto} {addr}")?;
             }
@@ -133,5 +174,25 @@ mod tests {
         assert_eq!(args.tcp, Listen(None));
         assert_eq!(args.config().max_frame, 1024);
         assert!(EchoArgs::try_parse_from(["rpcbench-echo", "--idle-timeout", "soon"]).is_err());
+        assert!(EchoArgs::try_parse_from(["rpcbench-echo", "--dns-drop", "2"]).is_err());
+        let dns = EchoArgs::try_parse_from([
+            "rpcbench-echo",
+            "--dns",
+            "127.0.0.1:0",
+            "--dns-delay",
+            "20ms",
+        ])
+        .unwrap()
+        .config()
+        .dns
+        .unwrap();
+        assert_eq!(dns.delay, Duration::from_millis(20));
+        assert!(
+            EchoArgs::try_parse_from(["rpcbench-echo"])
+                .unwrap()
+                .config()
+                .dns
+                .is_none()
+        );
     }
 }

@@ -179,6 +179,9 @@ fn problem_line(r: &RunRecord) -> String {
     if r.duplicated > 0 {
         parts.push(format!("duplicated replies {}", r.duplicated));
     }
+    if let Some(why) = &r.dns_error {
+        parts.push(why.clone());
+    }
     format!(
         "{} ({}): {} of {} calls failed: {}",
         r.transport,

@@ -267,7 +267,7 @@ async fn echo(
         })?
         .to_bytes();
     if params.delay_us > 0 {
-        tokio::time::sleep(Duration::from_micros(params.delay_us.into())).await;
+        super::sleep_until(got_it + Duration::from_micros(params.delay_us.into())).await;
     }
     let payload = match params.reply_len {
         None => body,

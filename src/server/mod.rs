@@ -5,6 +5,7 @@
 //! returns a handle. [`EchoServer::shutdown`] stops accepting, lets requests in flight
 //! finish within a grace period, and returns the final counters.
 
+pub mod dns;
 mod http;
 pub mod stats;
 mod tcp;
@@ -40,6 +41,8 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// A connection that sends nothing for this long is closed.
     pub idle_timeout: Duration,
+    /// The DNS responder; `None` (the default) leaves it off.
+    pub dns: Option<dns::DnsConfig>,
 }
 
 impl Default for ServerConfig {
@@ -51,6 +54,7 @@ impl Default for ServerConfig {
             max_delay: DEFAULT_MAX_DELAY,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            dns: None,
         }
     }
 }
@@ -76,6 +80,8 @@ pub enum StartServerError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error("{0}")]
+    DnsZone(String),
 }
 
 /// State every connection task shares.
@@ -125,6 +131,27 @@ impl Shared {
     }
 }
 
+/// The coarse timer's granularity: tokio rounds sleeps up to whole milliseconds.
+const TIMER_TICK: Duration = Duration::from_millis(1);
+
+/// Sleeps until `deadline` to within tens of microseconds.
+///
+/// tokio's timer wheel has millisecond ticks, so `tokio::time::sleep(1ms)` often takes 2 ms;
+/// a server whose delays are off by a millisecond would skew every figure that uses
+/// `delay_us` or `--dns-delay`. The bulk of the wait uses the timer; the last two ticks are
+/// slept on a blocking-pool thread with the kernel's high-resolution `nanosleep`. A spin
+/// would be more exact but would steal the CPU that a client pinned beside us needs.
+pub(crate) async fn sleep_until(deadline: std::time::Instant) {
+    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    if let Some(coarse) = left.checked_sub(2 * TIMER_TICK) {
+        tokio::time::sleep(coarse).await;
+    }
+    let fine = deadline.saturating_duration_since(std::time::Instant::now());
+    if !fine.is_zero() {
+        let _ = tokio::task::spawn_blocking(move || std::thread::sleep(fine)).await;
+    }
+}
+
 /// Resolves once shutdown has started (or the server handle is gone).
 pub(crate) async fn stopping(mut rx: watch::Receiver<bool>) {
     loop {
@@ -142,6 +169,8 @@ pub struct EchoServer {
     pub tcp_addr: Option<SocketAddr>,
     /// Where the HTTP listener is bound, with the real port.
     pub http_addr: Option<SocketAddr>,
+    /// Where the DNS responder is bound (UDP), with the real port.
+    pub dns_addr: Option<SocketAddr>,
     stats: Arc<Stats>,
     shutdown_tx: watch::Sender<bool>,
     alive_rx: mpsc::Receiver<()>,
@@ -177,6 +206,31 @@ impl EchoServer {
             Some(addr) => Some(bind("http", addr).await?),
             None => None,
         };
+        let dns = match &shared.config.dns {
+            Some(cfg) => {
+                let answer = cfg.answer.unwrap_or_else(|| match shared.config.tcp {
+                    Some(a) if !a.ip().is_unspecified() => a.ip(),
+                    _ => std::net::IpAddr::from([127, 0, 0, 1]),
+                });
+                let zone = dns::Zone::new(cfg, answer).map_err(StartServerError::DnsZone)?;
+                let socket = tokio::net::UdpSocket::bind(cfg.addr)
+                    .await
+                    .map_err(|source| StartServerError::Bind {
+                        proto: "dns",
+                        addr: cfg.addr,
+                        source,
+                    })?;
+                let addr = socket
+                    .local_addr()
+                    .map_err(|source| StartServerError::Bind {
+                        proto: "dns",
+                        addr: cfg.addr,
+                        source,
+                    })?;
+                Some((socket, zone, addr))
+            }
+            None => None,
+        };
         let local = |l: &tokio::net::TcpListener, proto, addr| {
             l.local_addr().map_err(|source| StartServerError::Bind {
                 proto,
@@ -198,9 +252,14 @@ impl EchoServer {
         if let Some(listener) = http {
             tokio::spawn(http::accept_loop(listener, shared.clone()));
         }
+        let dns_addr = dns.map(|(socket, zone, addr)| {
+            tokio::spawn(dns::serve(socket, zone, shared.clone()));
+            addr
+        });
         Ok(EchoServer {
             tcp_addr,
             http_addr,
+            dns_addr,
             stats: shared.stats.clone(),
             shutdown_tx,
             alive_rx,

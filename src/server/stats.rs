@@ -110,6 +110,8 @@ pub struct Stats {
     pub http: ProtoCounters,
     /// DNS responder.
     pub dns: ProtoCounters,
+    /// DNS answers sent.
+    pub dns_answered: AtomicU64,
     /// DNS queries answered after `--dns-delay`.
     pub dns_delayed: AtomicU64,
     /// DNS queries dropped on purpose by `--dns-drop`.
@@ -124,6 +126,7 @@ impl Default for Stats {
             tcp: ProtoCounters::default(),
             http: ProtoCounters::default(),
             dns: ProtoCounters::default(),
+            dns_answered: AtomicU64::new(0),
             dns_delayed: AtomicU64::new(0),
             dns_dropped: AtomicU64::new(0),
             rejects: Default::default(),
@@ -151,6 +154,7 @@ impl Stats {
             tcp: proto(&self.tcp),
             http: proto(&self.http),
             dns: proto(&self.dns),
+            dns_answered: self.dns_answered.load(Relaxed),
             dns_delayed: self.dns_delayed.load(Relaxed),
             dns_dropped: self.dns_dropped.load(Relaxed),
             rejected: Reject::ALL
@@ -178,6 +182,7 @@ pub struct StatsSnapshot {
     pub tcp: ProtoSnapshot,
     pub http: ProtoSnapshot,
     pub dns: ProtoSnapshot,
+    pub dns_answered: u64,
     pub dns_delayed: u64,
     pub dns_dropped: u64,
     /// Rejections and errors by kind (see [`Reject::name`]); every kind is present.

@@ -80,7 +80,7 @@ async fn serve(mut stream: TcpStream, shared: &Shared) -> Result<(), Reject> {
             if !delay.is_zero() && delay <= config.max_delay {
                 // Earlier pipelined replies should not wait for this one's delay.
                 write_out(&mut stream, &mut outbuf, shared).await?;
-                tokio::time::sleep(delay).await;
+                super::sleep_until(got_it + delay).await;
             }
             let resp = answer(req, got_it, shared);
             wire::encode_frame(&resp, &mut outbuf);

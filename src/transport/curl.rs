@@ -3,6 +3,7 @@
 
 use super::http::{SEQ_HEADER, parse_server_timing};
 use super::{Call, CallError, ConnectFailure, Endpoint, Phases};
+use crate::resolve::AddrMode;
 use curl::easy::{Easy2, Handler, List, WriteError};
 use std::time::Duration;
 
@@ -40,9 +41,18 @@ impl Handler for Collector {
     }
 }
 
-/// A new easy handle with the options every transfer uses.
-pub(super) fn new_handle(timeout: Duration) -> Result<Easy2<Collector>, curl::Error> {
+/// A new easy handle with the options every transfer uses; `pin` is a `CURLOPT_RESOLVE`
+/// entry from [`Endpoint::curl_pin`].
+pub(super) fn new_handle(
+    timeout: Duration,
+    pin: Option<String>,
+) -> Result<Easy2<Collector>, curl::Error> {
     let mut easy = Easy2::new(Collector::default());
+    if let Some(pin) = pin {
+        let mut list = List::new();
+        list.append(&pin)?;
+        easy.resolve(list)?;
+    }
     // Worker threads must not get SIGALRM from libcurl's resolver timeouts.
     easy.signal(false)?;
     easy.timeout(timeout)?;
@@ -51,14 +61,16 @@ pub(super) fn new_handle(timeout: Duration) -> Result<Easy2<Collector>, curl::Er
     Ok(easy)
 }
 
-/// Performs one `POST /echo` on `easy`. Returns the HTTP status; fills `phases` from
-/// libcurl's timers, and `new_connections` with the connections this transfer opened.
+/// Performs one `POST /echo` on `easy`. Fills `phases` from libcurl's timers, and adds the
+/// connections this transfer opened to `new_connections`. `fresh_handle` says the handle
+/// has no DNS cache yet, so in mode `system` opening a connection means libcurl resolved.
 pub(super) fn perform(
     easy: &mut Easy2<Collector>,
     endpoint: &Endpoint,
     call: &Call,
     phases: &mut Phases,
     new_connections: &mut u64,
+    fresh_handle: bool,
 ) -> Result<(), CallError> {
     let setup = |easy: &mut Easy2<Collector>| -> Result<(), curl::Error> {
         easy.url(&endpoint.echo_url(call))?;
@@ -84,6 +96,13 @@ pub(super) fn perform(
         let (lookup, connected) = (easy.namelookup_time(), easy.connect_time());
         if let (Ok(lookup), Ok(connected)) = (lookup, connected) {
             phases.connect = Some(connected.saturating_sub(lookup));
+            if endpoint.names.mode() == AddrMode::System {
+                // libcurl did the lookup; its timer is the only one that saw it.
+                phases.dns = Some(lookup);
+                if fresh_handle {
+                    endpoint.names.count_outside_lookup();
+                }
+            }
         }
     }
     if let Err(e) = result {
@@ -116,7 +135,7 @@ fn classify(e: &curl::Error, connected: bool) -> CallError {
     } else if e.is_got_nothing() || e.is_recv_error() || e.is_partial_file() || e.is_send_error() {
         CallError::Closed
     } else if e.is_couldnt_resolve_host() {
-        CallError::Connect(ConnectFailure::Other)
+        CallError::Dns(super::DnsFailure::NoAddress)
     } else {
         CallError::Protocol
     }

@@ -4,7 +4,7 @@
 use super::curl::{Collector, new_handle, perform};
 use super::{Call, CallError, Endpoint, Phases, Reply, Transport};
 use curl::easy::Easy2;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The `curl-fresh` transport.
 pub struct CurlFresh {
@@ -28,10 +28,13 @@ impl CurlFresh {
 
 impl Transport for CurlFresh {
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
+        let pin = self
+            .endpoint
+            .curl_pin(Instant::now() + self.timeout, phases)?;
         let easy = self
             .easy
-            .insert(new_handle(self.timeout).map_err(|_| CallError::Protocol)?);
-        perform(easy, &self.endpoint, call, phases, &mut self.connects)?;
+            .insert(new_handle(self.timeout, pin).map_err(|_| CallError::Protocol)?);
+        perform(easy, &self.endpoint, call, phases, &mut self.connects, true)?;
         let c = easy.get_ref();
         Ok(Reply {
             seq: c.seq,

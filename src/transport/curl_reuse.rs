@@ -4,7 +4,7 @@
 use super::curl::{Collector, new_handle, perform};
 use super::{Call, CallError, Endpoint, Phases, Reply, Transport};
 use curl::easy::Easy2;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The `curl-reuse` transport.
 pub struct CurlReuse {
@@ -27,11 +27,25 @@ impl CurlReuse {
 
 impl Transport for CurlReuse {
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
+        let fresh_handle = self.easy.is_none();
         let easy = match &mut self.easy {
             Some(easy) => easy,
-            slot @ None => slot.insert(new_handle(self.timeout).map_err(|_| CallError::Protocol)?),
+            slot @ None => {
+                // A new handle connects, so this is when a name is looked up.
+                let pin = self
+                    .endpoint
+                    .curl_pin(Instant::now() + self.timeout, phases)?;
+                slot.insert(new_handle(self.timeout, pin).map_err(|_| CallError::Protocol)?)
+            }
         };
-        perform(easy, &self.endpoint, call, phases, &mut self.connects)?;
+        perform(
+            easy,
+            &self.endpoint,
+            call,
+            phases,
+            &mut self.connects,
+            fresh_handle,
+        )?;
         let c = easy.get_ref();
         Ok(Reply {
             seq: c.seq,

@@ -7,6 +7,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper_util::rt::TokioIo;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 /// The header carrying the call's sequence number, both ways.
@@ -24,10 +25,10 @@ pub(super) fn worker_runtime() -> tokio::runtime::Runtime {
 /// Opens a connection and performs the HTTP/1.1 handshake; the connection task runs on the
 /// current runtime. Returns the request sender and how long the TCP connect took.
 pub(super) async fn connect(
-    endpoint: &Endpoint,
+    addr: SocketAddr,
 ) -> Result<(SendRequest<Full<Bytes>>, Duration), CallError> {
     let started = Instant::now();
-    let stream = tokio::net::TcpStream::connect(endpoint.http)
+    let stream = tokio::net::TcpStream::connect(addr)
         .await
         .map_err(|e| CallError::from_connect(&e))?;
     let took = started.elapsed();
@@ -58,7 +59,7 @@ pub(super) async fn exchange(
         .body(Full::new(Bytes::copy_from_slice(call.payload)))
         .map_err(|_| CallError::Protocol)?;
     let headers = req.headers_mut();
-    if let Ok(host) = HeaderValue::from_str(&format!("{}:{}", endpoint.host, endpoint.http.port()))
+    if let Ok(host) = HeaderValue::from_str(&format!("{}:{}", endpoint.host(), endpoint.http_port))
     {
         headers.insert(header::HOST, host);
     }

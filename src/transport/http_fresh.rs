@@ -2,9 +2,9 @@
 //! call (hyper), like PHP's `file_get_contents` in seed 004. The latency includes connect.
 
 use super::http::{self, worker_runtime};
-use super::{Call, CallError, Endpoint, Phases, Reply, Transport};
+use super::{Call, CallError, Endpoint, Phases, Reply, Transport, remaining};
 use std::cell::Cell;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The `http-fresh` transport.
 pub struct HttpFresh {
@@ -36,9 +36,13 @@ impl Transport for HttpFresh {
             body,
             connects,
         } = self;
+        let deadline = Instant::now() + *timeout;
+        // The lookup runs outside our runtime: the resolver blocks on a runtime of its own.
+        let addr = endpoint.http_addr(deadline, phases)?;
         let connecting = Cell::new(true);
-        let (seq, server) = rt.block_on(http::within(*timeout, &connecting, async {
-            let (mut sender, took) = http::connect(endpoint).await?;
+        let left = remaining(deadline)?;
+        let (seq, server) = rt.block_on(http::within(left, &connecting, async {
+            let (mut sender, took) = http::connect(addr).await?;
             *connects += 1;
             phases.connect = Some(took);
             connecting.set(false);

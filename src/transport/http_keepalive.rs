@@ -1,12 +1,12 @@
 //! `http-keepalive`: HTTP/1.1 `POST /echo` over one kept-alive connection per worker (hyper).
 
 use super::http::{self, worker_runtime};
-use super::{Call, CallError, Endpoint, Phases, Reply, Transport};
+use super::{Call, CallError, Endpoint, Phases, Reply, Transport, remaining};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::client::conn::http1::SendRequest;
 use std::cell::Cell;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The `http-keepalive` transport.
 pub struct HttpKeepalive {
@@ -45,12 +45,20 @@ impl Transport for HttpKeepalive {
         if sender.as_ref().is_some_and(|s| s.is_closed()) {
             *sender = None;
         }
+        let deadline = Instant::now() + *timeout;
+        // The lookup runs outside our runtime: the resolver blocks on a runtime of its own.
+        let addr = match sender {
+            Some(_) => None,
+            None => Some(endpoint.http_addr(deadline, phases)?),
+        };
         let connecting = Cell::new(sender.is_none());
-        let (seq, server) = rt.block_on(http::within(*timeout, &connecting, async {
-            let sender = match sender {
-                Some(s) => s,
-                slot @ None => {
-                    let (s, took) = http::connect(endpoint).await?;
+        let left = remaining(deadline)?;
+        let (seq, server) = rt.block_on(http::within(left, &connecting, async {
+            let sender = match (sender, addr) {
+                (Some(s), _) => s,
+                (slot @ None, addr) => {
+                    let addr = addr.expect("looked up above when there was no connection");
+                    let (s, took) = http::connect(addr).await?;
                     *connects += 1;
                     phases.connect = Some(took);
                     connecting.set(false);

@@ -15,7 +15,9 @@ mod http_keepalive;
 mod tcp;
 mod tcp_connect;
 
+use crate::resolve::{AddrMode, Names};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use http::SEQ_HEADER;
@@ -109,21 +111,112 @@ impl std::fmt::Display for TransportKind {
     }
 }
 
-/// Where a transport sends its calls.
-#[derive(Debug, Clone)]
+/// Where a transport sends its calls, and how it turns the target's name into an address.
+#[derive(Clone)]
 pub struct Endpoint {
-    /// The raw TCP listener.
-    pub tcp: SocketAddr,
-    /// The HTTP listener.
-    pub http: SocketAddr,
-    /// The host part of HTTP URLs and `Host:` headers: the IP literal for now.
-    pub host: String,
+    /// The name (or IP literal) and how to resolve it; shared by the run's workers.
+    pub names: Arc<Names>,
+    /// The raw TCP port.
+    pub tcp_port: u16,
+    /// The HTTP port.
+    pub http_port: u16,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Endpoint({} {} tcp:{} http:{})",
+            self.names.mode(),
+            self.names.name(),
+            self.tcp_port,
+            self.http_port
+        )
+    }
 }
 
 impl Endpoint {
+    /// An endpoint at fixed addresses (address mode `ip`); both must share the IP.
+    pub fn new(tcp: SocketAddr, http: SocketAddr) -> Endpoint {
+        debug_assert_eq!(tcp.ip(), http.ip(), "one host, two ports");
+        Endpoint {
+            names: Arc::new(Names::fixed(tcp.ip())),
+            tcp_port: tcp.port(),
+            http_port: http.port(),
+        }
+    }
+
+    /// The raw TCP address, looked up now if the address mode says so.
+    pub fn tcp_addr(
+        &self,
+        deadline: Instant,
+        phases: &mut Phases,
+    ) -> Result<SocketAddr, CallError> {
+        self.addr(self.tcp_port, deadline, phases)
+    }
+
+    /// The HTTP address, looked up now if the address mode says so.
+    pub fn http_addr(
+        &self,
+        deadline: Instant,
+        phases: &mut Phases,
+    ) -> Result<SocketAddr, CallError> {
+        self.addr(self.http_port, deadline, phases)
+    }
+
+    fn addr(
+        &self,
+        port: u16,
+        deadline: Instant,
+        phases: &mut Phases,
+    ) -> Result<SocketAddr, CallError> {
+        let (ip, took) = self.names.lookup(deadline)?;
+        if took.is_some() {
+            phases.dns = took;
+        }
+        Ok(SocketAddr::new(ip, port))
+    }
+
+    /// For libcurl in modes `cached` and `uncached`: looks the name up now and returns the
+    /// `CURLOPT_RESOLVE` entry (`name:port:ip`) that hands the address to libcurl, so the
+    /// lookup is rpcbench's and is timed. `None` in `ip` (an IP URL) and `system` (libcurl
+    /// resolves by itself).
+    pub fn curl_pin(
+        &self,
+        deadline: Instant,
+        phases: &mut Phases,
+    ) -> Result<Option<String>, CallError> {
+        match self.names.mode() {
+            AddrMode::Ip | AddrMode::System => Ok(None),
+            AddrMode::Cached | AddrMode::Uncached => {
+                let addr = self.http_addr(deadline, phases)?;
+                let ip = match addr.ip() {
+                    std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+                    ip => ip.to_string(),
+                };
+                Ok(Some(format!(
+                    "{}:{}:{ip}",
+                    self.names.name(),
+                    self.http_port
+                )))
+            }
+        }
+    }
+
+    /// The host part of URLs and `Host:` headers: the IP literal in mode `ip`, else the name.
+    pub fn host(&self) -> String {
+        self.names.host()
+    }
+
     /// The URL of the HTTP echo route, with the query a call needs.
     pub fn echo_url(&self, call: &Call) -> String {
-        let mut url = format!("http://{}:{}/echo", self.host_for_url(), self.http.port());
+        let host = self.host();
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host
+        };
+        let mut url = format!("http://{host}:{}/echo", self.http_port);
         push_query(&mut url, call);
         url
     }
@@ -133,14 +226,6 @@ impl Endpoint {
         let mut path = String::from("/echo");
         push_query(&mut path, call);
         path
-    }
-
-    fn host_for_url(&self) -> String {
-        if self.host.contains(':') {
-            format!("[{}]", self.host)
-        } else {
-            self.host.clone()
-        }
     }
 }
 
@@ -185,6 +270,8 @@ pub struct Reply<'a> {
 /// Where the time of one call went, for the phases that exist on this transport.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Phases {
+    /// Resolving the target's name, when this call did a lookup.
+    pub dns: Option<Duration>,
     /// Establishing a TCP connection (zero-cost calls on a reused connection leave it None).
     pub connect: Option<Duration>,
     /// From starting to send the request to the first byte of the reply.
@@ -215,6 +302,20 @@ pub enum CallError {
     /// Any other I/O failure.
     #[error("I/O error")]
     Io,
+    /// The target's name could not be resolved.
+    #[error("name lookup failed: {0:?}")]
+    Dns(DnsFailure),
+}
+
+/// How a name lookup failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DnsFailure {
+    /// The name does not exist, or has no address of the family asked for.
+    NoAddress,
+    /// No answer before the call's deadline.
+    Timeout,
+    /// Anything else (a resolver error, a malformed answer).
+    Other,
 }
 
 /// How a connect failed.
@@ -253,6 +354,9 @@ impl CallError {
             CallError::FrameStatus(code) => format!("status_{code}"),
             CallError::Protocol => "protocol".into(),
             CallError::Io => "io".into(),
+            CallError::Dns(DnsFailure::NoAddress) => "dns".into(),
+            CallError::Dns(DnsFailure::Timeout) => "dns_timeout".into(),
+            CallError::Dns(DnsFailure::Other) => "dns_error".into(),
         }
     }
 

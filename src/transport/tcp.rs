@@ -206,7 +206,8 @@ impl Transport for Tcp {
         let conn = match &mut self.conn {
             Some(conn) => conn,
             slot @ None => {
-                let (conn, took) = FrameConn::connect(self.endpoint.tcp, self.timeout)?;
+                let addr = self.endpoint.tcp_addr(deadline, phases)?;
+                let (conn, took) = FrameConn::connect(addr, remaining(deadline)?)?;
                 self.connects += 1;
                 phases.connect = Some(took);
                 slot.insert(conn)

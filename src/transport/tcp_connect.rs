@@ -2,7 +2,7 @@
 //! shape of netperf's TCP_CRR. The latency includes the connect.
 
 use super::tcp::FrameConn;
-use super::{Call, CallError, Endpoint, Phases, Reply, Transport};
+use super::{Call, CallError, Endpoint, Phases, Reply, Transport, remaining};
 use std::time::{Duration, Instant};
 
 /// The `tcp-connect` transport.
@@ -29,7 +29,8 @@ impl TcpConnect {
 impl Transport for TcpConnect {
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
         let deadline = Instant::now() + self.timeout;
-        let (conn, took) = FrameConn::connect(self.endpoint.tcp, self.timeout)?;
+        let addr = self.endpoint.tcp_addr(deadline, phases)?;
+        let (conn, took) = FrameConn::connect(addr, remaining(deadline)?)?;
         self.connects += 1;
         phases.connect = Some(took);
         self.conn.insert(conn).exchange(call, deadline, phases)

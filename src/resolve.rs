@@ -1,0 +1,410 @@
+//! Turning the target's name into an address, the second axis of every comparison.
+//!
+//! Each transport run gets its own [`Names`], so caches start cold in every run and the
+//! query count belongs to that run alone. Lookups happen only when a transport opens a
+//! connection: persistent transports pay once per worker, fresh ones on every call.
+
+use crate::transport::{CallError, DnsFailure};
+use hickory_resolver::TokioResolver;
+use hickory_resolver::config::{
+    ConnectionConfig, LookupIpStrategy, NameServerConfig, ResolveHosts, ResolverConfig,
+};
+use hickory_resolver::net::runtime::TokioRuntimeProvider;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+/// How a name becomes an address. The names are the same everywhere: CLI, tables, JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
+pub enum AddrMode {
+    /// An IP literal: a name given as target is resolved once before the run.
+    Ip,
+    /// The operating system's resolver (getaddrinfo) at every new connection.
+    System,
+    /// hickory-resolver inside rpcbench, with its cache honouring TTLs.
+    Cached,
+    /// hickory-resolver with no cache: one DNS query per new connection.
+    Uncached,
+}
+
+impl AddrMode {
+    /// The stable lowercase name.
+    pub fn name(self) -> &'static str {
+        match self {
+            AddrMode::Ip => "ip",
+            AddrMode::System => "system",
+            AddrMode::Cached => "cached",
+            AddrMode::Uncached => "uncached",
+        }
+    }
+}
+
+impl std::fmt::Display for AddrMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which address families a lookup asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Family {
+    /// IPv4 only (A queries).
+    #[value(name = "4")]
+    V4,
+    /// IPv6 only (AAAA queries).
+    #[value(name = "6")]
+    V6,
+    /// Both (A and AAAA queries); the first address answered is used.
+    Any,
+}
+
+impl Family {
+    fn accepts(self, ip: &IpAddr) -> bool {
+        match self {
+            Family::V4 => ip.is_ipv4(),
+            Family::V6 => ip.is_ipv6(),
+            Family::Any => true,
+        }
+    }
+
+    /// DNS queries one uncached lookup sends.
+    fn queries(self) -> u64 {
+        match self {
+            Family::Any => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// How one transport run resolves its target.
+pub struct Names {
+    mode: AddrMode,
+    /// The target as the user gave it (a name, or an IP literal).
+    name: String,
+    family: Family,
+    how: How,
+    /// Lookups (system) or DNS queries (hickory) this run asked for.
+    queries: AtomicU64,
+    /// The first failure, worded for a person: the name, the resolver, and why.
+    first_error: Mutex<Option<String>>,
+}
+
+enum How {
+    /// Resolved before the run, or the reason it could not be.
+    Fixed(Result<IpAddr, String>),
+    /// getaddrinfo on a blocking thread of `rt`, so a stuck lookup can be abandoned at the
+    /// call's deadline instead of hanging the worker.
+    System { rt: tokio::runtime::Runtime },
+    Hickory {
+        rt: tokio::runtime::Runtime,
+        // Boxed: the resolver is large, and `How` is built once per run, never copied.
+        resolver: Box<TokioResolver>,
+        resolver_name: String,
+        /// `valid_until` of the last answer seen: a cache hit hands back the same one, a
+        /// fresh answer from the network a later one. That is how queries are counted.
+        last_answer: Mutex<Option<Instant>>,
+    },
+}
+
+/// Where `cached` and `uncached` send their queries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResolverAddr {
+    /// The name servers in /etc/resolv.conf.
+    System,
+    /// One DNS server.
+    At(SocketAddr),
+}
+
+impl std::fmt::Display for ResolverAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ResolverAddr::System => f.write_str("the resolv.conf name servers"),
+            ResolverAddr::At(addr) => write!(f, "{addr}"),
+        }
+    }
+}
+
+/// A failure to set up name resolution at all (as opposed to a lookup that fails).
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveNameError {
+    #[error("cannot start the resolver's runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("cannot read the system resolver configuration: {0}")]
+    SystemConfig(String),
+}
+
+impl Names {
+    /// Address mode `ip` with an address already known.
+    pub fn fixed(ip: IpAddr) -> Names {
+        Names::new(
+            AddrMode::Ip,
+            ip.to_string(),
+            Family::Any,
+            How::Fixed(Ok(ip)),
+        )
+    }
+
+    /// Sets up resolution of `name` in `mode`. For `ip`, `name` is resolved here, once
+    /// (through `resolver` when it is a server address, else the system resolver); a
+    /// failure is kept and every call then fails as a `dns` error.
+    pub fn new_mode(
+        mode: AddrMode,
+        name: &str,
+        family: Family,
+        resolver: ResolverAddr,
+        timeout: Duration,
+    ) -> Result<Names, ResolveNameError> {
+        let how = match mode {
+            AddrMode::Ip => {
+                if let Ok(ip) = name.parse::<IpAddr>() {
+                    How::Fixed(Ok(ip))
+                } else {
+                    // Resolve once with the resolver the other modes would use.
+                    let once = match resolver {
+                        ResolverAddr::At(_) => {
+                            Names::new_mode(AddrMode::Uncached, name, family, resolver, timeout)?
+                        }
+                        ResolverAddr::System => {
+                            Names::new_mode(AddrMode::System, name, family, resolver, timeout)?
+                        }
+                    };
+                    let deadline = Instant::now() + timeout;
+                    How::Fixed(once.lookup(deadline).map(|(ip, _)| ip).map_err(|_| {
+                        once.first_error()
+                            .unwrap_or_else(|| format!("cannot resolve {name:?}"))
+                    }))
+                }
+            }
+            AddrMode::System => How::System { rt: runtime()? },
+            AddrMode::Cached | AddrMode::Uncached => {
+                let rt = runtime()?;
+                let resolver_name = resolver.to_string();
+                let resolver = {
+                    // Building the resolver spawns nothing yet, but it must see a runtime.
+                    let _guard = rt.enter();
+                    Box::new(hickory(resolver, family, mode == AddrMode::Cached, timeout)?)
+                };
+                How::Hickory {
+                    rt,
+                    resolver,
+                    resolver_name,
+                    last_answer: Mutex::new(None),
+                }
+            }
+        };
+        Ok(Names::new(mode, name.to_string(), family, how))
+    }
+
+    fn new(mode: AddrMode, name: String, family: Family, how: How) -> Names {
+        Names {
+            mode,
+            name,
+            family,
+            how,
+            queries: AtomicU64::new(0),
+            first_error: Mutex::new(None),
+        }
+    }
+
+    /// The address mode.
+    pub fn mode(&self) -> AddrMode {
+        self.mode
+    }
+
+    /// What goes in URLs and `Host:` headers: the IP literal in mode `ip`, else the name.
+    pub fn host(&self) -> String {
+        match &self.how {
+            How::Fixed(Ok(ip)) => ip.to_string(),
+            _ => self.name.clone(),
+        }
+    }
+
+    /// The name being resolved.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Lookups (system) or DNS queries (hickory) asked for so far.
+    pub fn queries(&self) -> u64 {
+        self.queries.load(Relaxed)
+    }
+
+    /// Counts a lookup made outside rpcbench (by libcurl in mode `system`).
+    pub fn count_outside_lookup(&self) {
+        self.queries.fetch_add(1, Relaxed);
+    }
+
+    /// The first lookup failure, if any, as a sentence.
+    pub fn first_error(&self) -> Option<String> {
+        self.first_error.lock().ok()?.clone()
+    }
+
+    /// Resolves the name before `deadline`. Returns the address and, when a lookup really
+    /// happened, how long it took.
+    pub fn lookup(&self, deadline: Instant) -> Result<(IpAddr, Option<Duration>), CallError> {
+        let started = Instant::now();
+        let left = deadline.saturating_duration_since(started);
+        let found = match &self.how {
+            How::Fixed(Ok(ip)) => return Ok((*ip, None)),
+            How::Fixed(Err(why)) => Err((DnsFailure::NoAddress, why.clone())),
+            How::System { rt } => {
+                self.queries.fetch_add(1, Relaxed);
+                let name = self.name.clone();
+                let family = self.family;
+                rt.block_on(async move {
+                    let lookup = tokio::task::spawn_blocking(move || {
+                        (name.as_str(), 0)
+                            .to_socket_addrs()
+                            .map(|addrs| addrs.map(|a| a.ip()).find(|ip| family.accepts(ip)))
+                    });
+                    match tokio::time::timeout(left, lookup).await {
+                        Err(_) => Err((
+                            DnsFailure::Timeout,
+                            "getaddrinfo did not return in time".into(),
+                        )),
+                        Ok(Err(join)) => Err((DnsFailure::Other, join.to_string())),
+                        Ok(Ok(Err(e))) => Err((DnsFailure::NoAddress, e.to_string())),
+                        Ok(Ok(Ok(None))) => Err((
+                            DnsFailure::NoAddress,
+                            "no address of the family asked for".into(),
+                        )),
+                        Ok(Ok(Ok(Some(ip)))) => Ok(ip),
+                    }
+                })
+            }
+            How::Hickory {
+                rt,
+                resolver,
+                last_answer,
+                ..
+            } => {
+                if self.mode == AddrMode::Uncached {
+                    // Belt and braces: the cache is sized 0, and emptied before each lookup.
+                    resolver.clear_cache();
+                }
+                let fqdn = if self.name.ends_with('.') {
+                    self.name.clone()
+                } else {
+                    format!("{}.", self.name)
+                };
+                let family = self.family;
+                rt.block_on(async {
+                    match tokio::time::timeout(left, resolver.lookup_ip(fqdn)).await {
+                        Err(_) => Err((DnsFailure::Timeout, "no answer in time".into())),
+                        Ok(Err(e)) if e.is_no_records_found() => {
+                            Err((DnsFailure::NoAddress, e.to_string()))
+                        }
+                        Ok(Err(e)) => Err((DnsFailure::Other, e.to_string())),
+                        Ok(Ok(lookup)) => {
+                            let fresh = {
+                                let mut last =
+                                    last_answer.lock().unwrap_or_else(|p| p.into_inner());
+                                let fresh = *last != Some(lookup.valid_until());
+                                *last = Some(lookup.valid_until());
+                                fresh
+                            };
+                            if fresh || self.mode == AddrMode::Uncached {
+                                self.queries.fetch_add(family.queries(), Relaxed);
+                            }
+                            lookup.iter().find(|ip| family.accepts(ip)).ok_or((
+                                DnsFailure::NoAddress,
+                                "no address of the family asked for".into(),
+                            ))
+                        }
+                    }
+                })
+                .inspect_err(|(kind, _)| {
+                    // A timed-out or failed lookup still sent its queries.
+                    if *kind != DnsFailure::NoAddress || self.mode == AddrMode::Uncached {
+                        self.queries.fetch_add(family.queries(), Relaxed);
+                    }
+                })
+            }
+        };
+        match found {
+            Ok(ip) => Ok((ip, Some(started.elapsed()))),
+            Err((kind, why)) => {
+                let mut first = self.first_error.lock().unwrap_or_else(|p| p.into_inner());
+                if first.is_none() {
+                    *first = Some(format!(
+                        "cannot resolve {:?} via {} ({}): {why}",
+                        self.name,
+                        self.resolver_name(),
+                        self.mode
+                    ));
+                }
+                Err(CallError::Dns(kind))
+            }
+        }
+    }
+
+    fn resolver_name(&self) -> &str {
+        match &self.how {
+            How::Hickory { resolver_name, .. } => resolver_name,
+            How::System { .. } => "getaddrinfo",
+            How::Fixed(_) => "the one lookup before the run",
+        }
+    }
+}
+
+/// One worker thread runs the resolver's background tasks; the calling workers block on
+/// it, outside any runtime of their own.
+fn runtime() -> Result<tokio::runtime::Runtime, ResolveNameError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("rpcbench-dns")
+        .enable_all()
+        .build()
+        .map_err(ResolveNameError::Runtime)
+}
+
+fn hickory(
+    at: ResolverAddr,
+    family: Family,
+    cached: bool,
+    timeout: Duration,
+) -> Result<TokioResolver, ResolveNameError> {
+    let provider = TokioRuntimeProvider::default();
+    let mut builder = match at {
+        ResolverAddr::System => TokioResolver::builder(provider)
+            .map_err(|e| ResolveNameError::SystemConfig(e.to_string()))?,
+        ResolverAddr::At(addr) => {
+            let mut udp = ConnectionConfig::udp();
+            udp.port = addr.port();
+            let server = NameServerConfig::new(addr.ip(), true, vec![udp]);
+            TokioResolver::builder_with_config(
+                ResolverConfig::from_name_servers(vec![server]),
+                provider,
+            )
+        }
+    };
+    let opts = builder.options_mut();
+    // Two tries inside the call's timeout: a dropped query shows as one retry.
+    opts.attempts = 1;
+    opts.timeout = timeout / 2;
+    opts.cache_size = if cached { opts.cache_size.max(32) } else { 0 };
+    // DNS only: /etc/hosts answers would hide the resolver being measured.
+    opts.use_hosts_file = ResolveHosts::Never;
+    opts.ip_strategy = match family {
+        Family::V4 => LookupIpStrategy::Ipv4Only,
+        Family::V6 => LookupIpStrategy::Ipv6Only,
+        Family::Any => LookupIpStrategy::Ipv4AndIpv6,
+    };
+    builder
+        .build()
+        .map_err(|e| ResolveNameError::SystemConfig(e.to_string()))
+}
+
+/// A caching daemon between getaddrinfo and the network, if one is visible: mode `system`
+/// then measures that cache, and the report says so.
+pub fn system_cache() -> Option<String> {
+    if std::path::Path::new("/var/run/nscd/socket").exists() {
+        return Some("nscd".into());
+    }
+    let conf = std::fs::read_to_string("/etc/resolv.conf").ok()?;
+    conf.lines()
+        .filter_map(|l| l.trim().strip_prefix("nameserver"))
+        .any(|ns| ns.trim() == "127.0.0.53")
+        .then(|| "systemd-resolved (nameserver 127.0.0.53)".into())
+}

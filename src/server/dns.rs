@@ -1,0 +1,276 @@
+//! DNS responder: a tiny authoritative zone over UDP, with injected delay and loss.
+//!
+//! It answers A/AAAA for one name, NXDOMAIN for other names in that name's zone and
+//! REFUSED for everything else; it never forwards or recurses. `--dns-delay` makes every
+//! answer late (a slow or distant resolver, like seed 004's) and `--dns-drop` drops a share
+//! of queries (resolver retries and timeouts).
+//!
+//! Messages are parsed and built with hickory-proto, the message layer hickory-server and
+//! hickory-resolver share. The receive loop is our own rather than hickory-server's
+//! `ServerFuture`, because that one drops undecodable packets before any handler sees them,
+//! and the responder must count those, and delay or drop single queries on purpose.
+
+use super::stats::Reject;
+use super::{Shared, sleep_until};
+use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
+use hickory_proto::rr::rdata::{A, AAAA};
+use hickory_proto::rr::{Name, RData, Record, RecordType};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+use tokio::net::UdpSocket;
+
+/// Default name the responder answers for.
+pub const DEFAULT_DNS_NAME: &str = "echo.rpcbench.test";
+/// Default TTL of its answers (60 s), a common value for internal service records.
+pub const DEFAULT_DNS_TTL: u32 = 60;
+/// Largest UDP message read; queries are far smaller, and anything larger is malformed.
+const MAX_UDP: usize = 4096;
+
+/// What the responder serves and how it misbehaves.
+#[derive(Debug, Clone)]
+pub struct DnsConfig {
+    /// UDP listen address.
+    pub addr: SocketAddr,
+    /// The one name answered (case-insensitive).
+    pub name: String,
+    /// The address answered: an A record for IPv4, AAAA for IPv6. `None`: the TCP
+    /// listener's IP, or 127.0.0.1 when that is unspecified.
+    pub answer: Option<IpAddr>,
+    /// TTL of answers, in seconds.
+    pub ttl: u32,
+    /// Every answer is sent this late.
+    pub delay: Duration,
+    /// Share of queries dropped without an answer, 0.0 to 1.0.
+    pub drop: f64,
+}
+
+impl Default for DnsConfig {
+    fn default() -> Self {
+        DnsConfig {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            name: DEFAULT_DNS_NAME.to_string(),
+            answer: None,
+            ttl: DEFAULT_DNS_TTL,
+            delay: Duration::ZERO,
+            drop: 0.0,
+        }
+    }
+}
+
+/// The zone, ready to answer.
+#[derive(Debug)]
+pub(super) struct Zone {
+    name: Name,
+    apex: Name,
+    answer: IpAddr,
+    ttl: u32,
+    delay: Duration,
+    drop: f64,
+    /// Queries seen, to spread drops evenly.
+    seen: AtomicU64,
+}
+
+impl Zone {
+    /// Builds the zone; the apex is the name's parent (`rpcbench.test` for the default).
+    pub fn new(config: &DnsConfig, answer: IpAddr) -> Result<Zone, String> {
+        let name = Name::from_ascii(&config.name)
+            .map_err(|e| format!("--dns-name {:?} is not a DNS name: {e}", config.name))?
+            .to_lowercase();
+        let mut name = name;
+        name.set_fqdn(true);
+        if name.num_labels() < 2 {
+            return Err(format!(
+                "--dns-name {:?} needs at least two labels",
+                config.name
+            ));
+        }
+        if !(0.0..=1.0).contains(&config.drop) {
+            return Err(format!(
+                "--dns-drop {} is not a fraction from 0 to 1",
+                config.drop
+            ));
+        }
+        Ok(Zone {
+            apex: name.base_name(),
+            name,
+            answer,
+            ttl: config.ttl,
+            delay: config.delay,
+            drop: config.drop,
+            seen: AtomicU64::new(0),
+        })
+    }
+
+    /// Whether query number `i` (from 0) is dropped: exactly `floor(n * drop)` of the first
+    /// `n` queries are, spread evenly, so tests know what to expect.
+    fn drops(&self, i: u64) -> bool {
+        ((i + 1) as f64 * self.drop).floor() > (i as f64 * self.drop).floor()
+    }
+
+    /// The response to one query message.
+    fn answer(&self, query: &Message) -> Message {
+        let mut resp = Message::response(query.metadata.id, query.metadata.op_code);
+        resp.metadata.recursion_desired = query.metadata.recursion_desired;
+        resp.add_queries(query.queries.iter().cloned());
+        let Some(q) = query.queries.first() else {
+            resp.metadata.response_code = ResponseCode::FormErr;
+            return resp;
+        };
+        if query.metadata.op_code != OpCode::Query || query.queries.len() != 1 {
+            resp.metadata.response_code = ResponseCode::NotImp;
+            return resp;
+        }
+        let qname = q.name().to_lowercase();
+        if !self.apex.zone_of(&qname) {
+            resp.metadata.response_code = ResponseCode::Refused;
+            return resp;
+        }
+        resp.metadata.authoritative = true;
+        if qname != self.name {
+            resp.metadata.response_code = ResponseCode::NXDomain;
+            return resp;
+        }
+        let rdata = match (q.query_type(), self.answer) {
+            (RecordType::A, IpAddr::V4(ip)) => Some(RData::A(A(ip))),
+            (RecordType::AAAA, IpAddr::V6(ip)) => Some(RData::AAAA(AAAA(ip))),
+            // Any other type (or the other family) exists as a name with no such data.
+            _ => None,
+        };
+        if let Some(rdata) = rdata {
+            resp.add_answer(Record::from_rdata(q.name().clone(), self.ttl, rdata));
+        }
+        resp
+    }
+}
+
+/// Serves UDP queries until shutdown starts.
+pub(super) async fn serve(socket: UdpSocket, zone: Zone, shared: Arc<Shared>) {
+    let socket = Arc::new(socket);
+    let zone = Arc::new(zone);
+    let stats = &shared.stats;
+    let mut buf = vec![0u8; MAX_UDP];
+    loop {
+        let (n, peer) = tokio::select! {
+            res = socket.recv_from(&mut buf) => match res {
+                Ok(got) => got,
+                Err(e) => {
+                    // ICMP errors from earlier sends surface here on Linux; keep serving.
+                    tracing::debug!("dns recv failed: {e}");
+                    continue;
+                }
+            },
+            _ = super::stopping(shared.shutdown.clone()) => return,
+        };
+        stats.dns.bytes_in.fetch_add(n as u64, Relaxed);
+        let query = match Message::from_vec(&buf[..n]) {
+            Ok(m) if m.metadata.message_type == MessageType::Query => m,
+            _ => {
+                stats.reject(Reject::DnsMalformed);
+                continue;
+            }
+        };
+        stats.dns.requests.fetch_add(1, Relaxed);
+        if zone.drops(zone.seen.fetch_add(1, Relaxed)) {
+            stats.dns_dropped.fetch_add(1, Relaxed);
+            continue;
+        }
+        let Ok(bytes) = zone.answer(&query).to_vec() else {
+            stats.reject(Reject::DnsMalformed);
+            continue;
+        };
+        if zone.delay.is_zero() {
+            send(&socket, &bytes, peer, &shared).await;
+        } else {
+            stats.dns_delayed.fetch_add(1, Relaxed);
+            let (socket, shared, deadline) =
+                (socket.clone(), shared.clone(), Instant::now() + zone.delay);
+            tokio::spawn(async move {
+                sleep_until(deadline).await;
+                send(&socket, &bytes, peer, &shared).await;
+            });
+        }
+    }
+}
+
+async fn send(socket: &UdpSocket, bytes: &[u8], peer: SocketAddr, shared: &Shared) {
+    if socket.send_to(bytes, peer).await.is_ok() {
+        shared
+            .stats
+            .dns
+            .bytes_out
+            .fetch_add(bytes.len() as u64, Relaxed);
+        shared.stats.dns_answered.fetch_add(1, Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hickory_proto::op::Query;
+
+    fn zone(drop: f64) -> Zone {
+        let config = DnsConfig {
+            drop,
+            ..DnsConfig::default()
+        };
+        Zone::new(&config, IpAddr::from([10, 0, 0, 7])).unwrap()
+    }
+
+    fn ask(zone: &Zone, name: &str, rtype: RecordType) -> Message {
+        let mut q = Message::query();
+        q.add_query(Query::query(Name::from_ascii(name).unwrap(), rtype));
+        let bytes = zone.answer(&q).to_vec().unwrap();
+        Message::from_vec(&bytes).unwrap()
+    }
+
+    #[test]
+    fn answers_the_zone_and_refuses_the_rest() {
+        let z = zone(0.0);
+        let a = ask(&z, "Echo.RPCbench.test.", RecordType::A);
+        assert_eq!(a.metadata.response_code, ResponseCode::NoError);
+        assert!(a.metadata.authoritative);
+        assert_eq!(a.answers.len(), 1);
+        assert_eq!(a.answers[0].ttl, DEFAULT_DNS_TTL);
+        let aaaa = ask(&z, "echo.rpcbench.test.", RecordType::AAAA);
+        assert_eq!(aaaa.metadata.response_code, ResponseCode::NoError);
+        assert!(aaaa.answers.is_empty(), "no IPv6 answer configured");
+        let other = ask(&z, "other.rpcbench.test.", RecordType::A);
+        assert_eq!(other.metadata.response_code, ResponseCode::NXDomain);
+        let outside = ask(&z, "example.com.", RecordType::A);
+        assert_eq!(outside.metadata.response_code, ResponseCode::Refused);
+        assert!(outside.answers.is_empty());
+    }
+
+    #[test]
+    fn drops_exactly_the_share_asked() {
+        for (fraction, expected) in [(0.0, 0), (0.25, 25), (0.5, 50), (1.0, 100)] {
+            let z = zone(fraction);
+            assert_eq!(
+                (0..100).filter(|&i| z.drops(i)).count(),
+                expected,
+                "{fraction}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_configs_are_errors() {
+        for (name, drop) in [
+            ("nolabels", 0.0),
+            ("a..b", 0.0),
+            ("echo.rpcbench.test", 1.5),
+        ] {
+            let config = DnsConfig {
+                name: name.into(),
+                drop,
+                ..DnsConfig::default()
+            };
+            assert!(
+                Zone::new(&config, IpAddr::from([127, 0, 0, 1])).is_err(),
+                "{name} {drop}"
+            );
+        }
+    }
+}
