@@ -101,9 +101,10 @@ enum How {
         // Boxed: the resolver is large, and `How` is built once per run, never copied.
         resolver: Box<TokioResolver>,
         resolver_name: String,
-        /// `valid_until` of the last answer seen: a cache hit hands back the same one, a
-        /// fresh answer from the network a later one. That is how queries are counted.
-        last_answer: Mutex<Option<Instant>>,
+        /// DNS message ID of the last answer seen: a cache hit hands back the stored
+        /// message with its ID, a fresh answer from the network has a new random one. That
+        /// is how queries are counted (`valid_until` cannot tell: a hit recomputes it).
+        last_answer: Mutex<Option<u16>>,
     },
 }
 
@@ -300,8 +301,9 @@ impl Names {
                             let fresh = {
                                 let mut last =
                                     last_answer.lock().unwrap_or_else(|p| p.into_inner());
-                                let fresh = *last != Some(lookup.valid_until());
-                                *last = Some(lookup.valid_until());
+                                let id = lookup.as_lookup().message().metadata.id;
+                                let fresh = *last != Some(id);
+                                *last = Some(id);
                                 fresh
                             };
                             if fresh || self.mode == AddrMode::Uncached {

@@ -79,9 +79,10 @@ async fn serve(stream: TcpStream, builder: &auto::Builder<TokioExecutor>, shared
             let shared = shared.clone();
             let in_flight = in_flight.clone();
             async move {
-                in_flight.fetch_add(1, Relaxed);
+                // A guard, not a decrement after the await: hyper drops this future when
+                // an HTTP/2 client cancels the stream, and the count must still go down.
+                let _busy = InFlight::enter(&in_flight);
                 let resp = route(req, &shared).await;
-                in_flight.fetch_sub(1, Relaxed);
                 Ok::<_, Infallible>(resp)
             }
         })
@@ -95,7 +96,9 @@ async fn serve(stream: TcpStream, builder: &auto::Builder<TokioExecutor>, shared
     loop {
         tokio::select! {
             res = conn.as_mut() => {
-                if res.is_err() {
+                // Closing a connection that never sent a byte cancels hyper's protocol
+                // detection, which ends in an error; that close was ours, not theirs.
+                if res.is_err() && !closing {
                     shared.stats.reject(Reject::HttpConnectionError);
                 }
                 return;
@@ -114,6 +117,22 @@ async fn serve(stream: TcpStream, builder: &auto::Builder<TokioExecutor>, shared
                 closing = true;
             }
         }
+    }
+}
+
+/// Counts a request in flight on a connection for as long as it lives.
+struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    fn enter(count: &Arc<AtomicUsize>) -> InFlight {
+        count.fetch_add(1, Relaxed);
+        InFlight(count.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
     }
 }
 

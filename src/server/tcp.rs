@@ -114,10 +114,11 @@ fn answer(req: Request, got_it: Instant, shared: &Shared) -> Response {
     let config = &shared.config;
     let status = if u64::from(req.delay_us) > config.max_delay.as_micros() as u64 {
         Status::DelayTooLong
-    } else if req
-        .reply_len
-        .is_some_and(|n| n > config.max_frame.saturating_sub(wire::RESPONSE_OVERHEAD))
+    } else if u64::from(req.reply_len.unwrap_or(req.payload.len() as u32))
+        > u64::from(config.max_frame.saturating_sub(wire::RESPONSE_OVERHEAD))
     {
+        // An echo counts too: a response carries more header than a request, so the echo
+        // of a request of exactly the max frame would not fit in one.
         Status::ReplyTooLarge
     } else {
         Status::Ok

@@ -1,0 +1,515 @@
+//! Names and DNS: every address mode against the real echo server and its DNS responder.
+//!
+//! The responder's own query counter is the ground truth the client's counts and timings
+//! are checked against.
+
+use rpcbench::resolve::{AddrMode, Family, Names, ResolverAddr};
+use rpcbench::runner::{RunConfig, TransportRun, run_transport};
+use rpcbench::server::dns::{DEFAULT_DNS_NAME, DnsConfig};
+use rpcbench::server::stats::Reject;
+use rpcbench::server::{EchoServer, ServerConfig};
+use rpcbench::transport::{Endpoint, TransportKind};
+use std::net::{SocketAddr, UdpSocket};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
+
+/// An in-process echo server with a DNS responder, alive as long as this value.
+struct Server {
+    /// Keeps the server's tasks running.
+    _rt: tokio::runtime::Runtime,
+    server: EchoServer,
+}
+
+impl Server {
+    fn start(dns: DnsConfig) -> Server {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let config = ServerConfig {
+            dns: Some(dns),
+            ..ServerConfig::loopback_any_port()
+        };
+        let server = rt.block_on(EchoServer::start(config)).unwrap();
+        Server { _rt: rt, server }
+    }
+
+    fn dns(&self) -> SocketAddr {
+        self.server.dns_addr.unwrap()
+    }
+
+    fn dns_queries(&self) -> u64 {
+        self.server.stats().dns.requests
+    }
+
+    fn endpoint(&self, mode: AddrMode, timeout: Duration) -> Endpoint {
+        let tcp = self.server.tcp_addr.unwrap();
+        let http = self.server.http_addr.unwrap();
+        if mode == AddrMode::Ip {
+            return Endpoint::new(tcp, http);
+        }
+        let names = Names::new_mode(
+            mode,
+            DEFAULT_DNS_NAME,
+            Family::V4,
+            ResolverAddr::At(self.dns()),
+            timeout,
+        )
+        .unwrap();
+        Endpoint {
+            names: Arc::new(names),
+            tcp_port: tcp.port(),
+            http_port: http.port(),
+        }
+    }
+
+    /// Runs one transport in one mode; returns the run and the DNS queries the responder saw.
+    fn run(&self, kind: TransportKind, mode: AddrMode, config: &RunConfig) -> (TransportRun, u64) {
+        let before = self.dns_queries();
+        let endpoint = self.endpoint(mode, config.timeout);
+        let run = run_transport(kind, &endpoint, config, Arc::new(AtomicU64::new(0)));
+        let t = &run.tally;
+        assert_eq!(
+            t.ok,
+            t.calls(),
+            "{kind} {mode}: {:?} {:?}",
+            t.errors,
+            run.dns_error
+        );
+        (run, self.dns_queries() - before)
+    }
+}
+
+fn mean_ms(run: &TransportRun) -> f64 {
+    run.tally.latency.summary().unwrap().mean / 1e3
+}
+
+const FRESH: [TransportKind; 3] = [
+    TransportKind::TcpConnect,
+    TransportKind::HttpFresh,
+    TransportKind::CurlFresh,
+];
+const PERSISTENT: [TransportKind; 3] = [
+    TransportKind::Tcp,
+    TransportKind::HttpKeepalive,
+    TransportKind::CurlReuse,
+];
+
+#[test]
+fn slow_dns_costs_fresh_connections_only_and_caching_removes_it() {
+    let delay = Duration::from_millis(20);
+    let server = Server::start(DnsConfig {
+        delay,
+        ..DnsConfig::default()
+    });
+    let config = RunConfig {
+        calls: 25,
+        warmup: 3,
+        timeout: Duration::from_secs(2),
+        ..RunConfig::default()
+    };
+    let calls_and_warmup = config.calls + config.warmup;
+    for kind in FRESH {
+        let (ip, ip_queries) = server.run(kind, AddrMode::Ip, &config);
+        let (uncached, uncached_queries) = server.run(kind, AddrMode::Uncached, &config);
+        let (cached, cached_queries) = server.run(kind, AddrMode::Cached, &config);
+        let (ip_ms, uncached_ms, cached_ms) = (mean_ms(&ip), mean_ms(&uncached), mean_ms(&cached));
+        assert_eq!(ip_queries, 0, "{kind}: mode ip asks nothing");
+        // One query per new connection (family 4: A only), warm-up included.
+        assert_eq!(uncached_queries, calls_and_warmup, "{kind} uncached");
+        assert_eq!(
+            uncached.dns_queries, calls_and_warmup,
+            "{kind}: the client counts what it asked"
+        );
+        // One per TTL (60 s): the first lookup, in warm-up.
+        assert_eq!(cached_queries, 1, "{kind} cached");
+        assert_eq!(cached.dns_queries, 1, "{kind} cached, client count");
+        assert!(
+            uncached_ms - ip_ms >= 20.0,
+            "{kind}: uncached {uncached_ms:.3} ms vs ip {ip_ms:.3} ms: every call should pay the 20 ms lookup"
+        );
+        assert!(
+            (cached_ms - ip_ms).abs() < 2.0,
+            "{kind}: cached {cached_ms:.3} ms vs ip {ip_ms:.3} ms should be within 2 ms"
+        );
+        let dns = uncached
+            .tally
+            .phase(rpcbench::measure::Phase::Dns)
+            .summary()
+            .unwrap();
+        assert!(dns.mean >= 20_000.0, "{kind}: dns phase {dns:?} µs");
+    }
+    for kind in PERSISTENT {
+        let (ip, _) = server.run(kind, AddrMode::Ip, &config);
+        let (uncached, uncached_queries) = server.run(kind, AddrMode::Uncached, &config);
+        // The one lookup is at the one connect, during warm-up.
+        assert_eq!(uncached_queries, 1, "{kind}: one connection, one query");
+        assert_eq!(uncached.tally.connects, 1, "{kind}");
+        let (ip_ms, uncached_ms) = (mean_ms(&ip), mean_ms(&uncached));
+        assert!(
+            (uncached_ms - ip_ms).abs() < 2.0,
+            "{kind}: uncached {uncached_ms:.3} ms vs ip {ip_ms:.3} ms: a persistent connection pays no lookup per call"
+        );
+    }
+}
+
+#[test]
+fn cached_asks_again_when_the_ttl_runs_out() {
+    let server = Server::start(DnsConfig {
+        ttl: 1,
+        ..DnsConfig::default()
+    });
+    let config = RunConfig {
+        duration: Some(Duration::from_millis(2500)),
+        warmup: 1,
+        timeout: Duration::from_secs(2),
+        ..RunConfig::default()
+    };
+    let (run, queries) = server.run(TransportKind::TcpConnect, AddrMode::Cached, &config);
+    assert!(
+        queries >= 2,
+        "a 1 s TTL over 2.5 s must be asked again; the responder saw {queries}"
+    );
+    assert!(
+        queries <= 4,
+        "but not on every call: {queries} queries for {} calls",
+        run.tally.calls()
+    );
+    assert_eq!(
+        run.dns_queries, queries,
+        "the client's count matches the responder's"
+    );
+}
+
+/// Runs the `rpcbench` binary; returns its exit code, stdout and stderr.
+fn rpcbench(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcbench"))
+        .args(args)
+        .output()
+        .expect("run rpcbench");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn report(stdout: &str) -> rpcbench::report::Report {
+    serde_json::from_str(stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+#[test]
+fn system_resolver_through_getaddrinfo_on_localhost() {
+    let server = Server::start(DnsConfig::default());
+    let tcp = server.server.tcp_addr.unwrap().port().to_string();
+    let http = server.server.http_addr.unwrap().port().to_string();
+    let (code, stdout, stderr) = rpcbench(&[
+        "--target",
+        "localhost",
+        "--tcp-port",
+        &tcp,
+        "--http-port",
+        &http,
+        "-n",
+        "20",
+        "--warmup",
+        "2",
+        "--names",
+        "system",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let r = report(&stdout);
+    assert_eq!(r.runs.len(), 6);
+    for run in &r.runs {
+        assert_eq!(
+            (run.addr_mode.as_str(), run.ok),
+            ("system", 20),
+            "{}",
+            run.transport
+        );
+        assert!(
+            run.dns_queries >= 1,
+            "{}: getaddrinfo was asked",
+            run.transport
+        );
+    }
+    let fresh = r
+        .runs
+        .iter()
+        .find(|r| r.transport == "tcp-connect")
+        .unwrap();
+    assert_eq!(fresh.dns_queries, 22, "one getaddrinfo per new connection");
+    assert!(fresh.phases_us.dns.is_some());
+}
+
+#[test]
+fn a_name_that_does_not_exist_is_a_counted_dns_error() {
+    let server = Server::start(DnsConfig::default());
+    let tcp = server.server.tcp_addr.unwrap().port().to_string();
+    let http = server.server.http_addr.unwrap().port().to_string();
+    let resolver = server.dns().to_string();
+    let started = Instant::now();
+    let (code, stdout, stderr) = rpcbench(&[
+        "--target",
+        "nope.rpcbench.test",
+        "--tcp-port",
+        &tcp,
+        "--http-port",
+        &http,
+        "--resolver",
+        &resolver,
+        "--names",
+        "ip,uncached",
+        "-n",
+        "5",
+        "--warmup",
+        "0",
+        "--timeout",
+        "1s",
+        "--format",
+        "json",
+    ]);
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert_eq!(code, Some(1), "{stderr}");
+    let r = report(&stdout);
+    assert_eq!(r.runs.len(), 12, "every transport in both modes still ran");
+    for run in &r.runs {
+        assert_eq!(run.calls, 5);
+        assert_eq!(
+            run.errors.get("dns"),
+            Some(&5),
+            "{} {}: {:?}",
+            run.transport,
+            run.addr_mode,
+            run.errors
+        );
+        assert_eq!(
+            run.calls,
+            run.ok + run.lost + run.mismatched + run.error_total()
+        );
+    }
+    assert!(
+        stderr.contains("nope.rpcbench.test") && stderr.contains(&resolver),
+        "the message names the name and the resolver: {stderr}"
+    );
+    assert!(server.server.stats().dns.requests > 0);
+}
+
+#[test]
+fn a_silent_resolver_times_out_and_is_counted() {
+    let server = Server::start(DnsConfig::default());
+    // A UDP socket that reads nothing and answers nothing.
+    let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let resolver = silent.local_addr().unwrap().to_string();
+    let tcp = server.server.tcp_addr.unwrap().port().to_string();
+    let http = server.server.http_addr.unwrap().port().to_string();
+    let started = Instant::now();
+    let (code, stdout, stderr) = rpcbench(&[
+        "--target",
+        DEFAULT_DNS_NAME,
+        "--tcp-port",
+        &tcp,
+        "--http-port",
+        &http,
+        "--resolver",
+        &resolver,
+        "--names",
+        "cached,uncached",
+        "--transports",
+        "tcp,http-fresh,curl-fresh",
+        "-n",
+        "2",
+        "--warmup",
+        "0",
+        "--timeout",
+        "300ms",
+        "--format",
+        "json",
+    ]);
+    // 6 runs x 2 calls x 300 ms, plus start-up: bounded, never a hang.
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    let r = report(&stdout);
+    for run in &r.runs {
+        assert_eq!(
+            run.errors.values().sum::<u64>(),
+            2,
+            "{} {}: {:?}",
+            run.transport,
+            run.addr_mode,
+            run.errors
+        );
+        assert!(run.errors.contains_key("dns_timeout"), "{:?}", run.errors);
+    }
+    assert!(stderr.contains(&resolver), "{stderr}");
+}
+
+/// A small deterministic generator (xorshift), so failures can be replayed.
+fn noise(seed: &mut u64, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|_| {
+            *seed ^= *seed << 13;
+            *seed ^= *seed >> 7;
+            *seed ^= *seed << 17;
+            *seed as u8
+        })
+        .collect()
+}
+
+#[test]
+fn garbage_packets_are_counted_and_the_responder_keeps_answering() {
+    use hickory_proto::op::{Message, Query};
+    use hickory_proto::rr::{Name, RecordType};
+    let server = Server::start(DnsConfig::default());
+    let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+    client
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let mut query = Message::query();
+    query.add_query(Query::query(
+        Name::from_ascii("echo.rpcbench.test.").unwrap(),
+        RecordType::A,
+    ));
+    let valid = query.to_vec().unwrap();
+    let mut seed = 0x9e37_79b9_7f4a_7c15;
+    let mut sent = 0;
+    for i in 0..200 {
+        let packet = noise(&mut seed, 1 + i % 100);
+        client.send_to(&packet, server.dns()).unwrap();
+        sent += 1;
+    }
+    // Truncations of a valid query (the header alone is 12 bytes; anything shorter, or
+    // cut inside the question, cannot parse).
+    for cut in [1, 5, 11, 13, valid.len() - 3] {
+        client.send_to(&valid[..cut], server.dns()).unwrap();
+        sent += 1;
+    }
+    // Still answering: a real query gets its A record.
+    client.send_to(&valid, server.dns()).unwrap();
+    let mut buf = [0u8; 512];
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let answer = loop {
+        let (n, _) = client
+            .recv_from(&mut buf)
+            .expect("the responder still answers");
+        let msg = Message::from_vec(&buf[..n]).unwrap();
+        // Garbage that happened to parse as a query may have been answered too; skip it.
+        if msg.metadata.id == query.metadata.id && !msg.answers.is_empty() {
+            break msg;
+        }
+        assert!(Instant::now() < deadline);
+    };
+    assert_eq!(answer.answers.len(), 1);
+    let stats = server.server.stats();
+    let malformed = stats.rejected(Reject::DnsMalformed);
+    // Every packet is counted once: as malformed, or (random bytes that happen to parse)
+    // as a query. The valid query is the one more.
+    assert_eq!(malformed + stats.dns.requests, sent + 1, "{stats:?}");
+    assert!(
+        malformed >= sent * 9 / 10,
+        "most garbage is malformed: {malformed} of {sent}"
+    );
+}
+
+/// `system` mode against the responder through a private resolv.conf: a network
+/// namespace whose `/etc/netns/NAME/resolv.conf` points at the responder on port 53 inside
+/// it. Needs root (CI runs as root); elsewhere it says why it was skipped.
+#[test]
+fn system_resolver_through_a_private_resolv_conf() {
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("skipped: needs root to create a network namespace (CI runs as root)");
+        return;
+    }
+    if Command::new("ip").arg("-V").output().is_err() {
+        panic!("root but no `ip` command: install iproute2 (.ci/run does)");
+    }
+    let ns = Netns::create(&format!("rbdns{}", std::process::id()));
+    let echo = env!("CARGO_BIN_EXE_rpcbench-echo");
+    let bench = env!("CARGO_BIN_EXE_rpcbench");
+    // Inside the namespace, port 53 is ours: nothing else lives there. The other ports
+    // are picked by the kernel and read back.
+    let script = format!(
+        r#"set -eu
+ip link set lo up
+out=$(mktemp)
+{echo} --tcp 127.0.0.1:0 --http 127.0.0.1:0 --dns 127.0.0.1:53 --dns-delay 5ms >"$out" &
+pid=$!
+trap 'kill $pid 2>/dev/null; rm -f "$out"' EXIT
+for _ in $(seq 50); do [ "$(wc -l <"$out")" -ge 3 ] && break; sleep 0.1; done
+tcp=$(awk '$2=="tcp"{{split($3,a,":"); print a[2]}}' "$out")
+http=$(awk '$2=="http"{{split($3,a,":"); print a[2]}}' "$out")
+{bench} --target {DEFAULT_DNS_NAME} --tcp-port "$tcp" --http-port "$http" --names system \
+    --transports tcp-connect,http-fresh,tcp -n 20 --warmup 1 --timeout 2s --format json
+"#
+    );
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.name, "bash", "-c", &script])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let r = report(&String::from_utf8_lossy(&out.stdout));
+    for run in &r.runs {
+        assert_eq!(
+            (run.addr_mode.as_str(), run.ok),
+            ("system", 20),
+            "{}: {stderr}",
+            run.transport
+        );
+    }
+    let fresh = r
+        .runs
+        .iter()
+        .find(|r| r.transport == "tcp-connect")
+        .unwrap();
+    let dns = fresh.phases_us.dns.expect("dns phase");
+    // getaddrinfo went to our responder, which answers 5 ms late: every fresh call pays it.
+    assert!(dns.mean >= 5_000.0, "dns phase {dns:?} µs");
+    assert_eq!(fresh.dns_queries, 21);
+    let persistent = r.runs.iter().find(|r| r.transport == "tcp").unwrap();
+    assert_eq!(persistent.dns_queries, 1);
+}
+
+/// A network namespace and its /etc/netns entry, removed on drop, even when a test fails.
+struct Netns {
+    name: String,
+}
+
+impl Netns {
+    fn create(name: &str) -> Netns {
+        let ns = Netns {
+            name: name.to_string(),
+        };
+        let dir = format!("/etc/netns/{name}");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            format!("{dir}/resolv.conf"),
+            "nameserver 127.0.0.1\noptions attempts:1 timeout:2\n",
+        )
+        .unwrap();
+        let status = Command::new("ip")
+            .args(["netns", "add", name])
+            .status()
+            .unwrap();
+        assert!(status.success(), "ip netns add {name}");
+        ns
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+        let _ = std::fs::remove_dir_all(format!("/etc/netns/{}", self.name));
+    }
+}

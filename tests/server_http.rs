@@ -1,0 +1,723 @@
+//! Integration tests of the echo server's HTTP listener: echo and pattern through hyper
+//! and libcurl, keep-alive and `Connection: close`, error statuses, `/stats` accuracy,
+//! HTTP/2 prior knowledge, idle timeouts, and graceful shutdown of the real binary.
+
+mod common;
+
+use common::{
+    CurlReply, EchoProcess, FrameClient, IO_TIMEOUT, TestServer, curl_call, echo_req, http_stats,
+    hyper_collect, hyper_http1, hyper_http2, hyper_req, hyper_send1, parse_server_timing,
+    payload_for, raw_http, read_http1,
+};
+use hyper::{Method, StatusCode};
+use rpcbench::server::stats::{Reject, StatsSnapshot};
+use rpcbench::wire::{self, Request};
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+/// Panics unless every reject counter is zero except the ones listed with their counts.
+fn assert_rejects(snap: &StatsSnapshot, expected: &[(Reject, u64)]) {
+    for kind in Reject::ALL {
+        let want = expected
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map_or(0, |(_, n)| *n);
+        assert_eq!(
+            snap.rejected(kind),
+            want,
+            "rejected[{}] is {} instead of {want}; all: {:?}",
+            kind.name(),
+            snap.rejected(kind),
+            snap.rejected
+        );
+    }
+}
+
+fn url(addr: SocketAddr, path: &str) -> String {
+    format!("http://{addr}{path}")
+}
+
+/// Checks a successful echo reply's headers: type, seq copy, server-timing.
+fn check_echo_headers(content_type: Option<&str>, seq: Option<&str>, timing: Option<&str>) {
+    assert_eq!(content_type, Some("application/octet-stream"));
+    let timing = timing.expect("no server-timing header");
+    assert!(
+        parse_server_timing(timing).is_some(),
+        "server-timing {timing:?} is not app;dur=<float>"
+    );
+    if let Some(seq) = seq {
+        seq.parse::<u64>()
+            .unwrap_or_else(|_| panic!("x-rpcbench-seq {seq:?} is not a number"));
+    }
+}
+
+/// Checks an error reply: the status, plain text, and a one-line reason.
+fn check_error(reply: &CurlReply, status: u32) {
+    assert_eq!(reply.status, status, "body: {:?}", reply.text());
+    assert_one_line_reason(&reply.text(), reply.header("content-type"));
+}
+
+fn assert_one_line_reason(body: &str, content_type: Option<&str>) {
+    assert_eq!(content_type, Some("text/plain; charset=utf-8"));
+    assert!(
+        body.ends_with('\n') && body.matches('\n').count() == 1 && body.trim().len() > 3,
+        "reason is not one line of text: {body:?}"
+    );
+}
+
+#[test]
+fn hyper_http1_echo_pattern_and_headers() {
+    let server = TestServer::start_default();
+    let addr = server.http;
+    server.block_on(async {
+        let mut sender = hyper_http1(addr).await;
+
+        let body = payload_for(42, 3_000);
+        let mut req = hyper_req(Method::POST, addr, "/echo", &body);
+        req.headers_mut()
+            .insert("x-rpcbench-seq", "18446744073709551615".parse().unwrap());
+        let (status, headers, got) = hyper_send1(&mut sender, req).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(got.as_ref(), body.as_slice());
+        let h = |n: &str| headers.get(n).map(|v| v.to_str().unwrap().to_string());
+        check_echo_headers(
+            h("content-type").as_deref(),
+            h("x-rpcbench-seq").as_deref(),
+            h("server-timing").as_deref(),
+        );
+        assert_eq!(h("x-rpcbench-seq").as_deref(), Some("18446744073709551615"));
+
+        // Empty body echoes as empty; no seq sent, none returned.
+        let req = hyper_req(Method::POST, addr, "/echo", b"");
+        let (status, headers, got) = hyper_send1(&mut sender, req).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(got.is_empty());
+        assert!(headers.get("x-rpcbench-seq").is_none());
+
+        for (seq, len) in [(5u64, 0u32), (6, 1), (7, 1_000), (8, 65_536)] {
+            let path = format!("/echo?reply_len={len}&seq={seq}");
+            let req = hyper_req(Method::GET, addr, &path, b"");
+            let (status, headers, got) = hyper_send1(&mut sender, req).await;
+            assert_eq!(status, StatusCode::OK, "{path}");
+            assert_eq!(got.len(), len as usize, "{path}");
+            assert!(wire::is_pattern(seq, &got), "{path}: not the pattern");
+            let seq_text = seq.to_string();
+            assert_eq!(
+                headers.get("x-rpcbench-seq").map(|v| v.to_str().unwrap()),
+                Some(seq_text.as_str())
+            );
+        }
+
+        // POST with reply_len: the pattern for the header's seq, the body is ignored.
+        let mut req = hyper_req(Method::POST, addr, "/echo?reply_len=300&seq=1", b"ignored");
+        req.headers_mut()
+            .insert("x-rpcbench-seq", "77".parse().unwrap());
+        let (status, _, got) = hyper_send1(&mut sender, req).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(got.len(), 300);
+        assert!(wire::is_pattern(77, &got));
+
+        let req = hyper_req(Method::GET, addr, "/healthz", b"");
+        let (status, _, got) = hyper_send1(&mut sender, req).await;
+        assert_eq!((status, got.as_ref()), (StatusCode::OK, b"ok".as_slice()));
+    });
+}
+
+#[test]
+fn curl_echo_pattern_and_headers() {
+    let server = TestServer::start_default();
+    let mut easy = curl::easy::Easy::new();
+    for (seq, len) in [(1u64, 0usize), (2, 1), (3, 10_000), (4, 1 << 20)] {
+        let body = payload_for(seq, len);
+        let seq_header = format!("x-rpcbench-seq: {seq}");
+        let reply = curl_call(
+            &mut easy,
+            "POST",
+            &url(server.http, "/echo"),
+            Some(&body),
+            &[&seq_header, "Content-Type: application/octet-stream"],
+        );
+        assert_eq!(reply.status, 200);
+        assert!(reply.body == body, "echo of {len} bytes differs");
+        check_echo_headers(
+            reply.header("content-type"),
+            reply.header("x-rpcbench-seq"),
+            reply.header("server-timing"),
+        );
+        assert_eq!(
+            reply.header("x-rpcbench-seq"),
+            Some(seq.to_string().as_str())
+        );
+    }
+    for (seq, len) in [(250u64, 0u32), (251, 1), (252, 65_536)] {
+        let reply = curl_call(
+            &mut easy,
+            "GET",
+            &url(server.http, &format!("/echo?reply_len={len}&seq={seq}")),
+            None,
+            &[],
+        );
+        assert_eq!(reply.status, 200);
+        assert_eq!(reply.body.len(), len as usize);
+        assert!(wire::is_pattern(seq, &reply.body));
+        check_echo_headers(
+            reply.header("content-type"),
+            reply.header("x-rpcbench-seq"),
+            reply.header("server-timing"),
+        );
+    }
+}
+
+#[test]
+fn http_delay_is_honoured() {
+    let server = TestServer::start_default();
+    let mut easy = curl::easy::Easy::new();
+    let start = Instant::now();
+    let reply = curl_call(
+        &mut easy,
+        "GET",
+        &url(server.http, "/echo?reply_len=10&seq=3&delay_us=20000"),
+        None,
+        &[],
+    );
+    let took = start.elapsed();
+    assert_eq!(reply.status, 200);
+    assert!(wire::is_pattern(3, &reply.body) && reply.body.len() == 10);
+    assert!(took >= Duration::from_millis(20), "reply after {took:?}");
+    let dur = parse_server_timing(reply.header("server-timing").unwrap()).unwrap();
+    assert!(
+        dur >= 20.0,
+        "server-timing {dur} ms is below the 20 ms delay"
+    );
+}
+
+#[test]
+fn keep_alive_hyper_100_requests_one_connection() {
+    let server = TestServer::start_default();
+    let addr = server.http;
+    let snap: StatsSnapshot = server.block_on(async {
+        let mut sender = hyper_http1(addr).await;
+        for seq in 0..100u64 {
+            let body = payload_for(seq, (seq * 13 % 500) as usize);
+            let mut req = hyper_req(Method::POST, addr, "/echo", &body);
+            req.headers_mut()
+                .insert("x-rpcbench-seq", seq.to_string().parse().unwrap());
+            let (status, headers, got) = hyper_send1(&mut sender, req).await;
+            assert_eq!(status, StatusCode::OK);
+            assert_eq!(got.as_ref(), body.as_slice());
+            assert_eq!(headers["x-rpcbench-seq"].to_str().unwrap(), seq.to_string());
+        }
+        let req = hyper_req(Method::GET, addr, "/stats", b"");
+        let (status, _, got) = hyper_send1(&mut sender, req).await;
+        assert_eq!(status, StatusCode::OK);
+        serde_json::from_slice(&got).expect("/stats JSON")
+    });
+    assert_eq!(snap.http.connections_total, 1);
+    assert_eq!(snap.http.connections_open, 1);
+    assert_eq!(snap.http.requests, 101);
+    assert_rejects(&snap, &[]);
+}
+
+#[test]
+fn keep_alive_curl_100_requests_one_connection() {
+    let server = TestServer::start_default();
+    let mut easy = curl::easy::Easy::new();
+    for seq in 0..100u64 {
+        let reply = if seq % 2 == 0 {
+            let body = payload_for(seq, 64);
+            let r = curl_call(
+                &mut easy,
+                "POST",
+                &url(server.http, "/echo"),
+                Some(&body),
+                &[],
+            );
+            assert!(r.body == body);
+            r
+        } else {
+            let path = format!("/echo?reply_len=128&seq={seq}");
+            let r = curl_call(&mut easy, "GET", &url(server.http, &path), None, &[]);
+            assert!(r.body.len() == 128 && wire::is_pattern(seq, &r.body));
+            r
+        };
+        assert_eq!(reply.status, 200);
+    }
+    let reply = curl_call(&mut easy, "GET", &url(server.http, "/stats"), None, &[]);
+    let snap: StatsSnapshot = serde_json::from_slice(&reply.body).unwrap();
+    assert_eq!(
+        snap.http.connections_total, 1,
+        "curl did not reuse one connection"
+    );
+    assert_eq!(snap.http.requests, 101);
+    assert_rejects(&snap, &[]);
+}
+
+#[test]
+fn connection_close_is_honoured() {
+    let server = TestServer::start_default();
+    let bytes = raw_http(
+        server.http,
+        b"POST /echo HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: 5\r\n\r\nhello",
+    );
+    // raw_http returns only once the server closed the connection.
+    let (resp, used) = common::parse_http1(&bytes).expect("a whole response");
+    assert_eq!(used, bytes.len(), "extra bytes after the response");
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.body, b"hello");
+    assert_eq!(resp.header("connection"), Some("close"));
+
+    // HTTP/1.0 without keep-alive closes as well.
+    let bytes = raw_http(server.http, b"GET /echo?reply_len=3&seq=1 HTTP/1.0\r\n\r\n");
+    let (resp, _) = common::parse_http1(&bytes).expect("a whole response");
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.body, [1, 2, 3]);
+
+    let snap = server.wait_stats(IO_TIMEOUT, "closed", |s| s.http.connections_open == 0);
+    assert_eq!(snap.http.connections_total, 2);
+    assert_rejects(&snap, &[]);
+}
+
+#[test]
+fn error_statuses_with_reasons() {
+    let mut config = common::config();
+    config.max_frame = 1_024;
+    config.max_delay = Duration::from_millis(100);
+    let server = TestServer::start(config);
+    let mut easy = curl::easy::Easy::new();
+    let u = |p: &str| url(server.http, p);
+
+    check_error(&curl_call(&mut easy, "GET", &u("/nope"), None, &[]), 404);
+    check_error(&curl_call(&mut easy, "POST", &u("/"), Some(b"x"), &[]), 404);
+
+    let reply = curl_call(&mut easy, "PUT", &u("/echo"), Some(b"x"), &[]);
+    check_error(&reply, 405);
+    assert_eq!(reply.header("allow"), Some("GET, POST"));
+    let reply = curl_call(&mut easy, "POST", &u("/stats"), Some(b"x"), &[]);
+    check_error(&reply, 405);
+    assert_eq!(reply.header("allow"), Some("GET"));
+    let reply = curl_call(&mut easy, "DELETE", &u("/healthz"), None, &[]);
+    check_error(&reply, 405);
+    assert_eq!(reply.header("allow"), Some("GET"));
+
+    for bad in [
+        "/echo?reply_len=abc",
+        "/echo?reply_len=-1",
+        "/echo?reply_len=1025",
+        "/echo?reply_len=10&delay_us=soon",
+        "/echo?reply_len=10&delay_us=100001",
+        "/echo?reply_len=10&seq=x",
+        "/echo",
+    ] {
+        let reply = curl_call(&mut easy, "GET", &u(bad), None, &[]);
+        check_error(&reply, 400);
+    }
+    let reply = curl_call(
+        &mut easy,
+        "POST",
+        &u("/echo"),
+        Some(b"x"),
+        &["x-rpcbench-seq: -3"],
+    );
+    check_error(&reply, 400);
+    // The limits themselves are fine.
+    let reply = curl_call(
+        &mut easy,
+        "GET",
+        &u("/echo?reply_len=1024&delay_us=100000&seq=4"),
+        None,
+        &[],
+    );
+    assert_eq!(reply.status, 200);
+    assert!(reply.body.len() == 1_024 && wire::is_pattern(4, &reply.body));
+    let reply = curl_call(&mut easy, "POST", &u("/echo"), Some(&[5; 1_024]), &[]);
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.body, [5; 1_024]);
+
+    // 413 for a declared body above max_frame, answered before the body is sent.
+    let bytes = raw_http(
+        server.http,
+        b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5000\r\n\r\n",
+    );
+    let (resp, _) = common::parse_http1(&bytes).expect("a whole response");
+    assert_eq!(resp.status, 413);
+    assert_one_line_reason(
+        &String::from_utf8_lossy(&resp.body),
+        resp.header("content-type"),
+    );
+
+    // 413 for a chunked body that turns out too large while being read.
+    let mut stream = TcpStream::connect(server.http).unwrap();
+    stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    let mut req =
+        b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n800\r\n".to_vec();
+    req.extend_from_slice(&[b'z'; 0x800]);
+    req.extend_from_slice(b"\r\n");
+    stream.write_all(&req).unwrap();
+    let resp = read_http1(&mut stream, &mut Vec::new());
+    assert_eq!(resp.status, 413);
+    assert_one_line_reason(
+        &String::from_utf8_lossy(&resp.body),
+        resp.header("content-type"),
+    );
+    drop(stream);
+
+    // Still healthy, and everything was counted.
+    let reply = curl_call(&mut easy, "POST", &u("/echo"), Some(b"fine"), &[]);
+    assert_eq!(
+        (reply.status, reply.body.as_slice()),
+        (200, b"fine".as_slice())
+    );
+    let snap = server.wait_stats(IO_TIMEOUT, "counted", |s| {
+        s.rejected(Reject::HttpPayloadTooLarge) == 2
+    });
+    assert_rejects(
+        &snap,
+        &[
+            (Reject::HttpNotFound, 2),
+            (Reject::HttpMethodNotAllowed, 3),
+            (Reject::HttpBadRequest, 8),
+            (Reject::HttpPayloadTooLarge, 2),
+        ],
+    );
+    assert_eq!(snap.http.requests, 18);
+}
+
+/// `/stats` must equal exactly what the test did: TCP and HTTP requests, connections,
+/// TCP bytes both ways, and every kind of rejection.
+#[test]
+fn stats_match_the_traffic_sent() {
+    let mut config = common::config();
+    config.max_frame = 1_024;
+    config.max_delay = Duration::from_millis(100);
+    let server = TestServer::start(config);
+
+    // TCP: 6 good calls on one connection, 2 refused calls and 1 good on another, and a
+    // zero-length frame on a third.
+    let mut a = FrameClient::connect(server.tcp);
+    for seq in 0..5 {
+        a.check_echo(seq, &payload_for(seq, 100 * seq as usize));
+    }
+    let req = common::pattern_req(5, 900);
+    common::assert_reply(&req, &a.call(&req));
+    let mut b = FrameClient::connect(server.tcp);
+    assert_eq!(b.call(&common::pattern_req(6, 2_000)).status, 1);
+    let slow = Request {
+        delay_us: 1_000_000,
+        ..echo_req(7, b"slow")
+    };
+    assert_eq!(b.call(&slow).status, 2);
+    b.check_echo(8, b"ok");
+    let mut c = FrameClient::connect(server.tcp);
+    c.send_raw(&[0, 0, 0, 0]);
+    c.expect_closed(IO_TIMEOUT);
+    let tcp_in = a.sent + b.sent + c.sent;
+    let tcp_out = a.received + b.received + c.received;
+    drop((a, b, c));
+
+    // HTTP: 7 requests on one kept-alive curl connection, one 413 on a raw connection.
+    let mut easy = curl::easy::Easy::new();
+    let u = |p: &str| url(server.http, p);
+    for body in [&b"one"[..], &[2; 100], &[3; 1_000]] {
+        let reply = curl_call(&mut easy, "POST", &u("/echo"), Some(body), &[]);
+        assert_eq!((reply.status, reply.body.as_slice()), (200, body));
+    }
+    assert_eq!(
+        curl_call(&mut easy, "GET", &u("/echo?reply_len=500&seq=3"), None, &[]).status,
+        200
+    );
+    assert_eq!(
+        curl_call(&mut easy, "GET", &u("/nope"), None, &[]).status,
+        404
+    );
+    assert_eq!(
+        curl_call(&mut easy, "PUT", &u("/echo"), Some(b"x"), &[]).status,
+        405
+    );
+    assert_eq!(
+        curl_call(&mut easy, "GET", &u("/echo?reply_len=abc"), None, &[]).status,
+        400
+    );
+    drop(easy);
+    let raw = b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5000\r\n\r\n";
+    let bytes = raw_http(server.http, raw);
+    assert_eq!(common::parse_http1(&bytes).unwrap().0.status, 413);
+
+    server.wait_stats(IO_TIMEOUT, "all closed", |s| {
+        s.tcp.connections_open == 0 && s.http.connections_open == 0
+    });
+    let snap = http_stats(server.http);
+    assert_eq!(snap.tcp.connections_total, 3);
+    assert_eq!(snap.tcp.connections_open, 0);
+    assert_eq!(snap.tcp.requests, 9);
+    assert_eq!(
+        snap.tcp.bytes_in, tcp_in,
+        "tcp bytes_in != bytes of the frames sent"
+    );
+    assert_eq!(
+        snap.tcp.bytes_out, tcp_out,
+        "tcp bytes_out != bytes of the replies"
+    );
+    assert_eq!(snap.http.connections_total, 3, "curl, raw 413, /stats");
+    assert_eq!(
+        snap.http.connections_open, 1,
+        "the /stats connection itself"
+    );
+    assert_eq!(snap.http.requests, 9, "7 curl, 1 raw, 1 /stats");
+    assert!(snap.http.bytes_in >= raw.len() as u64 && snap.http.bytes_out > 1_600);
+    assert_eq!(snap.dns, Default::default());
+    assert_rejects(
+        &snap,
+        &[
+            (Reject::ZeroLengthFrame, 1),
+            (Reject::ReplyTooLarge, 1),
+            (Reject::DelayTooLong, 1),
+            (Reject::HttpNotFound, 1),
+            (Reject::HttpMethodNotAllowed, 1),
+            (Reject::HttpBadRequest, 1),
+            (Reject::HttpPayloadTooLarge, 1),
+        ],
+    );
+    // The in-process snapshot agrees with the JSON one.
+    let live = server.stats();
+    assert_eq!(live.tcp, snap.tcp);
+    assert_eq!(live.rejected, snap.rejected);
+    assert_eq!(live.http.requests, snap.http.requests);
+}
+
+#[test]
+fn http2_prior_knowledge_on_the_same_port() {
+    let server = TestServer::start_default();
+    let addr = server.http;
+    let snap: StatsSnapshot = server.block_on(async {
+        let sender = hyper_http2(addr).await;
+        // 50 concurrent streams on one connection.
+        let mut tasks = tokio::task::JoinSet::new();
+        for seq in 0..50u64 {
+            let mut sender = sender.clone();
+            tasks.spawn(async move {
+                if seq % 2 == 0 {
+                    let body = payload_for(seq, 2_000);
+                    let mut req = hyper_req(Method::POST, addr, "/echo", &body);
+                    req.headers_mut()
+                        .insert("x-rpcbench-seq", seq.to_string().parse().unwrap());
+                    let resp = sender.send_request(req).await.expect("h2 request");
+                    assert_eq!(resp.version(), hyper::Version::HTTP_2);
+                    let (status, headers, got) = hyper_collect(resp).await;
+                    assert_eq!(status, StatusCode::OK);
+                    assert_eq!(got.as_ref(), body.as_slice());
+                    assert_eq!(headers["x-rpcbench-seq"].to_str().unwrap(), seq.to_string());
+                    assert!(headers.contains_key("server-timing"));
+                } else {
+                    let path = format!("/echo?reply_len=70000&seq={seq}&delay_us=1000");
+                    let req = hyper_req(Method::GET, addr, &path, b"");
+                    let resp = sender.send_request(req).await.expect("h2 request");
+                    let (status, _, got) = hyper_collect(resp).await;
+                    assert_eq!(status, StatusCode::OK);
+                    assert!(got.len() == 70_000 && wire::is_pattern(seq, &got));
+                }
+            });
+        }
+        while let Some(res) = tasks.join_next().await {
+            res.expect("an h2 request failed");
+        }
+        let mut sender = sender;
+        let req = hyper_req(Method::GET, addr, "/stats", b"");
+        let (status, _, got) = hyper_collect(sender.send_request(req).await.unwrap()).await;
+        assert_eq!(status, StatusCode::OK);
+        serde_json::from_slice(&got).expect("/stats JSON")
+    });
+    assert_eq!(snap.http.connections_total, 1);
+    assert_eq!(snap.http.requests, 51);
+    assert_rejects(&snap, &[]);
+}
+
+#[test]
+fn http_keep_alive_connection_is_closed_after_idle_timeout() {
+    let mut config = common::config();
+    config.idle_timeout = Duration::from_millis(300);
+    let server = TestServer::start(config);
+    let mut stream = TcpStream::connect(server.http).unwrap();
+    stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    let mut buf = Vec::new();
+
+    // A request slower than the idle timeout is not cut off.
+    stream
+        .write_all(b"GET /echo?reply_len=10&seq=1&delay_us=500000 HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let resp = read_http1(&mut stream, &mut buf);
+    assert_eq!(resp.status, 200);
+    assert!(wire::is_pattern(1, &resp.body) && resp.body.len() == 10);
+
+    // Regular use more often than the timeout keeps it open.
+    for _ in 0..4 {
+        std::thread::sleep(Duration::from_millis(150));
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        assert_eq!(read_http1(&mut stream, &mut buf).status, 200);
+    }
+
+    // Then silence: closed after about the timeout.
+    let took = common::expect_closed(&mut stream, Duration::from_secs(3));
+    assert!(
+        took >= Duration::from_millis(250),
+        "closed after only {took:?}"
+    );
+    let snap = server.wait_stats(IO_TIMEOUT, "idle close", |s| s.http.connections_open == 0);
+    assert_rejects(&snap, &[(Reject::IdleTimeout, 1)]);
+    assert_eq!(snap.http.requests, 5);
+
+    let mut easy = curl::easy::Easy::new();
+    let reply = curl_call(
+        &mut easy,
+        "POST",
+        &url(server.http, "/echo"),
+        Some(b"after"),
+        &[],
+    );
+    assert_eq!(
+        (reply.status, reply.body.as_slice()),
+        (200, b"after".as_slice())
+    );
+}
+
+/// A connection that never sends a byte is closed after the idle timeout and counted once,
+/// as an idle timeout, not also as a protocol error.
+#[test]
+fn http_silent_connection_is_closed_after_idle_timeout() {
+    let mut config = common::config();
+    config.idle_timeout = Duration::from_millis(300);
+    let server = TestServer::start(config);
+    let mut stream = TcpStream::connect(server.http).unwrap();
+    let took = common::expect_closed(&mut stream, Duration::from_secs(3));
+    assert!(
+        took >= Duration::from_millis(250),
+        "closed after only {took:?}"
+    );
+    let snap = server.wait_stats(IO_TIMEOUT, "idle close", |s| s.http.connections_open == 0);
+    assert_rejects(&snap, &[(Reject::IdleTimeout, 1)]);
+}
+
+/// Opens an HTTP/2 connection, makes one request (cancelled after 50 ms when `cancel`,
+/// else completed), then stays silent; returns how long the server took to end the
+/// connection after that, or `None` if it was still open after 3 s.
+async fn h2_time_to_idle_close(addr: SocketAddr, cancel: bool) -> Option<Duration> {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    let conn = tokio::spawn(conn);
+    if cancel {
+        let req = hyper_req(
+            Method::GET,
+            addr,
+            "/echo?reply_len=10&delay_us=2000000",
+            b"",
+        );
+        // Give up on the reply after 50 ms: dropping the future resets the stream.
+        let gave_up = tokio::time::timeout(Duration::from_millis(50), sender.send_request(req))
+            .await
+            .is_err();
+        assert!(gave_up, "a 2 s delay answered within 50 ms");
+    } else {
+        let req = hyper_req(Method::GET, addr, "/echo?reply_len=10&delay_us=50000", b"");
+        let (status, _, _) = hyper_collect(sender.send_request(req).await.unwrap()).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    let start = Instant::now();
+    // Keep the client side open; only the server may end the connection.
+    let ended = tokio::time::timeout(Duration::from_secs(3), conn).await;
+    drop(sender);
+    ended.ok().map(|_| start.elapsed())
+}
+
+/// An HTTP/2 client that cancels a slow request (RST_STREAM) and then goes quiet must be
+/// closed after the idle timeout, like one whose request completed.
+#[test]
+fn http2_cancelled_request_does_not_disable_idle_timeout() {
+    let mut config = common::config();
+    config.idle_timeout = Duration::from_millis(300);
+    let server = TestServer::start(config);
+    let addr = server.http;
+    let (completed, cancelled) = server.block_on(async {
+        tokio::join!(
+            h2_time_to_idle_close(addr, false),
+            h2_time_to_idle_close(addr, true)
+        )
+    });
+    let snap = server.stats();
+    assert!(
+        completed.is_some_and(|t| t < Duration::from_secs(2)),
+        "an idle HTTP/2 connection was not closed: {completed:?}"
+    );
+    assert!(
+        cancelled.is_some_and(|t| t < Duration::from_secs(2)),
+        "connection still open 3 s after its only request was cancelled (idle timeout \
+         300 ms), while an identical one whose request completed closed after {completed:?}; \
+         idle_timeout counted {} times",
+        snap.rejected(Reject::IdleTimeout)
+    );
+    assert_eq!(snap.rejected(Reject::IdleTimeout), 2);
+}
+
+/// SIGTERM while an HTTP request with a delay is in flight: the reply arrives whole, then
+/// the process prints its totals and exits 0.
+#[test]
+fn sigterm_lets_an_in_flight_http_request_finish() {
+    let mut proc = EchoProcess::spawn(&[]);
+    let target = url(proc.http, "/echo?reply_len=5000&seq=9&delay_us=500000");
+    let start = Instant::now();
+    let call = std::thread::spawn(move || {
+        let mut easy = curl::easy::Easy::new();
+        curl_call(&mut easy, "GET", &target, None, &[])
+    });
+    std::thread::sleep(Duration::from_millis(150));
+    proc.signal(nix::sys::signal::Signal::SIGTERM);
+    let reply = call.join().expect("the in-flight request failed");
+    assert!(start.elapsed() >= Duration::from_millis(500));
+    assert_eq!(reply.status, 200);
+    assert!(reply.body.len() == 5_000 && wire::is_pattern(9, &reply.body));
+
+    let status = proc
+        .wait_exit(Duration::from_secs(8))
+        .expect("rpcbench-echo did not exit after SIGTERM");
+    assert_eq!(status.code(), Some(0), "exit status {status:?}");
+    let lines = proc.take_lines();
+    let totals = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("totals "))
+        .unwrap_or_else(|| panic!("no totals line in {lines:?}"));
+    let totals: StatsSnapshot = serde_json::from_str(totals).expect("totals is not JSON stats");
+    assert_eq!(totals.http.requests, 1);
+    assert_eq!(totals.http.connections_total, 1);
+    assert_eq!(totals.http.connections_open, 0);
+    assert_rejects(&totals, &[]);
+}
+
+#[test]
+fn http_and_tcp_share_one_server_process() {
+    // The real binary serves both listeners and /stats sees both.
+    let proc = EchoProcess::spawn(&["--threads", "1"]);
+    let mut c = FrameClient::connect(proc.tcp);
+    c.check_echo(1, b"tcp");
+    let mut easy = curl::easy::Easy::new();
+    let reply = curl_call(
+        &mut easy,
+        "POST",
+        &url(proc.http, "/echo"),
+        Some(b"http"),
+        &[],
+    );
+    assert_eq!(
+        (reply.status, reply.body.as_slice()),
+        (200, b"http".as_slice())
+    );
+    let snap = http_stats(proc.http);
+    assert_eq!(snap.tcp.requests, 1);
+    assert_eq!(snap.tcp.bytes_in, c.sent);
+    assert_eq!(snap.http.requests, 2);
+}
