@@ -184,7 +184,12 @@ impl Names {
                 let resolver = {
                     // Building the resolver spawns nothing yet, but it must see a runtime.
                     let _guard = rt.enter();
-                    Box::new(hickory(resolver, family, mode == AddrMode::Cached, timeout)?)
+                    Box::new(hickory(
+                        resolver,
+                        family,
+                        mode == AddrMode::Cached,
+                        timeout,
+                    )?)
                 };
                 How::Hickory {
                     rt,

@@ -86,7 +86,11 @@ fn shape_of(value: &Value) -> BTreeSet<String> {
 fn json_matches_the_committed_fixture() {
     // The fixture itself must be a valid report (typed, unknown fields denied)...
     let fixture: Report = serde_json::from_str(FIXTURE).expect("fixture is a Report");
-    assert_eq!(fixture.runs.len(), 18, "six transports in three address modes");
+    assert_eq!(
+        fixture.runs.len(),
+        18,
+        "six transports in three address modes"
+    );
     // ...and real output must have exactly its shape: no key added, dropped or retyped.
     let (stdout, from_file) = run("json");
     let real: Value = serde_json::from_str(&stdout).expect("stdout is JSON");
@@ -147,7 +151,11 @@ fn csv_rows_match_the_report() {
         .collect();
     assert_eq!(phases[0], phase_headers());
     assert_eq!(phases[1..], phase_rows(&report)[..]);
-    assert_eq!(summary.len(), 19, "a header and six transports in three address modes");
+    assert_eq!(
+        summary.len(),
+        19,
+        "a header and six transports in three address modes"
+    );
 }
 
 /// Splits a markdown or box-drawn table row into trimmed cells.
@@ -193,7 +201,11 @@ fn table_rows_match_the_report() {
         })
         .collect();
     let summary = summary_rows(&report);
-    assert_eq!(rows.len(), 2 * (summary.len() + 1), "two tables, each with a header");
+    assert_eq!(
+        rows.len(),
+        2 * (summary.len() + 1),
+        "two tables, each with a header"
+    );
     for (row, expected) in rows[1..=summary.len()].iter().zip(&summary) {
         assert_eq!(row, expected);
     }
