@@ -3,9 +3,15 @@
 
 use crate::measure::{Phase, Summary};
 use crate::runner::{RunConfig, TransportRun};
+use crate::server::stats::StatsSnapshot;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Quantiles of the latency curve kept per run: dense in the tail, where transports differ.
+pub const CURVE_QUANTILES: [f64; 14] = [
+    0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 0.9995, 0.9999, 1.0,
+];
 
 /// A whole rpcbench run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -19,6 +25,9 @@ pub struct Report {
     pub target: String,
     pub config: ConfigRecord,
     pub environment: Environment,
+    /// The server's counters and settings (`GET /stats`) after the run; `null` when the
+    /// server could not be asked.
+    pub server: Option<StatsSnapshot>,
     /// One entry per transport and address mode, in the order they were asked for.
     pub runs: Vec<RunRecord>,
 }
@@ -165,6 +174,8 @@ pub struct RunRecord {
     pub latency_us: Option<Summary>,
     /// Where the time went; a phase is `null` when the transport did not see it.
     pub phases_us: PhasesRecord,
+    /// The latency curve: `[quantile, µs]` at each of [`CURVE_QUANTILES`], for charts.
+    pub percentiles_us: Vec<[f64; 2]>,
     pub cpu_user_s: f64,
     pub cpu_sys_s: f64,
     /// The first seqs of lost, mismatched and failed calls.
@@ -220,6 +231,15 @@ impl RunRecord {
                 0.0
             },
             latency_us: t.latency.summary(),
+            percentiles_us: if t.latency.is_empty() {
+                Vec::new()
+            } else {
+                CURVE_QUANTILES
+                    .iter()
+                    .zip(t.latency.quantiles_us(&CURVE_QUANTILES))
+                    .map(|(&q, us)| [q, us])
+                    .collect()
+            },
             phases_us: PhasesRecord {
                 dns: t.phase(Phase::Dns).summary(),
                 connect: t.phase(Phase::Connect).summary(),

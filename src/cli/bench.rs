@@ -7,6 +7,7 @@ use crate::report::{ConfigRecord, Environment, Report, RunRecord, rfc3339_now};
 use crate::resolve::{AddrMode, Family, Names, ResolverAddr};
 use crate::runner::{RunConfig, TransportRun, run_transport};
 use crate::server::dns::{DEFAULT_DNS_NAME, DnsConfig};
+use crate::server::stats::StatsSnapshot;
 use crate::server::{EchoServer, ServerConfig};
 use crate::transport::{Endpoint, TransportKind};
 use anyhow::{Context, bail};
@@ -288,6 +289,10 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Report> {
             plan.http_port,
         ),
         environment: Environment::detect(),
+        server: match &embedded {
+            Some(e) => Some(e.server.stats()),
+            None => fetch_server_stats(&plan, args.timeout),
+        },
         runs: runs.iter().map(RunRecord::new).collect(),
     };
     if let Some(e) = embedded {
@@ -312,6 +317,43 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Report> {
     render::render(&report, args.format, &mut stdout)?;
     stdout.flush()?;
     Ok(report)
+}
+
+/// Asks a remote server for its counters and settings (`GET /stats`); `None` when it
+/// cannot be asked, which is worth a warning but not a failed run.
+fn fetch_server_stats(plan: &Plan, timeout: Duration) -> Option<StatsSnapshot> {
+    let host = plan
+        .ip
+        .as_ref()
+        .map_or_else(|| plan.name.clone(), |n| n.host());
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host
+    };
+    let url = format!("http://{host}:{}/stats", plan.http_port);
+    let mut body = Vec::new();
+    let fetched = (|| -> Result<u32, curl::Error> {
+        let mut easy = curl::easy::Easy::new();
+        easy.url(&url)?;
+        easy.timeout(timeout)?;
+        easy.signal(false)?;
+        let mut transfer = easy.transfer();
+        transfer.write_function(|data| {
+            body.extend_from_slice(data);
+            Ok(data.len())
+        })?;
+        transfer.perform()?;
+        drop(transfer);
+        easy.response_code()
+    })();
+    match fetched.map(|code| (code, serde_json::from_slice::<StatsSnapshot>(&body))) {
+        Ok((200, Ok(stats))) => Some(stats),
+        other => {
+            tracing::warn!("could not read the server's /stats at {url}: {other:?}");
+            None
+        }
+    }
 }
 
 /// Runs every (transport, address mode) job `rounds` times, reversing the order every

@@ -60,6 +60,33 @@ impl Default for ServerConfig {
 }
 
 impl ServerConfig {
+    /// The address the DNS responder answers: as configured, else the TCP listener's IP,
+    /// else 127.0.0.1.
+    fn dns_answer(&self, dns: &dns::DnsConfig) -> std::net::IpAddr {
+        dns.answer.unwrap_or_else(|| match self.tcp {
+            Some(a) if !a.ip().is_unspecified() => a.ip(),
+            _ => std::net::IpAddr::from([127, 0, 0, 1]),
+        })
+    }
+
+    /// The settings /stats reports.
+    fn settings(&self) -> stats::ServerSettings {
+        stats::ServerSettings {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            max_frame: self.max_frame,
+            max_delay_us: self.max_delay.as_micros() as u64,
+            max_connections: self.max_connections,
+            idle_timeout_s: self.idle_timeout.as_secs_f64(),
+            dns: self.dns.as_ref().map(|d| stats::DnsSettings {
+                name: d.name.clone(),
+                answer: self.dns_answer(d).to_string(),
+                ttl_s: d.ttl,
+                delay_us: d.delay.as_micros() as u64,
+                drop: d.drop,
+            }),
+        }
+    }
+
     /// Loopback on free ports for both listeners, everything else default: what tests and
     /// the embedded server of `rpcbench` use.
     pub fn loopback_any_port() -> Self {
@@ -181,8 +208,9 @@ impl EchoServer {
     pub async fn start(config: ServerConfig) -> Result<EchoServer, StartServerError> {
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let (alive_tx, alive_rx) = mpsc::channel(1);
+        let settings = config.settings();
         let shared = Arc::new(Shared {
-            stats: Arc::new(Stats::default()),
+            stats: Arc::new(Stats::new(settings)),
             slots: Arc::new(Semaphore::new(config.max_connections)),
             shutdown: shutdown_rx,
             alive: alive_tx,
@@ -208,10 +236,7 @@ impl EchoServer {
         };
         let dns = match &shared.config.dns {
             Some(cfg) => {
-                let answer = cfg.answer.unwrap_or_else(|| match shared.config.tcp {
-                    Some(a) if !a.ip().is_unspecified() => a.ip(),
-                    _ => std::net::IpAddr::from([127, 0, 0, 1]),
-                });
+                let answer = shared.config.dns_answer(cfg);
                 let zone = dns::Zone::new(cfg, answer).map_err(StartServerError::DnsZone)?;
                 let socket = tokio::net::UdpSocket::bind(cfg.addr)
                     .await

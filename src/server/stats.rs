@@ -100,10 +100,35 @@ impl Reject {
     }
 }
 
+/// How the server was configured, reported in /stats so that a client can set what it
+/// measured against what the server was asked to inject (a DNS delay, say).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerSettings {
+    /// rpcbench-echo's version.
+    pub version: String,
+    pub max_frame: u32,
+    pub max_delay_us: u64,
+    pub max_connections: usize,
+    pub idle_timeout_s: f64,
+    /// The DNS responder, when it is on.
+    pub dns: Option<DnsSettings>,
+}
+
+/// The DNS responder's settings.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DnsSettings {
+    pub name: String,
+    pub answer: String,
+    pub ttl_s: u32,
+    pub delay_us: u64,
+    pub drop: f64,
+}
+
 /// All of the server's counters.
 #[derive(Debug)]
 pub struct Stats {
     started: Instant,
+    settings: ServerSettings,
     /// Raw TCP listener.
     pub tcp: ProtoCounters,
     /// HTTP listener (HTTP/1.1 and HTTP/2 together).
@@ -121,8 +146,16 @@ pub struct Stats {
 
 impl Default for Stats {
     fn default() -> Self {
+        Stats::new(ServerSettings::default())
+    }
+}
+
+impl Stats {
+    /// Counters at zero for a server configured as `settings`.
+    pub fn new(settings: ServerSettings) -> Self {
         Stats {
             started: Instant::now(),
+            settings,
             tcp: ProtoCounters::default(),
             http: ProtoCounters::default(),
             dns: ProtoCounters::default(),
@@ -132,9 +165,7 @@ impl Default for Stats {
             rejects: Default::default(),
         }
     }
-}
 
-impl Stats {
     /// Counts one event of `kind`.
     pub fn reject(&self, kind: Reject) {
         self.rejects[kind as usize].fetch_add(1, Relaxed);
@@ -151,6 +182,7 @@ impl Stats {
         };
         StatsSnapshot {
             uptime_s: self.started.elapsed().as_secs_f64(),
+            settings: self.settings.clone(),
             tcp: proto(&self.tcp),
             http: proto(&self.http),
             dns: proto(&self.dns),
@@ -179,6 +211,8 @@ pub struct ProtoSnapshot {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StatsSnapshot {
     pub uptime_s: f64,
+    /// How the server was configured.
+    pub settings: ServerSettings,
     pub tcp: ProtoSnapshot,
     pub http: ProtoSnapshot,
     pub dns: ProtoSnapshot,
