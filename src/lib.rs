@@ -10,18 +10,22 @@
 //! - [`resolve`]: address modes: IP literal, getaddrinfo, hickory with and without cache.
 //! - [`report`]: the serialisable result (JSON) that every renderer reads.
 //! - [`render`]: one renderer per output format (table, json, csv, markdown).
+//! - [`site`]: the comparison report: findings, truth checks, SVG charts, README and HTML.
+//! - [`compare`]: p50/p99 of two reports side by side, to catch regressions in CI.
 //! - [`cli`]: command-line front ends for both binaries (`bin/` only calls into here).
 //!
 //! The README documents the protocol byte by byte and every flag.
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod compare;
 pub mod measure;
 pub mod render;
 pub mod report;
 pub mod resolve;
 pub mod runner;
 pub mod server;
+pub mod site;
 pub mod transport;
 pub mod wire;
 

@@ -23,6 +23,8 @@ pub struct Report {
     pub started: String,
     /// What was called: a host, or `embedded` for the in-process server.
     pub target: String,
+    /// The command line that made this report.
+    pub command: Vec<String>,
     pub config: ConfigRecord,
     pub environment: Environment,
     /// The server's counters and settings (`GET /stats`) after the run; `null` when the
@@ -123,19 +125,11 @@ impl Environment {
                 )
             })
             .unwrap_or_default();
-        let cpu_affinity = std::fs::read_to_string("/proc/self/status")
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-                    .map(|v| v.trim().to_string())
-            })
-            .unwrap_or_default();
         Environment {
             hostname,
             kernel,
             cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            cpu_affinity,
+            cpu_affinity: cpu_affinity(),
             libcurl: curl::Version::get().version().to_string(),
             resolver_cache: crate::resolve::system_cache(),
         }
@@ -278,6 +272,19 @@ impl Report {
     pub fn failed(&self) -> u64 {
         self.runs.iter().map(RunRecord::failed).sum()
     }
+}
+
+/// The CPUs this process may run on (`Cpus_allowed_list`, e.g. `0` or `0-1`): how it was
+/// pinned, which a latency figure cannot be read without.
+pub fn cpu_affinity() -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap_or_default()
 }
 
 /// Now as RFC 3339 (UTC, second precision), without a date crate: days since the epoch to

@@ -1,6 +1,7 @@
 //! `rpcbench`: the client's command line. Without `--target` it starts the echo server
 //! in-process on loopback and compares every transport against it.
 
+use super::report::{CompareArgs, ReportArgs};
 use super::{EXIT_FAILED, EXIT_OK, one_line, parse_bytes, parse_duration};
 use crate::render::{self, Format};
 use crate::report::{ConfigRecord, Environment, Report, RunRecord, rfc3339_now};
@@ -24,6 +25,25 @@ use std::time::Duration;
 ///
 /// Exit status: 0 when lost + mismatched + failed calls <= --max-lost, 1 otherwise or when
 /// the run could not start, 2 for bad usage.
+#[derive(Debug, Parser)]
+#[command(name = "rpcbench", version, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub bench: BenchArgs,
+}
+
+/// What to do with results after a run.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Build the comparison report (README.md, index.html, SVG charts) from JSON results.
+    Report(ReportArgs),
+    /// Compare two JSON results: p50 and p99 per transport and mode.
+    Compare(CompareArgs),
+}
+
+/// The arguments of a benchmark run (`rpcbench` without a subcommand).
 #[derive(Debug, Parser)]
 #[command(name = "rpcbench", version)]
 pub struct BenchArgs {
@@ -112,21 +132,31 @@ impl BenchArgs {
 /// Parses arguments, runs, prints, and maps the result to an exit status.
 pub fn main() -> ExitCode {
     crate::init_tracing();
-    let args = BenchArgs::parse();
-    match run(&args) {
-        Ok(report) => {
-            if report.failed() > args.max_lost {
-                ExitCode::from(EXIT_FAILED)
-            } else {
-                ExitCode::from(EXIT_OK)
-            }
-        }
+    let cli = Cli::parse();
+    let args = cli.bench;
+    let done = match &cli.command {
+        Some(Command::Report(r)) => super::report::report(r),
+        Some(Command::Compare(c)) => super::report::compare(c),
+        None => run_bench(&args),
+    };
+    match done {
+        Ok(code) => ExitCode::from(code),
         Err(e) if is_broken_pipe(&e) => ExitCode::from(EXIT_OK),
         Err(e) => {
             eprintln!("rpcbench: {}", one_line(&e));
             ExitCode::from(EXIT_FAILED)
         }
     }
+}
+
+/// A benchmark run, mapped to its exit status.
+fn run_bench(args: &BenchArgs) -> anyhow::Result<u8> {
+    let report = run(args)?;
+    Ok(if report.failed() > args.max_lost {
+        EXIT_FAILED
+    } else {
+        EXIT_OK
+    })
 }
 
 /// `rpcbench | head` closes our stdout early; that is the reader's choice, not an error.
@@ -278,6 +308,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Report> {
         rpcbench: env!("CARGO_PKG_VERSION").to_string(),
         started,
         target: plan.label.clone(),
+        command: std::env::args().collect(),
         config: ConfigRecord::new(
             &config,
             args.rounds,
@@ -441,6 +472,23 @@ mod tests {
     #[test]
     fn arguments() {
         BenchArgs::command().debug_assert();
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from([
+            "rpcbench",
+            "compare",
+            "a.json",
+            "b.json",
+            "--fail-above",
+            "1.2",
+        ])
+        .unwrap();
+        assert!(matches!(cli.command, Some(Command::Compare(ref c)) if c.fail_above == Some(1.2)));
+        let cli = Cli::try_parse_from(["rpcbench", "-n", "5"]).unwrap();
+        assert!(cli.command.is_none() && cli.bench.calls == 5);
+        assert!(
+            Cli::try_parse_from(["rpcbench", "report", "--out", "x"]).is_err(),
+            "needs results"
+        );
         let args =
             BenchArgs::try_parse_from(["rpcbench", "--transports", "tcp,curl-fresh", "-c", "8"])
                 .unwrap();

@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod echo;
+pub mod report;
 
 use std::net::SocketAddr;
 use std::time::Duration;

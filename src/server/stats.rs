@@ -106,6 +106,8 @@ impl Reject {
 pub struct ServerSettings {
     /// rpcbench-echo's version.
     pub version: String,
+    /// The CPUs the server may run on (`0`, `0-1`): its core placement.
+    pub cpu_affinity: String,
     pub max_frame: u32,
     pub max_delay_us: u64,
     pub max_connections: usize,

@@ -1,0 +1,569 @@
+//! SVG charts, written by hand: four chart kinds, each a function from runs to a
+//! self-contained `<svg>` string (no scripts, no external fonts or links).
+//!
+//! A transport has the same colour in every chart ([`transport_colour`]); an address mode
+//! the same dash pattern ([`mode_dash`]). Every axis names its unit.
+
+use crate::measure::Phase;
+use crate::report::RunRecord;
+use crate::transport::TransportKind;
+use std::fmt::Write;
+
+/// Chart size in SVG user units; the page scales it to fit.
+const WIDTH: f64 = 860.0;
+/// Margins: room for tick labels on the left and bottom, the legend on the right.
+const LEFT: f64 = 185.0;
+const RIGHT: f64 = 190.0;
+const TOP: f64 = 40.0;
+const BOTTOM: f64 = 50.0;
+
+/// One colour per transport, in `TransportKind::ALL` order (colour-blind-safe Tableau 10).
+const COLOURS: [&str; 6] = [
+    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1",
+];
+/// Colours of the phases in the stacked chart.
+const PHASE_COLOURS: [(&str, &str); 5] = [
+    ("dns", "#9c755f"),
+    ("connect", "#edc948"),
+    ("network + client", "#4e79a7"),
+    ("server", "#e15759"),
+    ("other (client, close)", "#bab0ac"),
+];
+
+/// The colour of a transport, the same in every chart.
+pub fn transport_colour(name: &str) -> &'static str {
+    TransportKind::from_name(name)
+        .and_then(|k| TransportKind::ALL.iter().position(|&x| x == k))
+        .map_or("#555555", |i| COLOURS[i])
+}
+
+/// The dash pattern of an address mode, the same in every chart.
+pub fn mode_dash(mode: &str) -> &'static str {
+    match mode {
+        "system" => "7 3",
+        "cached" => "2 3",
+        "uncached" => "9 3 2 3",
+        _ => "none",
+    }
+}
+
+/// Escapes text for XML.
+pub fn esc(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// A value axis: linear or log10, mapped onto a pixel range.
+struct Axis {
+    lo: f64,
+    hi: f64,
+    log: bool,
+    px_lo: f64,
+    px_hi: f64,
+}
+
+impl Axis {
+    fn new(lo: f64, hi: f64, log: bool, px_lo: f64, px_hi: f64) -> Axis {
+        let (lo, hi) = if log {
+            (
+                lo.max(1e-3).log10().floor(),
+                hi.max(1e-3)
+                    .log10()
+                    .ceil()
+                    .max(lo.max(1e-3).log10().floor() + 1.0),
+            )
+        } else {
+            (lo.min(0.0), if hi > lo { hi * 1.05 } else { lo + 1.0 })
+        };
+        Axis {
+            lo,
+            hi,
+            log,
+            px_lo,
+            px_hi,
+        }
+    }
+
+    fn px(&self, v: f64) -> f64 {
+        let v = if self.log { v.max(1e-3).log10() } else { v };
+        let t = ((v - self.lo) / (self.hi - self.lo)).clamp(0.0, 1.0);
+        self.px_lo + t * (self.px_hi - self.px_lo)
+    }
+
+    /// Tick values: decades on a log axis, about five round steps on a linear one.
+    fn ticks(&self) -> Vec<f64> {
+        if self.log {
+            (self.lo as i32..=self.hi as i32)
+                .map(|e| 10f64.powi(e))
+                .collect()
+        } else {
+            let raw = (self.hi - self.lo) / 5.0;
+            let mag = 10f64.powf(raw.log10().floor());
+            let step = [1.0, 2.0, 5.0, 10.0]
+                .iter()
+                .map(|m| m * mag)
+                .find(|s| *s >= raw)
+                .unwrap_or(raw);
+            let mut v = (self.lo / step).ceil() * step;
+            let mut out = Vec::new();
+            while v <= self.hi + 1e-9 {
+                out.push(v);
+                v += step;
+            }
+            out
+        }
+    }
+}
+
+/// Formats a tick value compactly.
+fn tick_label(v: f64) -> String {
+    if v >= 100.0 || v == 0.0 {
+        format!("{v:.0}")
+    } else if v >= 1.0 {
+        format!("{}", (v * 10.0).round() / 10.0)
+    } else {
+        let s = format!("{v:.4}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+/// The frame every chart shares: background, title, and the svg element itself.
+fn open(out: &mut String, height: f64, title: &str, id: &str) {
+    let _ = write!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" id="{id}" viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" font-family="sans-serif" font-size="12" role="img" aria-label="{t}"><title>{t}</title><rect width="100%" height="100%" fill="white"/><text x="{x}" y="22" font-size="15" font-weight="bold">{t}</text>"#,
+        t = esc(title),
+        x = LEFT,
+    );
+}
+
+/// Draws the x axis (ticks, grid and unit label) at the bottom of the plot area.
+fn x_axis(out: &mut String, axis: &Axis, y0: f64, y1: f64, label: &str, ticks: &[(f64, String)]) {
+    let _ = write!(
+        out,
+        r#"<g class="axis x-axis"><line x1="{}" y1="{y1}" x2="{}" y2="{y1}" stroke="black"/>"#,
+        axis.px_lo, axis.px_hi
+    );
+    for (v, text) in ticks {
+        let x = axis.px(*v);
+        let _ = write!(
+            out,
+            r##"<line x1="{x:.1}" y1="{y0}" x2="{x:.1}" y2="{y1}" stroke="#e0e0e0"/><text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##,
+            y1 + 16.0,
+            esc(text)
+        );
+    }
+    let _ = write!(
+        out,
+        r#"<text class="axis-label" x="{}" y="{}" text-anchor="middle">{}</text></g>"#,
+        (axis.px_lo + axis.px_hi) / 2.0,
+        y1 + 36.0,
+        esc(label)
+    );
+}
+
+/// Draws a value y axis with ticks and its unit label.
+fn y_axis(out: &mut String, axis: &Axis, x0: f64, x1: f64, label: &str) {
+    let _ = write!(
+        out,
+        r#"<g class="axis y-axis"><line x1="{x0}" y1="{}" x2="{x0}" y2="{}" stroke="black"/>"#,
+        axis.px_lo, axis.px_hi
+    );
+    for v in axis.ticks() {
+        let y = axis.px(v);
+        let _ = write!(
+            out,
+            r##"<line x1="{x0}" y1="{y:.1}" x2="{x1}" y2="{y:.1}" stroke="#e0e0e0"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+            x0 - 6.0,
+            y + 4.0,
+            tick_label(v)
+        );
+    }
+    let _ = write!(
+        out,
+        r#"<text class="axis-label" transform="translate({},{}) rotate(-90)" text-anchor="middle">{}</text></g>"#,
+        x0 - 55.0,
+        (axis.px_lo + axis.px_hi) / 2.0,
+        esc(label)
+    );
+}
+
+/// A legend entry: a line (or a box) in the entry's colour and dash, and its text.
+fn legend(out: &mut String, entries: &[(String, &str, &str, bool)]) {
+    let x = WIDTH - RIGHT + 15.0;
+    let _ = write!(out, r#"<g class="legend">"#);
+    for (i, (text, colour, dash, boxed)) in entries.iter().enumerate() {
+        let y = TOP + 10.0 + i as f64 * 18.0;
+        if *boxed {
+            let _ = write!(
+                out,
+                r#"<rect x="{x}" y="{}" width="22" height="10" fill="{colour}"/>"#,
+                y - 8.0
+            );
+        } else {
+            let _ = write!(
+                out,
+                r#"<line x1="{x}" y1="{}" x2="{}" y2="{}" stroke="{colour}" stroke-width="2.5" stroke-dasharray="{dash}"/>"#,
+                y - 3.0,
+                x + 22.0,
+                y - 3.0
+            );
+        }
+        let _ = write!(
+            out,
+            r#"<text x="{}" y="{y}">{}</text>"#,
+            x + 28.0,
+            esc(text)
+        );
+    }
+    let _ = write!(out, "</g>");
+}
+
+/// A run's label: transport, and the address mode when it is not `ip`.
+fn label(r: &RunRecord) -> String {
+    if r.addr_mode == "ip" {
+        r.transport.clone()
+    } else {
+        format!("{} ({})", r.transport, r.addr_mode)
+    }
+}
+
+/// Where a quantile sits on the percentile chart's x axis: "nines" (`-log10(1 - q)`), so
+/// p90, p99 and p99.9 are evenly spaced; the maximum is drawn just past p99.99.
+fn nines(q: f64) -> f64 {
+    -(1.0 - q.min(0.99995)).log10()
+}
+
+/// Latency percentile curves, one line per run: colour by transport, dash by mode.
+pub fn percentile_curves(runs: &[&RunRecord]) -> String {
+    let height = 420.0;
+    let mut out = String::new();
+    open(
+        &mut out,
+        height,
+        "Latency by percentile (full round trip)",
+        "chart-percentiles",
+    );
+    let (y0, y1) = (TOP, height - BOTTOM);
+    let all: Vec<f64> = runs
+        .iter()
+        .flat_map(|r| r.percentiles_us.iter().map(|p| p[1] / 1e3))
+        .collect();
+    let lo = all.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = all.iter().copied().fold(0.0, f64::max);
+    let xa = Axis {
+        lo: 0.0,
+        hi: nines(1.0),
+        log: false,
+        px_lo: LEFT,
+        px_hi: WIDTH - RIGHT,
+    };
+    let ya = Axis::new(lo, hi, true, y1, y0);
+    let ticks: Vec<(f64, String)> = [
+        (0.0, "min"),
+        (0.5, "p50"),
+        (0.9, "p90"),
+        (0.99, "p99"),
+        (0.999, "p99.9"),
+        (0.9999, "p99.99"),
+    ]
+    .iter()
+    .map(|(q, t)| (nines(*q), t.to_string()))
+    .collect();
+    x_axis(
+        &mut out,
+        &xa,
+        y0,
+        y1,
+        "percentile (log scale of 1 − quantile)",
+        &ticks,
+    );
+    y_axis(
+        &mut out,
+        &ya,
+        LEFT,
+        WIDTH - RIGHT,
+        "latency (ms, log scale)",
+    );
+    let mut entries = Vec::new();
+    for r in runs {
+        if r.percentiles_us.is_empty() {
+            continue;
+        }
+        let colour = transport_colour(&r.transport);
+        let dash = mode_dash(&r.addr_mode);
+        let points: Vec<String> = r
+            .percentiles_us
+            .iter()
+            .map(|p| format!("{:.1},{:.1}", xa.px(nines(p[0])), ya.px(p[1] / 1e3)))
+            .collect();
+        let _ = write!(
+            out,
+            r#"<polyline class="series" data-run="{}" fill="none" stroke="{colour}" stroke-width="2" stroke-dasharray="{dash}" points="{}"/>"#,
+            esc(&label(r)),
+            points.join(" ")
+        );
+        entries.push((label(r), colour, dash, false));
+    }
+    legend(&mut out, &entries);
+    out.push_str("</svg>");
+    out
+}
+
+/// Mean latency per run as a dot, with a whisker out to p99, on a log axis.
+pub fn mean_p99(runs: &[&RunRecord]) -> String {
+    let row = 22.0;
+    let height = TOP + BOTTOM + row * runs.len().max(1) as f64 + 10.0;
+    let mut out = String::new();
+    open(
+        &mut out,
+        height,
+        "Mean latency (dot) and p99 (whisker) per transport and address mode",
+        "chart-mean-p99",
+    );
+    let (y0, y1) = (TOP, height - BOTTOM);
+    let values: Vec<f64> = runs
+        .iter()
+        .filter_map(|r| r.latency_us)
+        .flat_map(|l| [l.mean / 1e3, l.p99 / 1e3])
+        .collect();
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = values.iter().copied().fold(0.0, f64::max);
+    let xa = Axis::new(lo, hi, true, LEFT, WIDTH - RIGHT);
+    let ticks: Vec<(f64, String)> = xa.ticks().into_iter().map(|v| (v, tick_label(v))).collect();
+    x_axis(&mut out, &xa, y0, y1, "latency (ms, log scale)", &ticks);
+    for (i, r) in runs.iter().enumerate() {
+        let y = y0 + 10.0 + row * (i as f64 + 0.5);
+        let colour = transport_colour(&r.transport);
+        let _ = write!(
+            out,
+            r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
+            LEFT - 8.0,
+            y + 4.0,
+            esc(&label(r))
+        );
+        if let Some(l) = r.latency_us {
+            let (xm, xp) = (xa.px(l.mean / 1e3), xa.px(l.p99 / 1e3));
+            let _ = write!(
+                out,
+                r#"<g class="series" data-run="{}"><line x1="{xm:.1}" y1="{y:.1}" x2="{xp:.1}" y2="{y:.1}" stroke="{colour}" stroke-width="2" stroke-dasharray="{}"/><line x1="{xp:.1}" y1="{:.1}" x2="{xp:.1}" y2="{:.1}" stroke="{colour}" stroke-width="2"/><circle cx="{xm:.1}" cy="{y:.1}" r="5" fill="{colour}"/></g>"#,
+                esc(&label(r)),
+                mode_dash(&r.addr_mode),
+                y - 5.0,
+                y + 5.0
+            );
+        }
+    }
+    let entries: Vec<_> = unique_transports(runs)
+        .into_iter()
+        .map(|t| (t.clone(), transport_colour(&t), "none", true))
+        .collect();
+    legend(&mut out, &entries);
+    out.push_str("</svg>");
+    out
+}
+
+fn unique_transports(runs: &[&RunRecord]) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
+    for r in runs {
+        if !seen.contains(&r.transport) {
+            seen.push(r.transport.clone());
+        }
+    }
+    seen
+}
+
+/// The mean of a phase, in ms (0 when the transport did not see it).
+fn phase_ms(r: &RunRecord, phase: Phase) -> f64 {
+    r.phases_us.get(phase).map_or(0.0, |s| s.mean / 1e3)
+}
+
+/// Where the mean call's time goes, as stacked bars per run. Each phase is averaged over
+/// the calls that had it and scaled by how many did, so the segments add up to the mean.
+pub fn phase_stack(runs: &[&RunRecord]) -> String {
+    let row = 22.0;
+    let height = TOP + BOTTOM + row * runs.len().max(1) as f64 + 10.0;
+    let mut out = String::new();
+    open(
+        &mut out,
+        height,
+        "Where the time of a mean call goes",
+        "chart-phases",
+    );
+    let (y0, y1) = (TOP, height - BOTTOM);
+    let hi = runs
+        .iter()
+        .filter_map(|r| r.latency_us)
+        .map(|l| l.mean / 1e3)
+        .fold(0.0, f64::max);
+    let xa = Axis::new(0.0, hi, false, LEFT, WIDTH - RIGHT);
+    let ticks: Vec<(f64, String)> = xa.ticks().into_iter().map(|v| (v, tick_label(v))).collect();
+    x_axis(&mut out, &xa, y0, y1, "time per call (ms)", &ticks);
+    for (i, r) in runs.iter().enumerate() {
+        let y = y0 + 10.0 + row * i as f64;
+        let _ = write!(
+            out,
+            r#"<rect x="{}" y="{:.1}" width="8" height="14" fill="{}"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
+            LEFT - 14.0,
+            y + 2.0,
+            transport_colour(&r.transport),
+            LEFT - 18.0,
+            y + 13.0,
+            esc(&label(r))
+        );
+        let _ = write!(out, r#"<g class="series" data-run="{}">"#, esc(&label(r)));
+        let mut x = xa.px(0.0);
+        for (name, colour, ms) in phase_segments(r) {
+            let w = xa.px(ms) - xa.px(0.0);
+            if w > 0.0 {
+                let _ = write!(
+                    out,
+                    r#"<rect class="segment" x="{x:.1}" y="{:.1}" width="{w:.1}" height="16" fill="{colour}"><title>{}: {name} {ms:.3} ms</title></rect>"#,
+                    y + 1.0,
+                    esc(&label(r))
+                );
+                x += w;
+            }
+        }
+        out.push_str("</g>");
+    }
+    let entries: Vec<_> = PHASE_COLOURS
+        .iter()
+        .map(|(n, c)| (n.to_string(), *c, "none", true))
+        .collect();
+    legend(&mut out, &entries);
+    out.push_str("</svg>");
+    out
+}
+
+/// The stacked segments of one run: (name, colour, ms per mean call).
+pub fn phase_segments(r: &RunRecord) -> Vec<(&'static str, &'static str, f64)> {
+    let Some(total) = r.latency_us.map(|l| l.mean / 1e3) else {
+        return Vec::new();
+    };
+    // A phase seen on only some calls (the one connect of a persistent worker) counts at
+    // its share of the calls, so that it is charged per call like the total is.
+    let share = |phase: Phase| {
+        let per_call = phase_ms(r, phase);
+        let calls_with = match phase {
+            Phase::Dns => r.dns_queries.min(r.ok) as f64,
+            Phase::Connect => r.connects.min(r.ok) as f64,
+            _ => r.ok as f64,
+        };
+        if r.ok == 0 {
+            0.0
+        } else {
+            per_call * calls_with / r.ok as f64
+        }
+    };
+    let dns = share(Phase::Dns);
+    let connect = share(Phase::Connect);
+    let server = phase_ms(r, Phase::Server);
+    let network = (phase_ms(r, Phase::FirstByte) - server).max(0.0);
+    let other = (total - dns - connect - network - server).max(0.0);
+    vec![
+        (PHASE_COLOURS[0].0, PHASE_COLOURS[0].1, dns),
+        (PHASE_COLOURS[1].0, PHASE_COLOURS[1].1, connect),
+        (PHASE_COLOURS[2].0, PHASE_COLOURS[2].1, network),
+        (PHASE_COLOURS[3].0, PHASE_COLOURS[3].1, server),
+        (PHASE_COLOURS[4].0, PHASE_COLOURS[4].1, other),
+    ]
+}
+
+/// What each address mode adds to a call over mode `ip`, per transport: grouped bars.
+pub fn dns_overhead(runs: &[&RunRecord]) -> String {
+    let modes: Vec<String> = {
+        let mut m: Vec<String> = Vec::new();
+        for r in runs {
+            if r.addr_mode != "ip" && !m.contains(&r.addr_mode) {
+                m.push(r.addr_mode.clone());
+            }
+        }
+        m
+    };
+    let transports = unique_transports(runs);
+    let mean = |t: &str, mode: &str| {
+        runs.iter()
+            .find(|r| r.transport == t && r.addr_mode == mode)
+            .and_then(|r| r.latency_us)
+            .map(|l| l.mean / 1e3)
+    };
+    let mut bars = Vec::new();
+    for mode in &modes {
+        for t in &transports {
+            if let (Some(m), Some(ip)) = (mean(t, mode), mean(t, "ip")) {
+                bars.push((mode.clone(), t.clone(), m - ip));
+            }
+        }
+    }
+    let row = 16.0;
+    let height = TOP + BOTTOM + row * bars.len().max(1) as f64 + 12.0 * modes.len() as f64 + 10.0;
+    let mut out = String::new();
+    open(
+        &mut out,
+        height,
+        "What name resolution adds per call, against an IP literal",
+        "chart-dns",
+    );
+    let (y0, y1) = (TOP, height - BOTTOM);
+    let lo = bars.iter().map(|b| b.2).fold(0.0, f64::min);
+    let hi = bars.iter().map(|b| b.2).fold(0.0, f64::max);
+    let mut xa = Axis::new(lo, hi.max(0.001), false, LEFT, WIDTH - RIGHT);
+    if lo < 0.0 {
+        xa.lo = lo * 1.05;
+    }
+    let ticks: Vec<(f64, String)> = xa.ticks().into_iter().map(|v| (v, tick_label(v))).collect();
+    x_axis(
+        &mut out,
+        &xa,
+        y0,
+        y1,
+        "mean latency minus mean under ip (ms per call)",
+        &ticks,
+    );
+    let mut y = y0 + 8.0;
+    let mut last_mode = String::new();
+    for (mode, t, delta) in &bars {
+        if *mode != last_mode {
+            let _ = write!(
+                out,
+                r#"<text x="8" y="{:.1}" font-weight="bold">{}</text>"#,
+                y + 10.0,
+                esc(mode)
+            );
+            last_mode = mode.clone();
+            y += 12.0;
+        }
+        let (xa0, xa1) = (xa.px(0.0), xa.px(*delta));
+        let (x, w) = if xa1 >= xa0 {
+            (xa0, xa1 - xa0)
+        } else {
+            (xa1, xa0 - xa1)
+        };
+        let _ = write!(
+            out,
+            r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text><rect class="series" data-run="{} ({})" x="{x:.1}" y="{:.1}" width="{:.1}" height="12" fill="{}"><title>{} under {}: {:+.3} ms</title></rect>"#,
+            LEFT - 8.0,
+            y + 10.0,
+            esc(t),
+            esc(t),
+            esc(mode),
+            y + 1.0,
+            w.max(1.0),
+            transport_colour(t),
+            esc(t),
+            esc(mode),
+            delta
+        );
+        y += row;
+    }
+    let entries: Vec<_> = transports
+        .iter()
+        .map(|t| (t.clone(), transport_colour(t), "none", true))
+        .collect();
+    legend(&mut out, &entries);
+    out.push_str("</svg>");
+    out
+}

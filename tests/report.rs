@@ -1,0 +1,312 @@
+//! `rpcbench report` and `rpcbench compare` on real results from the real binary.
+
+use rpcbench::render::{SUMMARY_HEADERS, phase_rows, summary_rows};
+use rpcbench::report::Report;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A scratch directory removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("rpcbench-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn rpcbench(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_rpcbench"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn results(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
+    let path = dir.join(name);
+    let mut args = vec![
+        "--warmup",
+        "20",
+        "--format",
+        "csv",
+        "--out",
+        path.to_str().unwrap(),
+    ];
+    if !extra.contains(&"-n") {
+        args.extend(["-n", "300"]);
+    }
+    args.extend_from_slice(extra);
+    let out = rpcbench(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path
+}
+
+fn load(path: &Path) -> Report {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// Checks that `text` is well-formed XML as far as tags go: every element closed in order.
+/// (Enough to catch a broken chart; attributes are written by one escaping function.)
+fn assert_well_formed(text: &str, what: &str) {
+    let mut stack: Vec<String> = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find('<') {
+        rest = &rest[start + 1..];
+        let end = rest
+            .find('>')
+            .unwrap_or_else(|| panic!("{what}: unclosed tag"));
+        let tag = &rest[..end];
+        rest = &rest[end + 1..];
+        if tag.starts_with('!') || tag.starts_with('?') {
+            continue;
+        }
+        let name: String = tag
+            .trim_start_matches('/')
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '-')
+            .collect();
+        if tag.starts_with('/') {
+            let open = stack
+                .pop()
+                .unwrap_or_else(|| panic!("{what}: </{name}> closes nothing"));
+            assert_eq!(open, name, "{what}: <{open}> closed by </{name}>");
+        } else if !tag.ends_with('/') && !["meta", "br"].contains(&name.as_str()) {
+            stack.push(name);
+        }
+    }
+    assert!(stack.is_empty(), "{what}: left open: {stack:?}");
+}
+
+#[test]
+fn report_pages_hold_the_json_figures_and_every_chart() {
+    let dir = Scratch::new("report");
+    let base = results(&dir.0, "base.json", &[]);
+    let delayed = results(
+        &dir.0,
+        "delay.json",
+        &["--delay-us", "5000", "--names", "ip", "-n", "40"],
+    );
+    let site = dir.0.join("site");
+    let out = rpcbench(&[
+        "report",
+        base.to_str().unwrap(),
+        delayed.to_str().unwrap(),
+        "--out",
+        site.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // The delay check may fail on a noisy machine; the report is written either way and
+    // the exit status says which.
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{stderr}");
+    let report = load(&base);
+
+    // README.md: findings, charts, and the client's markdown tables with the JSON's figures.
+    let readme = std::fs::read_to_string(site.join("README.md")).unwrap();
+    let findings = readme
+        .split("## Findings")
+        .nth(1)
+        .unwrap()
+        .split("## Charts")
+        .next()
+        .unwrap();
+    let sentences = findings.lines().filter(|l| l.starts_with("- ")).count();
+    assert!(
+        (3..=6).contains(&sentences),
+        "3 to 6 findings, got {sentences}:\n{findings}"
+    );
+    assert!(
+        findings.contains("tcp-connect") && findings.contains("No call was lost"),
+        "{findings}"
+    );
+    let rows: Vec<Vec<String>> = readme
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| ---"))
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
+        .collect();
+    let header_at = rows
+        .iter()
+        .position(|r| r == &SUMMARY_HEADERS)
+        .expect("summary table");
+    let expected = summary_rows(&report);
+    assert_eq!(
+        rows[header_at + 1..header_at + 1 + expected.len()],
+        expected[..]
+    );
+    for phase_row in phase_rows(&report) {
+        assert!(rows.contains(&phase_row), "phase row {phase_row:?}");
+    }
+    // Seed 004's five cases, with today's figures beside them.
+    for case in [
+        "socket",
+        "HTTP (file_get_contents)",
+        "HTTP by host name",
+        "curl",
+        "curl by host name",
+    ] {
+        assert!(readme.contains(&format!("| {case} |")), "seed row {case}");
+    }
+    assert!(readme.contains("| 156.42 |"));
+    // The delay truth checks: one per transport.
+    assert_eq!(
+        readme.matches("| server delay 5000 µs:").count(),
+        6,
+        "{readme}"
+    );
+
+    // Charts: four SVG files, well-formed, with axes, a legend and a series per run.
+    for name in ["percentiles.svg", "mean-p99.svg", "phases.svg", "dns.svg"] {
+        let svg = std::fs::read_to_string(site.join(name)).unwrap();
+        assert_well_formed(&svg, name);
+        assert!(
+            svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""),
+            "{name}"
+        );
+        assert!(svg.contains("class=\"axis x-axis\""), "{name}: x axis");
+        assert!(svg.contains("class=\"axis-label\""), "{name}: axis label");
+        assert!(svg.contains("(ms"), "{name}: the unit is named");
+        assert!(svg.contains("class=\"legend\""), "{name}: legend");
+        assert!(svg.contains("class=\"series\""), "{name}: data");
+        assert!(
+            readme.contains(&format!("]({name})")),
+            "README links {name}"
+        );
+    }
+    let curves = std::fs::read_to_string(site.join("percentiles.svg")).unwrap();
+    for t in [
+        "tcp",
+        "tcp-connect",
+        "http-fresh",
+        "http-keepalive",
+        "curl-reuse",
+        "curl-fresh",
+    ] {
+        assert!(
+            curves.contains(&format!("data-run=\"{t}\"")),
+            "a curve for {t}"
+        );
+    }
+    // The same colour for a transport in every chart.
+    let colour = rpcbench::site::svg::transport_colour("http-fresh");
+    for name in ["percentiles.svg", "mean-p99.svg", "dns.svg"] {
+        assert!(
+            std::fs::read_to_string(site.join(name))
+                .unwrap()
+                .contains(colour),
+            "{name}"
+        );
+    }
+
+    // index.html: one self-contained page holding every chart and nothing from the network.
+    let html = std::fs::read_to_string(site.join("index.html")).unwrap();
+    assert_well_formed(&html, "index.html");
+    assert_eq!(html.matches("<svg ").count(), 4);
+    for id in [
+        "chart-percentiles",
+        "chart-mean-p99",
+        "chart-phases",
+        "chart-dns",
+    ] {
+        assert!(html.contains(&format!("id=\"{id}\"")), "{id}");
+    }
+    for external in ["<script", "src=\"http", "href=\"http", "@import", "url("] {
+        assert!(
+            !html.contains(external),
+            "index.html must need nothing outside: found {external}"
+        );
+    }
+    assert!(
+        html.contains(&expected[0][10]),
+        "the tables are in the page"
+    );
+}
+
+#[test]
+fn compare_flags_a_regression_and_passes_identical_files() {
+    let dir = Scratch::new("compare");
+    let base = results(&dir.0, "base.json", &["--names", "ip"]);
+    // Identical files pass, even with a strict limit.
+    let same = rpcbench(&[
+        "compare",
+        base.to_str().unwrap(),
+        base.to_str().unwrap(),
+        "--fail-above",
+        "1.01",
+    ]);
+    assert_eq!(
+        same.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&same.stdout)
+    );
+    let text = String::from_utf8_lossy(&same.stdout);
+    assert_eq!(
+        text.matches("| 1.00 |").count(),
+        12,
+        "p50 and p99 ratios of 1.00 on six rows:\n{text}"
+    );
+
+    // A synthetic 20% regression of one transport's p50 and p99.
+    let mut worse = load(&base);
+    let run = worse
+        .runs
+        .iter_mut()
+        .find(|r| r.transport == "http-keepalive")
+        .unwrap();
+    let lat = run.latency_us.as_mut().unwrap();
+    lat.p50 *= 1.2;
+    lat.p99 *= 1.2;
+    let worse_path = dir.0.join("worse.json");
+    std::fs::write(&worse_path, serde_json::to_vec(&worse).unwrap()).unwrap();
+    let flagged = rpcbench(&[
+        "compare",
+        base.to_str().unwrap(),
+        worse_path.to_str().unwrap(),
+        "--fail-above",
+        "1.1",
+    ]);
+    let text = String::from_utf8_lossy(&flagged.stdout);
+    assert_eq!(flagged.status.code(), Some(1), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("| http-keepalive"))
+        .unwrap();
+    assert!(
+        line.contains("| 1.20 |") && line.contains("+20.0%") && line.ends_with("REGRESSION |"),
+        "{line}"
+    );
+    assert_eq!(text.matches("REGRESSION").count(), 1, "{text}");
+    // Below the limit, the same change passes.
+    let lenient = rpcbench(&[
+        "compare",
+        base.to_str().unwrap(),
+        worse_path.to_str().unwrap(),
+        "--fail-above",
+        "1.25",
+    ]);
+    assert_eq!(lenient.status.code(), Some(0));
+    // A missing file is a clear error, not a panic.
+    let missing = rpcbench(&["compare", base.to_str().unwrap(), "/nonexistent.json"]);
+    assert_eq!(missing.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        err.contains("/nonexistent.json") && !err.contains("panicked"),
+        "{err}"
+    );
+}
