@@ -180,6 +180,7 @@ fn worker<T: Transport>(
         one_call(&mut transport, config, seq, &mut payload, &mut scratch);
     }
     let mut tally = Tally::default();
+    let duplicates_in_warmup = transport.duplicates();
     start_line.wait();
     let deadline = config.duration.map(|d| Instant::now() + d);
     let cpu_before = thread_cpu();
@@ -199,6 +200,7 @@ fn worker<T: Transport>(
     tally.cpu_user = cpu_after.0.saturating_sub(cpu_before.0);
     tally.cpu_sys = cpu_after.1.saturating_sub(cpu_before.1);
     tally.connects = transport.connects();
+    tally.duplicated = transport.duplicates() - duplicates_in_warmup;
     tally
 }
 
@@ -223,10 +225,7 @@ fn one_call<T: Transport>(
     let mut phases = Phases::default();
     let started = Instant::now();
     let (outcome, server) = match transport.call(&call, &mut phases) {
-        Ok(reply) => {
-            tally.duplicated += u64::from(reply.duplicates);
-            (verify(&call, reply.seq, reply.body), reply.server)
-        }
+        Ok(reply) => (verify(&call, reply.seq, reply.body), reply.server),
         Err(e) if e.is_lost() => (Outcome::Lost, None),
         Err(e) => (Outcome::Error(e.kind()), None),
     };

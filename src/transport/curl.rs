@@ -106,10 +106,11 @@ pub(super) fn perform(
         }
     }
     if let Err(e) = result {
-        return Err(classify(
-            &e,
-            opened > 0 || easy.connect_time().is_ok_and(|t| !t.is_zero()),
-        ));
+        // On a reused connection libcurl reports no connect and a connect time of 0, so
+        // "the request went out" (a pre-transfer time) is what tells a lost reply from a
+        // failed connect.
+        let connected = opened > 0 || easy.pretransfer_time().is_ok_and(|t| !t.is_zero());
+        return Err(classify(&e, connected));
     }
     if let (Ok(pre), Ok(start)) = (easy.pretransfer_time(), easy.starttransfer_time()) {
         phases.first_byte = Some(start.saturating_sub(pre));

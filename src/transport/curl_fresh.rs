@@ -40,7 +40,6 @@ impl Transport for CurlFresh {
             seq: c.seq,
             body: &c.body,
             server: c.server,
-            duplicates: 0,
         })
     }
 

@@ -51,7 +51,6 @@ impl Transport for CurlReuse {
             seq: c.seq,
             body: &c.body,
             server: c.server,
-            duplicates: 0,
         })
     }
 

@@ -45,16 +45,8 @@ pub(super) async fn connect(
     Ok((sender, took))
 }
 
-/// Sends one `POST /echo` and reads the whole reply into `body`. Returns the seq header and
-/// the server time the reply carried.
-pub(super) async fn exchange(
-    sender: &mut SendRequest<Full<Bytes>>,
-    endpoint: &Endpoint,
-    call: &Call<'_>,
-    close: bool,
-    body: &mut Vec<u8>,
-    phases: &mut Phases,
-) -> Result<(Option<u64>, Option<Duration>), CallError> {
+/// The `POST /echo` request for one call.
+pub(super) fn request(endpoint: &Endpoint, call: &Call<'_>, close: bool) -> Result<Req, CallError> {
     let mut req = hyper::Request::post(Endpoint::echo_path(call))
         .body(Full::new(Bytes::copy_from_slice(call.payload)))
         .map_err(|_| CallError::Protocol)?;
@@ -71,9 +63,45 @@ pub(super) async fn exchange(
     if close {
         headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
+    Ok(req)
+}
+
+/// A request as hyper takes it.
+pub(super) type Req = hyper::Request<Full<Bytes>>;
+
+/// Why [`send`] did not produce a reply.
+pub(super) enum SendError {
+    /// The connection was found closed before any byte of the request was written; hyper
+    /// hands the request back, and sending it on a new connection is safe.
+    Unsent(Box<Req>),
+    Failed(CallError),
+}
+
+impl From<CallError> for SendError {
+    fn from(e: CallError) -> Self {
+        SendError::Failed(e)
+    }
+}
+
+/// Sends `req` and reads the whole reply into `body`. Returns the seq header and the
+/// server time the reply carried.
+pub(super) async fn send(
+    sender: &mut SendRequest<Full<Bytes>>,
+    req: Req,
+    body: &mut Vec<u8>,
+    phases: &mut Phases,
+) -> Result<(Option<u64>, Option<Duration>), SendError> {
     sender.ready().await.map_err(|e| classify(&e))?;
     let sent = Instant::now();
-    let resp = sender.send_request(req).await.map_err(|e| classify(&e))?;
+    let resp = match sender.try_send_request(req).await {
+        Ok(resp) => resp,
+        Err(mut e) => {
+            return Err(match e.take_message() {
+                Some(req) => SendError::Unsent(Box::new(req)),
+                None => SendError::Failed(classify(e.error())),
+            });
+        }
+    };
     phases.first_byte = Some(sent.elapsed());
     let status = resp.status().as_u16();
     let seq = header_seq(resp.headers());
@@ -87,7 +115,7 @@ pub(super) async fn exchange(
         }
     }
     if status != 200 {
-        return Err(CallError::HttpStatus(status));
+        return Err(SendError::Failed(CallError::HttpStatus(status)));
     }
     Ok((seq, server))
 }
@@ -128,15 +156,17 @@ fn classify(e: &hyper::Error) -> CallError {
 
 /// Runs `fut` within `timeout`; a connect that was still under way counts as a connect
 /// timeout, anything later as a lost call.
-pub(super) async fn within<T>(
+pub(super) async fn within<T, E: From<CallError>>(
     timeout: Duration,
     connecting: &std::cell::Cell<bool>,
-    fut: impl Future<Output = Result<T, CallError>>,
-) -> Result<T, CallError> {
+    fut: impl Future<Output = Result<T, E>>,
+) -> Result<T, E> {
     match tokio::time::timeout(timeout, fut).await {
         Ok(res) => res,
-        Err(_) if connecting.get() => Err(CallError::Connect(super::ConnectFailure::TimedOut)),
-        Err(_) => Err(CallError::Timeout),
+        Err(_) if connecting.get() => {
+            Err(CallError::Connect(super::ConnectFailure::TimedOut).into())
+        }
+        Err(_) => Err(CallError::Timeout.into()),
     }
 }
 

@@ -1,7 +1,7 @@
 //! `http-fresh`: HTTP/1.1 `POST /echo` with `Connection: close` over a new connection per
 //! call (hyper), like PHP's `file_get_contents` in seed 004. The latency includes connect.
 
-use super::http::{self, worker_runtime};
+use super::http::{self, SendError, worker_runtime};
 use super::{Call, CallError, Endpoint, Phases, Reply, Transport, remaining};
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -39,6 +39,7 @@ impl Transport for HttpFresh {
         let deadline = Instant::now() + *timeout;
         // The lookup runs outside our runtime: the resolver blocks on a runtime of its own.
         let addr = endpoint.http_addr(deadline, phases)?;
+        let req = http::request(endpoint, call, true)?;
         let connecting = Cell::new(true);
         let left = remaining(deadline)?;
         let (seq, server) = rt.block_on(http::within(left, &connecting, async {
@@ -48,14 +49,14 @@ impl Transport for HttpFresh {
             connecting.set(false);
             // `Connection: close`: the server closes after the reply and the connection
             // task ends; dropping the sender here releases our side.
-            http::exchange(&mut sender, endpoint, call, true, body, phases).await
+            match http::send(&mut sender, req, body, phases).await {
+                Ok(reply) => Ok(reply),
+                // A brand-new connection closed before the request went out.
+                Err(SendError::Unsent(_)) => Err(CallError::Closed),
+                Err(SendError::Failed(e)) => Err(e),
+            }
         }))?;
-        Ok(Reply {
-            seq,
-            body,
-            server,
-            duplicates: 0,
-        })
+        Ok(Reply { seq, body, server })
     }
 
     fn reset(&mut self) {}

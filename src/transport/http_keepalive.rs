@@ -1,6 +1,6 @@
 //! `http-keepalive`: HTTP/1.1 `POST /echo` over one kept-alive connection per worker (hyper).
 
-use super::http::{self, worker_runtime};
+use super::http::{self, SendError, worker_runtime};
 use super::{Call, CallError, Endpoint, Phases, Reply, Transport, remaining};
 use bytes::Bytes;
 use http_body_util::Full;
@@ -29,50 +29,81 @@ impl HttpKeepalive {
             connects: 0,
         }
     }
+
+    /// Drops the connection if the server closed it while we were away. The connection
+    /// task runs only while we block on the runtime, so it has not seen a close that came
+    /// between calls: two yields let the runtime read the EOF and the task act on it. This
+    /// is the check libcurl makes before it reuses a connection.
+    fn drop_if_closed(&mut self) {
+        if let Some(sender) = &self.sender {
+            if !sender.is_closed() {
+                self.rt.block_on(async {
+                    tokio::task::yield_now().await;
+                    tokio::task::yield_now().await;
+                });
+            }
+            if sender.is_closed() {
+                self.sender = None;
+            }
+        }
+    }
 }
 
 impl Transport for HttpKeepalive {
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
-        let HttpKeepalive {
-            rt,
-            endpoint,
-            timeout,
-            sender,
-            body,
-            connects,
-        } = self;
-        // A connection the server closed (idle timeout, restart) is replaced, and counted.
-        if sender.as_ref().is_some_and(|s| s.is_closed()) {
-            *sender = None;
-        }
-        let deadline = Instant::now() + *timeout;
-        // The lookup runs outside our runtime: the resolver blocks on a runtime of its own.
-        let addr = match sender {
-            Some(_) => None,
-            None => Some(endpoint.http_addr(deadline, phases)?),
-        };
-        let connecting = Cell::new(sender.is_none());
-        let left = remaining(deadline)?;
-        let (seq, server) = rt.block_on(http::within(left, &connecting, async {
-            let sender = match (sender, addr) {
-                (Some(s), _) => s,
-                (slot @ None, addr) => {
-                    let addr = addr.expect("looked up above when there was no connection");
-                    let (s, took) = http::connect(addr).await?;
-                    *connects += 1;
-                    phases.connect = Some(took);
-                    connecting.set(false);
-                    slot.insert(s)
-                }
+        let deadline = Instant::now() + self.timeout;
+        self.drop_if_closed();
+        let mut req = http::request(&self.endpoint, call, false)?;
+        // At most two tries: a request hyper hands back unsent (the connection closed under
+        // it) is sent once more on a new connection; a request that went out is never resent.
+        for attempt in 0..2 {
+            let HttpKeepalive {
+                rt,
+                endpoint,
+                sender,
+                body,
+                connects,
+                ..
+            } = self;
+            // The lookup runs outside our runtime: the resolver blocks on a runtime of its own.
+            let addr = match sender {
+                Some(_) => None,
+                None => Some(endpoint.http_addr(deadline, phases)?),
             };
-            http::exchange(sender, endpoint, call, false, body, phases).await
-        }))?;
-        Ok(Reply {
-            seq,
-            body,
-            server,
-            duplicates: 0,
-        })
+            let connecting = Cell::new(addr.is_some());
+            let sent = rt.block_on(http::within(remaining(deadline)?, &connecting, async {
+                let sender = match (sender, addr) {
+                    (Some(s), _) => s,
+                    (slot, Some(addr)) => {
+                        let (s, took) = http::connect(addr).await?;
+                        *connects += 1;
+                        phases.connect = Some(took);
+                        connecting.set(false);
+                        slot.insert(s)
+                    }
+                    (None, None) => {
+                        unreachable!("an address is looked up when there is no connection")
+                    }
+                };
+                http::send(sender, req, body, phases).await
+            }));
+            match sent {
+                Ok((seq, server)) => {
+                    return Ok(Reply {
+                        seq,
+                        body: &self.body,
+                        server,
+                    });
+                }
+                Err(SendError::Unsent(back)) if attempt == 0 => {
+                    self.sender = None;
+                    req = *back;
+                }
+                Err(SendError::Unsent(_)) => return Err(CallError::Closed),
+                Err(SendError::Failed(e)) => return Err(e),
+            }
+        }
+        unreachable!("the second attempt always returns")
     }
 
     fn reset(&mut self) {

@@ -263,8 +263,6 @@ pub struct Reply<'a> {
     pub body: &'a [u8],
     /// Server-side time as the server reported it.
     pub server: Option<Duration>,
-    /// Replies to earlier calls that arrived again before this one (counted, skipped).
-    pub duplicates: u32,
 }
 
 /// Where the time of one call went, for the phases that exist on this transport.
@@ -396,6 +394,12 @@ pub trait Transport {
 
     /// Connections opened so far.
     fn connects(&self) -> u64;
+
+    /// Replies to earlier calls that arrived again, so far. Kept on the transport, not
+    /// on the reply, so that one read by a call that then fails is still counted.
+    fn duplicates(&self) -> u64 {
+        0
+    }
 }
 
 /// Every transport as one type, so the runner can hold one without boxing. The runner

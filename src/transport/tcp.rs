@@ -53,12 +53,14 @@ impl FrameConn {
         ))
     }
 
-    /// Sends `call` and reads its reply, skipping (and counting) replies to earlier calls.
+    /// Sends `call` and reads its reply, skipping (and counting in `duplicates`) replies to
+    /// earlier calls.
     pub fn exchange(
         &mut self,
         call: &Call,
         deadline: Instant,
         phases: &mut Phases,
+        duplicates: &mut u64,
     ) -> Result<Reply<'_>, CallError> {
         self.outbuf.clear();
         wire::encode_frame(
@@ -74,7 +76,6 @@ impl FrameConn {
         self.stream
             .write_all(&self.outbuf)
             .map_err(|e| CallError::from_io(&e))?;
-        let mut duplicates = 0;
         let mut first = true;
         let body = loop {
             let body = self.next_frame(deadline, &mut first, sent, phases)?;
@@ -84,7 +85,7 @@ impl FrameConn {
             if resp.seq >= call.seq {
                 break body;
             }
-            duplicates += 1;
+            *duplicates += 1;
         };
         // Decoded again (headers only; the payload is borrowed) so the returned reply can
         // borrow the buffer: the borrow checker cannot see that the loop above has ended.
@@ -97,7 +98,6 @@ impl FrameConn {
             seq: Some(resp.seq),
             body: resp.payload,
             server: Some(Duration::from_nanos(resp.server_ns)),
-            duplicates,
         })
     }
 
@@ -187,6 +187,7 @@ pub struct Tcp {
     timeout: Duration,
     conn: Option<FrameConn>,
     connects: u64,
+    duplicates: u64,
 }
 
 impl Tcp {
@@ -196,6 +197,7 @@ impl Tcp {
             timeout,
             conn: None,
             connects: 0,
+            duplicates: 0,
         }
     }
 }
@@ -213,7 +215,7 @@ impl Transport for Tcp {
                 slot.insert(conn)
             }
         };
-        conn.exchange(call, deadline, phases)
+        conn.exchange(call, deadline, phases, &mut self.duplicates)
     }
 
     fn reset(&mut self) {
@@ -222,5 +224,9 @@ impl Transport for Tcp {
 
     fn connects(&self) -> u64 {
         self.connects
+    }
+
+    fn duplicates(&self) -> u64 {
+        self.duplicates
     }
 }

@@ -33,7 +33,11 @@ impl Transport for TcpConnect {
         let (conn, took) = FrameConn::connect(addr, remaining(deadline)?)?;
         self.connects += 1;
         phases.connect = Some(took);
-        self.conn.insert(conn).exchange(call, deadline, phases)
+        // A new connection per call cannot hold an earlier call's reply.
+        let mut none = 0;
+        self.conn
+            .insert(conn)
+            .exchange(call, deadline, phases, &mut none)
     }
 
     fn end_call(&mut self) {

@@ -1,0 +1,980 @@
+//! Integration tests of the client: every transport against the real echo server (counts,
+//! connections, concurrency, pattern replies, big payloads), against a server that
+//! misbehaves on purpose (`tests/misbehave`: the client's counts must equal exactly what was
+//! injected), against no server at all, and against a server killed in the middle of a run.
+//!
+//! The accounting rules the misbehaving-server tests hold the client to (one worker, no
+//! warm-up, so the server sees the calls in order):
+//!
+//! - a reply never sent (`Drop`) is `lost` after the timeout; a connection closed instead
+//!   of a reply (`Abort`) is `lost` at once; a flipped payload byte is `mismatched`; after
+//!   each of these the client reconnects;
+//! - a reply sent twice on a persistent `tcp` connection is read before the next call's
+//!   reply and counted `duplicated` (also when that next call fails); on every other
+//!   transport the extra copy is never read as a reply;
+//! - a connection the server closes after a reply: `tcp` has no way to notice before its
+//!   next call, which is `lost` (the server never sees it) and then reconnects; HTTP
+//!   clients must reconnect for an announced close (`Connection: close`) and for a
+//!   connection closed while idle, and for a close right after the reply (a race HTTP/1.1
+//!   allows) either reconnect or lose exactly the one call the server never saw;
+//! - libcurl resends a request once, on a new connection, when a reused connection closes
+//!   with nothing received: the server sees that seq twice and the call counts once, by
+//!   the outcome of the resend;
+//! - `connects` equals the connections the server accepted; `calls` equals the calls asked
+//!   for: `calls == ok + lost + mismatched + sum(errors)`, each call counted exactly once.
+
+mod misbehave;
+
+use misbehave::{Action, IDLE_CLOSE, Misbehave, Record, Rule, every};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use rpcbench::measure::Tally;
+use rpcbench::runner::{RunConfig, TransportRun, run_transport};
+use rpcbench::server::{EchoServer, ServerConfig};
+use rpcbench::transport::{Endpoint, TransportKind};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Read};
+use std::net::{SocketAddr, TcpListener};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Per-call timeout against the misbehaving server: short, so dropped replies cost little.
+const FAST_TIMEOUT: Duration = Duration::from_millis(200);
+/// Longest any child process may run before the test kills it and fails.
+const CHILD_LIMIT: Duration = Duration::from_secs(20);
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------
+
+fn endpoint(tcp: SocketAddr, http: SocketAddr) -> Endpoint {
+    Endpoint::new(tcp, http)
+}
+
+fn config(calls: u64, warmup: u64, concurrency: usize) -> RunConfig {
+    RunConfig {
+        calls,
+        warmup,
+        concurrency,
+        timeout: Duration::from_secs(5),
+        ..RunConfig::default()
+    }
+}
+
+fn run(kind: TransportKind, tcp: SocketAddr, http: SocketAddr, cfg: &RunConfig) -> TransportRun {
+    run_transport(kind, &endpoint(tcp, http), cfg, Arc::new(AtomicU64::new(0)))
+}
+
+/// A run's counts, in one value that compares and prints as a whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Counts {
+    calls: u64,
+    ok: u64,
+    lost: u64,
+    mismatched: u64,
+    duplicated: u64,
+    errors: BTreeMap<String, u64>,
+    connects: u64,
+}
+
+impl Counts {
+    fn of(t: &Tally) -> Counts {
+        Counts {
+            calls: t.calls(),
+            ok: t.ok,
+            lost: t.lost,
+            mismatched: t.mismatched,
+            duplicated: t.duplicated,
+            errors: t.errors.clone(),
+            connects: t.connects,
+        }
+    }
+}
+
+/// Checks what every run must satisfy: each call asked for counted exactly once, the
+/// latency histogram holding exactly the ok calls, and the kept seqs matching the counts.
+fn assert_accounting(kind: TransportKind, run: &TransportRun, calls: u64) {
+    let t = &run.tally;
+    let errors: u64 = t.errors.values().sum();
+    assert_eq!(
+        t.ok + t.lost + t.mismatched + errors,
+        calls,
+        "{kind}: calls asked for != ok + lost + mismatched + errors: {:?}",
+        Counts::of(t)
+    );
+    assert_eq!(t.calls(), calls, "{kind}: Tally::calls");
+    assert_eq!(t.latency.len(), t.ok, "{kind}: one latency per ok call");
+    let kept = |n: u64| n.min(rpcbench::measure::KEPT_SEQS as u64) as usize;
+    assert_eq!(t.lost_seqs.len(), kept(t.lost), "{kind}: lost_seqs");
+    assert_eq!(
+        t.mismatched_seqs.len(),
+        kept(t.mismatched),
+        "{kind}: mismatched_seqs"
+    );
+    assert_eq!(t.error_seqs.len(), kept(errors), "{kind}: error_seqs");
+}
+
+/// The in-process echo server on its own runtime, kept alive for the test.
+struct Echo {
+    rt: Option<tokio::runtime::Runtime>,
+    server: Option<EchoServer>,
+    tcp: SocketAddr,
+    http: SocketAddr,
+}
+
+impl Echo {
+    fn start() -> Echo {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("echo runtime");
+        let server = rt
+            .block_on(EchoServer::start(ServerConfig::loopback_any_port()))
+            .expect("start the echo server");
+        let tcp = server.tcp_addr.expect("tcp listener");
+        let http = server.http_addr.expect("http listener");
+        Echo {
+            rt: Some(rt),
+            server: Some(server),
+            tcp,
+            http,
+        }
+    }
+
+    /// Requests the server has answered so far, over both protocols.
+    fn requests(&self) -> u64 {
+        let s = self.server.as_ref().expect("server").stats();
+        s.tcp.requests + s.http.requests
+    }
+}
+
+impl Drop for Echo {
+    fn drop(&mut self) {
+        if let (Some(rt), Some(server)) = (self.rt.take(), self.server.take()) {
+            let _ = rt.block_on(server.shutdown(Duration::from_secs(1)));
+            rt.shutdown_timeout(Duration::from_secs(1));
+        }
+    }
+}
+
+/// A child process we started, killed by its PID (SIGKILL) and reaped when dropped, also
+/// when the test fails half-way.
+struct Proc {
+    child: Child,
+}
+
+impl Proc {
+    fn spawn(cmd: &mut Command) -> Proc {
+        Proc {
+            child: cmd.spawn().expect("spawn a child process"),
+        }
+    }
+
+    fn pid(&self) -> Pid {
+        Pid::from_raw(i32::try_from(self.child.id()).expect("pid fits in i32"))
+    }
+
+    /// SIGKILL, unless it has already been reaped (then its PID may belong to another).
+    fn kill(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = kill(self.pid(), Signal::SIGKILL);
+        }
+    }
+
+    /// Waits for the exit, at most `limit`; `None` when it was still running.
+    fn wait_for(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Reads a pipe to the end on a thread of its own, so the child never blocks on a full pipe.
+fn drain(pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut out = String::new();
+        let _ = BufReader::new(pipe).read_to_string(&mut out);
+        out
+    })
+}
+
+/// The `rpcbench` binary, started, with threads draining its stdout and stderr.
+struct Client {
+    proc: Proc,
+    out: std::thread::JoinHandle<String>,
+    err: std::thread::JoinHandle<String>,
+    started: Instant,
+}
+
+impl Client {
+    fn start(args: &[&str]) -> Client {
+        let started = Instant::now();
+        let mut proc = Proc::spawn(
+            Command::new(env!("CARGO_BIN_EXE_rpcbench"))
+                .args(args)
+                .arg("--no-progress")
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        );
+        let out = drain(proc.child.stdout.take().expect("stdout"));
+        let err = drain(proc.child.stderr.take().expect("stderr"));
+        Client {
+            proc,
+            out,
+            err,
+            started,
+        }
+    }
+
+    /// Waits for the exit (bounded by [`CHILD_LIMIT`], else kills it and fails); returns
+    /// the exit status, stdout, stderr and how long it ran.
+    fn finish(mut self) -> (ExitStatus, String, String, Duration) {
+        let Some(status) = self.proc.wait_for(CHILD_LIMIT) else {
+            self.proc.kill();
+            panic!("rpcbench still running after {CHILD_LIMIT:?}: killed");
+        };
+        let took = self.started.elapsed();
+        let out = self.out.join().expect("stdout reader");
+        let err = self.err.join().expect("stderr reader");
+        (status, out, err, took)
+    }
+}
+
+/// Two loopback ports nothing listens on: bound, then closed again.
+fn closed_ports() -> (SocketAddr, SocketAddr) {
+    let a = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let b = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addrs = (a.local_addr().expect("addr"), b.local_addr().expect("addr"));
+    drop((a, b));
+    addrs
+}
+
+/// A field of a JSON run record as a number.
+fn num(run: &serde_json::Value, field: &str) -> u64 {
+    run[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{field} is not a number in {run}"))
+}
+
+/// The sum of a run record's `errors` map.
+fn error_sum(run: &serde_json::Value) -> u64 {
+    run["errors"]
+        .as_object()
+        .unwrap_or_else(|| panic!("errors is not an object in {run}"))
+        .values()
+        .map(|v| v.as_u64().expect("error count"))
+        .sum()
+}
+
+// ---------------------------------------------------------------------------------------
+// (1) A healthy server
+// ---------------------------------------------------------------------------------------
+
+/// Every call ok and nothing else: the clean result of a run of `calls`.
+fn assert_clean(kind: TransportKind, run: &TransportRun, calls: u64, connects: u64, what: &str) {
+    assert_accounting(kind, run, calls);
+    assert_eq!(
+        Counts::of(&run.tally),
+        Counts {
+            calls,
+            ok: calls,
+            lost: 0,
+            mismatched: 0,
+            duplicated: 0,
+            errors: BTreeMap::new(),
+            connects,
+        },
+        "{kind} ({what})"
+    );
+}
+
+fn healthy(kind: TransportKind) {
+    let echo = Echo::start();
+    let fresh = !kind.persistent();
+    // One worker: one connection for the whole run, or one per call (warm-up included).
+    let before = echo.requests();
+    let r = run(kind, echo.tcp, echo.http, &config(2000, 20, 1));
+    assert_clean(
+        kind,
+        &r,
+        2000,
+        if fresh { 2020 } else { 1 },
+        "2000 calls, 1 worker",
+    );
+    assert_eq!(r.workers, 1);
+    assert_eq!(
+        echo.requests() - before,
+        2020,
+        "{kind}: the server answered each call and warm-up call exactly once"
+    );
+
+    // Eight workers: one connection each, and the merged totals add up.
+    let before = echo.requests();
+    let r = run(kind, echo.tcp, echo.http, &config(2000, 8, 8));
+    assert_clean(
+        kind,
+        &r,
+        2000,
+        if fresh { 2008 } else { 8 },
+        "2000 calls, 8 workers",
+    );
+    assert_eq!(r.workers, 8);
+    assert_eq!(echo.requests() - before, 2008, "{kind}: 8 workers");
+
+    // A pattern reply instead of an echo.
+    let cfg = RunConfig {
+        reply: Some(1000),
+        ..config(300, 5, 1)
+    };
+    let r = run(kind, echo.tcp, echo.http, &cfg);
+    assert_clean(
+        kind,
+        &r,
+        300,
+        if fresh { 305 } else { 1 },
+        "1000-byte pattern replies",
+    );
+
+    // A 64 KiB payload each way.
+    let cfg = RunConfig {
+        payload: 64 * 1024,
+        ..config(300, 5, 1)
+    };
+    let r = run(kind, echo.tcp, echo.http, &cfg);
+    assert_clean(
+        kind,
+        &r,
+        300,
+        if fresh { 305 } else { 1 },
+        "64 KiB payloads",
+    );
+}
+
+#[test]
+fn healthy_tcp() {
+    healthy(TransportKind::Tcp);
+}
+
+#[test]
+fn healthy_tcp_connect() {
+    healthy(TransportKind::TcpConnect);
+}
+
+#[test]
+fn healthy_http_fresh() {
+    healthy(TransportKind::HttpFresh);
+}
+
+#[test]
+fn healthy_http_keepalive() {
+    healthy(TransportKind::HttpKeepalive);
+}
+
+#[test]
+fn healthy_curl_reuse() {
+    healthy(TransportKind::CurlReuse);
+}
+
+#[test]
+fn healthy_curl_fresh() {
+    healthy(TransportKind::CurlFresh);
+}
+
+// ---------------------------------------------------------------------------------------
+// (2) A misbehaving server
+// ---------------------------------------------------------------------------------------
+
+/// What a run against the misbehaving server must report, worked out from the server's
+/// record with the rules in the header of this file.
+#[derive(Debug)]
+struct Expected {
+    counts: Counts,
+    /// Lost calls the server saw (dropped or aborted), by seq.
+    lost_seen: BTreeSet<u64>,
+    /// Corrupted replies, by seq.
+    mismatched: BTreeSet<u64>,
+    /// Closes after which the next call must be lost, unseen by the server.
+    must_lose_next: BTreeSet<u64>,
+    /// Closes after which the next call may be lost, unseen (the HTTP close race).
+    may_lose_next: BTreeSet<u64>,
+}
+
+fn expect(kind: TransportKind, calls: u64, rec: &Record) -> Expected {
+    let reqs = &rec.requests;
+    let mut e = Expected {
+        counts: Counts {
+            calls,
+            ok: 0,
+            lost: 0,
+            mismatched: 0,
+            duplicated: 0,
+            errors: BTreeMap::new(),
+            connects: if kind.is_http() {
+                rec.http_connections
+            } else {
+                rec.tcp_connections
+            },
+        },
+        lost_seen: BTreeSet::new(),
+        mismatched: BTreeSet::new(),
+        must_lose_next: BTreeSet::new(),
+        may_lose_next: BTreeSet::new(),
+    };
+    for (i, r) in reqs.iter().enumerate() {
+        let next = reqs.get(i + 1);
+        if let Some(again) = next.filter(|n| n.seq == r.seq) {
+            // libcurl's resend: only curl-reuse, only after a reused connection closed with
+            // nothing received, and on a new connection. The resend decides the outcome.
+            assert!(
+                kind == TransportKind::CurlReuse
+                    && r.action == Action::Abort
+                    && r.index_on_conn > 0
+                    && again.index_on_conn == 0,
+                "{kind}: seq {} reached the server twice: {r:?} then {again:?}",
+                r.seq
+            );
+            continue;
+        }
+        let is_last = next.is_none();
+        match r.action {
+            Action::Reply => e.counts.ok += 1,
+            Action::Drop | Action::Abort => {
+                e.counts.lost += 1;
+                e.lost_seen.insert(r.seq);
+            }
+            Action::Corrupt => {
+                e.counts.mismatched += 1;
+                e.mismatched.insert(r.seq);
+            }
+            Action::Duplicate => {
+                e.counts.ok += 1;
+                // Read by the next call on the same connection, whatever that call's fate.
+                if kind == TransportKind::Tcp && next.is_some_and(|n| n.conn == r.conn) {
+                    e.counts.duplicated += 1;
+                }
+            }
+            Action::CloseAfter | Action::CloseAnnounced | Action::IdleClose => {
+                e.counts.ok += 1;
+                match kind {
+                    // After the final seen request, a call may or may not have followed.
+                    TransportKind::Tcp if is_last => {
+                        e.may_lose_next.insert(r.seq);
+                    }
+                    TransportKind::Tcp => {
+                        e.must_lose_next.insert(r.seq);
+                    }
+                    TransportKind::HttpKeepalive | TransportKind::CurlReuse
+                        if r.action == Action::CloseAfter =>
+                    {
+                        e.may_lose_next.insert(r.seq);
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    e
+}
+
+/// Runs `kind` with one worker and no warm-up against a server following `rule`, and
+/// checks the client's counts and seqs against the server's record. Returns both.
+fn misbehave(kind: TransportKind, calls: u64, rule: Rule) -> (TransportRun, Record) {
+    let server = Misbehave::start(rule);
+    let cfg = RunConfig {
+        timeout: FAST_TIMEOUT,
+        ..config(calls, 0, 1)
+    };
+    let run = run(kind, server.tcp, server.http, &cfg);
+    let rec = server.record();
+    drop(server);
+    check_against_record(kind, calls, &run, &rec);
+    (run, rec)
+}
+
+fn check_against_record(kind: TransportKind, calls: u64, run: &TransportRun, rec: &Record) {
+    let t = &run.tally;
+    let got = Counts::of(t);
+    println!("{kind}: reported {got:?}");
+    println!("{kind}: injected (n, seq, action) {:?}", rec.faults());
+    assert_accounting(kind, run, calls);
+    let mut e = expect(kind, calls, rec);
+
+    // Calls the server never saw: each must be lost, right after a close.
+    let seen: BTreeSet<u64> = rec.requests.iter().map(|r| r.seq).collect();
+    let unseen: Vec<u64> = t
+        .lost_seqs
+        .iter()
+        .copied()
+        .filter(|s| !seen.contains(s))
+        .collect();
+    assert_eq!(
+        calls - seen.len() as u64,
+        unseen.len() as u64,
+        "{kind}: every call the server never saw is lost (unseen lost seqs {unseen:?})"
+    );
+    let mut causes = BTreeSet::new();
+    for u in &unseen {
+        // The request just before it, in this run: seqs only grow, one worker.
+        let cause = rec
+            .requests
+            .iter()
+            .filter(|r| r.seq < *u)
+            .map(|r| r.seq)
+            .max();
+        let cause =
+            cause.unwrap_or_else(|| panic!("{kind}: lost seq {u} has no request before it"));
+        assert!(
+            e.must_lose_next.contains(&cause) || e.may_lose_next.contains(&cause),
+            "{kind}: seq {u} never reached the server, but the request before it ({cause}) was \
+             not a close: {:?}",
+            rec.requests.iter().find(|r| r.seq == cause)
+        );
+        assert!(
+            causes.insert(cause),
+            "{kind}: two calls lost after close {cause}"
+        );
+    }
+    for must in &e.must_lose_next {
+        assert!(
+            causes.contains(must),
+            "{kind}: the call after close {must} should be lost and unseen; unseen: {unseen:?}"
+        );
+    }
+    e.counts.lost += unseen.len() as u64;
+    assert_eq!(got, e.counts, "{kind}: reported (left) vs injected (right)");
+
+    // The seqs: every injected loss and corruption, by seq, and nothing else.
+    let lost: BTreeSet<u64> = t.lost_seqs.iter().copied().collect();
+    let expected_lost: BTreeSet<u64> = e.lost_seen.iter().chain(&unseen).copied().collect();
+    assert_eq!(lost, expected_lost, "{kind}: lost_seqs");
+    let mismatched: BTreeSet<u64> = t.mismatched_seqs.iter().copied().collect();
+    assert_eq!(mismatched, e.mismatched, "{kind}: mismatched_seqs");
+    assert!(
+        t.error_seqs.is_empty(),
+        "{kind}: error_seqs {:?}",
+        t.error_seqs
+    );
+    if !kind.persistent() {
+        assert_eq!(t.connects, calls, "{kind}: one connection per call");
+    }
+}
+
+/// The raw TCP rules: 400 calls with 2 dropped replies (400 ms of timeouts), 4 aborts, 10
+/// corruptions, 9 duplicates and 5 closes.
+fn tcp_rule() -> Rule {
+    every(
+        &[
+            (150, Action::Drop),
+            (97, Action::Abort),
+            (37, Action::Corrupt),
+            (41, Action::Duplicate),
+            (130, Action::CloseAfter),
+            (170, Action::CloseAnnounced),
+        ],
+        None,
+    )
+}
+
+#[test]
+fn misbehaving_tcp() {
+    let (run, rec) = misbehave(TransportKind::Tcp, 400, tcp_rule());
+    // The same numbers, spelt out: 5 closes, each losing the next call unseen, so the server
+    // sees 395 requests.
+    assert_eq!(rec.requests.len(), 395);
+    assert_eq!(
+        [
+            Action::Drop,
+            Action::Abort,
+            Action::Corrupt,
+            Action::Duplicate
+        ]
+        .map(|a| rec.count(a)),
+        [2, 4, 10, 9]
+    );
+    let t = &run.tally;
+    assert_eq!(
+        (t.ok, t.lost, t.mismatched, t.duplicated),
+        (379, 2 + 4 + 5, 10, 9)
+    );
+    // One connection, plus one after each of the 6 losses, 10 corruptions and 5 closes.
+    assert_eq!(t.connects, 1 + 6 + 10 + 5);
+}
+
+#[test]
+fn misbehaving_tcp_connect() {
+    let (run, rec) = misbehave(TransportKind::TcpConnect, 400, tcp_rule());
+    assert_eq!(rec.requests.len(), 400);
+    let t = &run.tally;
+    // Duplicates are never read (the connection ends with the call); closes change nothing.
+    assert_eq!(
+        (t.ok, t.lost, t.mismatched, t.duplicated),
+        (400 - 6 - 10, 6, 10, 0)
+    );
+}
+
+/// A reply sent twice is read by the next call on the connection: it is a duplicate even
+/// when that next call then fails.
+#[test]
+fn tcp_duplicate_read_by_a_failing_call_is_counted() {
+    let rule: Rule = Box::new(|n, _| match n {
+        5 | 10 | 15 => Action::Duplicate,
+        6 => Action::Drop,
+        11 => Action::Abort,
+        16 => Action::Corrupt,
+        _ => Action::Reply,
+    });
+    let (run, _) = misbehave(TransportKind::Tcp, 20, rule);
+    assert_eq!(run.tally.duplicated, 3);
+}
+
+/// The HTTP rules: 400 calls with 2 dropped replies, aborts, corruptions, announced closes
+/// and silent closes right after the reply.
+fn http_rule() -> Rule {
+    every(
+        &[
+            (150, Action::Drop),
+            (97, Action::Abort),
+            (37, Action::Corrupt),
+            (23, Action::CloseAnnounced),
+            (29, Action::CloseAfter),
+        ],
+        None,
+    )
+}
+
+#[test]
+fn misbehaving_http_fresh() {
+    let (run, rec) = misbehave(TransportKind::HttpFresh, 400, http_rule());
+    assert_eq!(rec.requests.len(), 400);
+    let t = &run.tally;
+    assert_eq!((t.ok, t.lost, t.mismatched), (400 - 6 - 10, 6, 10));
+}
+
+#[test]
+fn misbehaving_http_keepalive() {
+    let (run, rec) = misbehave(TransportKind::HttpKeepalive, 400, http_rule());
+    let t = &run.tally;
+    assert_eq!(rec.count(Action::Drop) + rec.count(Action::Abort), 6);
+    // (Announced closes never cost a call: checked against the record above.)
+    assert_eq!(t.mismatched, 10);
+    assert!(t.lost >= 6, "{t:?}");
+}
+
+#[test]
+fn misbehaving_curl_reuse() {
+    let (run, rec) = misbehave(TransportKind::CurlReuse, 400, http_rule());
+    let t = &run.tally;
+    assert_eq!(rec.count(Action::Drop), 2);
+    // libcurl resent the aborted requests of reused connections (checked request by
+    // request above); the call counts once.
+    assert!(
+        rec.requests.windows(2).any(|w| w[0].seq == w[1].seq),
+        "no resend: {:?}",
+        rec.faults()
+    );
+    assert_eq!(t.mismatched, 10);
+}
+
+#[test]
+fn misbehaving_curl_fresh() {
+    let (run, rec) = misbehave(TransportKind::CurlFresh, 400, http_rule());
+    assert_eq!(rec.requests.len(), 400);
+    let t = &run.tally;
+    assert_eq!((t.ok, t.lost, t.mismatched), (400 - 6 - 10, 6, 10));
+}
+
+/// A reply that never comes is a lost call on curl-reuse too, whether the connection was
+/// new (call 1) or reused (call 5): the request had been sent.
+#[test]
+fn curl_reuse_timeout_on_a_reused_connection_is_lost() {
+    let rule: Rule = Box::new(|n, _| match n {
+        1 | 5 => Action::Drop,
+        _ => Action::Reply,
+    });
+    let (run, rec) = misbehave(TransportKind::CurlReuse, 10, rule);
+    assert_eq!(
+        rec.requests[4].index_on_conn, 3,
+        "call 5 reused its connection"
+    );
+    assert_eq!(run.tally.lost, 2);
+    assert!(run.tally.errors.is_empty(), "{:?}", run.tally.errors);
+}
+
+/// The server closes a connection that stays idle for [`IDLE_CLOSE`] (an idle timeout).
+/// Two workers, one warm-up call each: the first warm-up request gets a reply and then the
+/// idle close, the second gets no reply, so its worker waits out the 200 ms timeout while
+/// the first worker's connection sits idle at the start line and is closed. The first
+/// measured call of that worker then finds a connection the server closed long ago.
+///
+/// Each call asks for a 300 µs server delay so that the 100 calls last long enough for
+/// both workers to take part. Which worker takes which calls is up to the scheduler, so a
+/// run where one worker took every call (seen from the server: a persistent transport
+/// opened fewer than 4 connections) is run again, at most 3 times in all.
+fn idle_close(kind: TransportKind) -> TransportRun {
+    const CALLS: u64 = 100;
+    assert!(IDLE_CLOSE * 4 < FAST_TIMEOUT);
+    for attempt in 1..=3 {
+        let server = Misbehave::start(Box::new(|n, _| match n {
+            1 => Action::IdleClose,
+            2 => Action::Drop,
+            _ => Action::Reply,
+        }));
+        let cfg = RunConfig {
+            timeout: FAST_TIMEOUT,
+            delay_us: 300,
+            ..config(CALLS, 2, 2)
+        };
+        let run = run(kind, server.tcp, server.http, &cfg);
+        let rec = server.record();
+        drop(server);
+        println!(
+            "{kind}: attempt {attempt}: reported {:?}",
+            Counts::of(&run.tally)
+        );
+        assert_accounting(kind, &run, CALLS);
+        let connections = if kind.is_http() {
+            rec.http_connections
+        } else {
+            rec.tcp_connections
+        };
+        assert_eq!(run.tally.connects, connections, "{kind}: connects");
+        // Persistent: each worker reconnects once (after the idle close, after the dropped
+        // warm-up reply). Fresh: one connection per call.
+        if kind.persistent() && connections < 4 && attempt < 3 {
+            continue;
+        }
+        let want = if kind.persistent() { 4 } else { CALLS + 2 };
+        assert_eq!(run.tally.connects, want, "{kind}: connects");
+        let seen = rec.requests.len() as u64 - 2;
+        assert_eq!(
+            run.tally.lost,
+            CALLS - seen,
+            "{kind}: a lost call is one the server never saw"
+        );
+        return run;
+    }
+    unreachable!("the last attempt returns or fails")
+}
+
+#[test]
+fn idle_close_tcp_loses_the_next_call() {
+    // The tcp transport does not look for a close before writing on its connection: the
+    // call is lost (the connection closed before the reply), unseen, then it reconnects.
+    let run = idle_close(TransportKind::Tcp);
+    assert_eq!((run.tally.ok, run.tally.lost), (99, 1));
+}
+
+#[test]
+fn idle_close_tcp_connect() {
+    let run = idle_close(TransportKind::TcpConnect);
+    assert_eq!((run.tally.ok, run.tally.lost), (100, 0));
+}
+
+#[test]
+fn idle_close_http_fresh() {
+    let run = idle_close(TransportKind::HttpFresh);
+    assert_eq!((run.tally.ok, run.tally.lost), (100, 0));
+}
+
+#[test]
+fn idle_close_http_keepalive_reconnects() {
+    // HTTP/1.1 lets a server close an idle connection at any time, and http_keepalive.rs
+    // promises to replace such a connection: the call must go out on a new one.
+    let run = idle_close(TransportKind::HttpKeepalive);
+    assert_eq!((run.tally.ok, run.tally.lost), (100, 0));
+}
+
+#[test]
+fn idle_close_curl_reuse_reconnects() {
+    let run = idle_close(TransportKind::CurlReuse);
+    assert_eq!((run.tally.ok, run.tally.lost), (100, 0));
+}
+
+#[test]
+fn idle_close_curl_fresh() {
+    let run = idle_close(TransportKind::CurlFresh);
+    assert_eq!((run.tally.ok, run.tally.lost), (100, 0));
+}
+
+// ---------------------------------------------------------------------------------------
+// (3) No server
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn no_server_every_call_is_connect_refused() {
+    let (tcp, http) = closed_ports();
+    for kind in TransportKind::ALL {
+        let cfg = RunConfig {
+            timeout: Duration::from_secs(1),
+            ..config(20, 0, 1)
+        };
+        let started = Instant::now();
+        let r = run(kind, tcp, http, &cfg);
+        let took = started.elapsed();
+        assert_accounting(kind, &r, 20);
+        assert_eq!(
+            Counts::of(&r.tally),
+            Counts {
+                calls: 20,
+                ok: 0,
+                lost: 0,
+                mismatched: 0,
+                duplicated: 0,
+                errors: BTreeMap::from([("connect_refused".to_string(), 20)]),
+                connects: 0,
+            },
+            "{kind}"
+        );
+        // Refused at once: far from 20 timeouts.
+        assert!(took < Duration::from_secs(1), "{kind}: took {took:?}");
+    }
+}
+
+#[test]
+fn no_server_binary_exits_1() {
+    let (tcp, http) = closed_ports();
+    let (tcp_port, http_port) = (tcp.port().to_string(), http.port().to_string());
+    let (status, out, err, took) = Client::start(&[
+        "--target",
+        "127.0.0.1",
+        "--tcp-port",
+        &tcp_port,
+        "--http-port",
+        &http_port,
+        "-n",
+        "20",
+        "--warmup",
+        "0",
+        "--timeout",
+        "1s",
+        "--format",
+        "json",
+    ])
+    .finish();
+    assert_eq!(status.code(), Some(1), "status {status:?}; stderr: {err}");
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    let report: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("JSON: {e}: {out}"));
+    let runs = report["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 6, "{out}");
+    for run in runs {
+        assert_eq!(num(run, "calls"), 20, "{run}");
+        assert_eq!(num(run, "ok"), 0, "{run}");
+        assert_eq!(run["errors"]["connect_refused"].as_u64(), Some(20), "{run}");
+        assert_eq!(error_sum(run), 20, "{run}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// (4) The server killed mid-run
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn server_killed_mid_run() {
+    let mut echo = Proc::spawn(
+        Command::new(env!("CARGO_BIN_EXE_rpcbench-echo"))
+            .args(["--tcp", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+    );
+    let stdout = echo.child.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let (mut tcp, mut http) = (None, None);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tcp.is_none() || http.is_none() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = rx
+            .recv_timeout(left)
+            .expect("rpcbench-echo printed its listening lines in time");
+        let addr = |rest: &str| {
+            rest.trim()
+                .parse::<SocketAddr>()
+                .expect("listening address")
+        };
+        if let Some(rest) = line.strip_prefix("listening tcp ") {
+            tcp = Some(addr(rest));
+        } else if let Some(rest) = line.strip_prefix("listening http ") {
+            http = Some(addr(rest));
+        }
+    }
+    let (tcp, http) = (tcp.unwrap(), http.unwrap());
+    assert!(tcp.ip().is_loopback() && http.ip().is_loopback());
+
+    let (tcp_port, http_port) = (tcp.port().to_string(), http.port().to_string());
+    let args = [
+        "--target",
+        "127.0.0.1",
+        "--tcp-port",
+        tcp_port.as_str(),
+        "--http-port",
+        http_port.as_str(),
+        "--duration",
+        "3s",
+        "--timeout",
+        "300ms",
+        "--format",
+        "json",
+        "--transports",
+        "tcp,http-keepalive",
+    ];
+    let client = Client::start(&args);
+    std::thread::sleep(Duration::from_secs(1));
+    echo.kill();
+    let killed = echo.wait_for(Duration::from_secs(5)).expect("echo died");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&killed),
+        Some(Signal::SIGKILL as i32)
+    );
+    let (status, out, err, took) = client.finish();
+    // Two transports of 3 s each, plus warm-up and start-up: bounded well below 20 s.
+    assert!(took < Duration::from_secs(15), "took {took:?}");
+    assert_eq!(status.code(), Some(1), "status {status:?}; stderr: {err}");
+    let report: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("JSON: {e}: {out}"));
+    let runs = report["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 2, "{out}");
+    for run in runs {
+        let name = run["transport"].as_str().expect("transport");
+        let (calls, ok) = (num(run, "calls"), num(run, "ok"));
+        let failed = num(run, "lost") + num(run, "mismatched") + error_sum(run);
+        println!(
+            "{name}: calls {calls} ok {ok} failed {failed} errors {}",
+            run["errors"]
+        );
+        assert_eq!(calls, ok + failed, "{name}: the sum rule: {run}");
+        assert!(failed > 0, "{name}: no failures after the kill: {run}");
+    }
+    // The server died during the tcp run (it had answered calls before) and stayed dead
+    // through the http-keepalive run.
+    assert_eq!(runs[0]["transport"], "tcp");
+    assert!(num(&runs[0], "ok") > 0, "{}", runs[0]);
+    assert_eq!(num(&runs[1], "ok"), 0, "{}", runs[1]);
+}
