@@ -8,8 +8,8 @@ use super::stats::{Reject, Stats};
 use crate::wire;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
-use hyper::header::{self, HeaderValue};
+use hyper::body::{Body as _, Incoming};
+use hyper::header::{self, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
@@ -25,6 +25,25 @@ use tokio::net::{TcpListener, TcpStream};
 
 /// The header a client puts its sequence number in; the server copies it to the reply.
 pub const SEQ_HEADER: &str = "x-rpcbench-seq";
+
+/// [`SEQ_HEADER`] as a header name, so lookups and inserts skip parsing the string.
+static SEQ_NAME: HeaderName = HeaderName::from_static(SEQ_HEADER);
+/// The reply header carrying the server's time for the request, `app;dur=<ms>`.
+static SERVER_TIMING: HeaderName = HeaderName::from_static("server-timing");
+
+/// Longest reply served from [`PATTERN`] without allocating.
+const STATIC_PATTERN_MAX: usize = 64 * 1024;
+
+/// Byte `j` is `j mod 256`, so `PATTERN[seq % 256..][..n]` is exactly `wire::pattern(seq, n)`.
+static PATTERN: [u8; 256 + STATIC_PATTERN_MAX] = {
+    let mut p = [0u8; 256 + STATIC_PATTERN_MAX];
+    let mut i = 0;
+    while i < p.len() {
+        p[i] = i as u8;
+        i += 1;
+    }
+    p
+};
 
 /// How often an HTTP connection checks whether it has been idle too long. A tenth of the
 /// timeout keeps the overshoot small without waking often.
@@ -237,8 +256,7 @@ async fn echo(
 ) -> Result<Response<Body>, HttpError> {
     let config = &shared.config;
     let mut params = EchoParams::parse(req.uri().query())?;
-    let seq_header = req.headers().get(SEQ_HEADER).cloned();
-    if let Some(value) = &seq_header {
+    if let Some(value) = req.headers().get(&SEQ_NAME) {
         let seq = value
             .to_str()
             .ok()
@@ -274,27 +292,28 @@ async fn echo(
     if declared.is_some_and(|n| n > u64::from(config.max_frame)) {
         return Err(HttpError::PayloadTooLarge(config.max_frame));
     }
-    let body = Limited::new(req.into_body(), config.max_frame as usize)
-        .collect()
-        .await
-        .map_err(|e| {
-            if e.is::<http_body_util::LengthLimitError>() {
-                HttpError::PayloadTooLarge(config.max_frame)
-            } else {
-                HttpError::BadRequest(format!("cannot read body: {e}"))
-            }
-        })?
-        .to_bytes();
+    let body = if req.body().is_end_stream() {
+        // No body (a GET, or Content-Length: 0): skip the collecting machinery.
+        Bytes::new()
+    } else {
+        Limited::new(req.into_body(), config.max_frame as usize)
+            .collect()
+            .await
+            .map_err(|e| {
+                if e.is::<http_body_util::LengthLimitError>() {
+                    HttpError::PayloadTooLarge(config.max_frame)
+                } else {
+                    HttpError::BadRequest(format!("cannot read body: {e}"))
+                }
+            })?
+            .to_bytes()
+    };
     if params.delay_us > 0 {
         super::sleep_until(got_it + Duration::from_micros(params.delay_us.into())).await;
     }
     let payload = match params.reply_len {
         None => body,
-        Some(n) => {
-            let mut p = Vec::with_capacity(n as usize);
-            wire::pattern(params.seq.unwrap_or(0), n as usize, &mut p);
-            Bytes::from(p)
-        }
+        Some(n) => pattern_bytes(params.seq.unwrap_or(0), n as usize),
     };
     let mut resp = Response::new(Full::new(payload));
     let headers = resp.headers_mut();
@@ -303,13 +322,69 @@ async fn echo(
         HeaderValue::from_static("application/octet-stream"),
     );
     if let Some(seq) = params.seq {
-        headers.insert(SEQ_HEADER, HeaderValue::from(seq));
+        headers.insert(SEQ_NAME.clone(), HeaderValue::from(seq));
     }
-    let dur_ms = got_it.elapsed().as_nanos() as f64 / 1e6;
-    if let Ok(v) = HeaderValue::from_str(&format!("app;dur={dur_ms:.3}")) {
-        headers.insert("server-timing", v);
-    }
+    headers.insert(SERVER_TIMING.clone(), server_timing(got_it.elapsed()));
     Ok(resp)
+}
+
+/// `n` bytes of the reply pattern for `seq`: a slice of [`PATTERN`] when it is short
+/// enough, so the common case allocates nothing.
+fn pattern_bytes(seq: u64, n: usize) -> Bytes {
+    if n <= STATIC_PATTERN_MAX {
+        let start = (seq % 256) as usize;
+        Bytes::from_static(&PATTERN[start..start + n])
+    } else {
+        let mut p = Vec::with_capacity(n);
+        wire::pattern(seq, n, &mut p);
+        Bytes::from(p)
+    }
+}
+
+/// Longest `server-timing` value: `app;dur=`, 20 digits of a u64, `.` and 3 decimals.
+const TIMING_MAX: usize = 32;
+
+/// The `server-timing` header for a request that took `took`.
+fn server_timing(took: Duration) -> HeaderValue {
+    let mut buf = [0u8; TIMING_MAX];
+    let len = write_server_timing(took, &mut buf);
+    HeaderValue::from_bytes(&buf[..len]).expect("digits and `app;dur=.` are valid header bytes")
+}
+
+/// Writes `app;dur=<milliseconds with 3 decimals>` into `buf` with integer arithmetic and
+/// returns its length (a float `format!` was a measurable share of a request's CPU time).
+fn write_server_timing(took: Duration, buf: &mut [u8; TIMING_MAX]) -> usize {
+    const PREFIX: &[u8] = b"app;dur=";
+    // Round to the microsecond, as `{:.3}` of the milliseconds would; u64 arithmetic only.
+    let micros = took
+        .as_secs()
+        .saturating_mul(1_000_000)
+        .saturating_add(u64::from((took.subsec_nanos() + 500) / 1000));
+    let (whole_ms, frac) = (micros / 1000, (micros % 1000) as u32);
+    let mut digits = [0u8; 20];
+    let n = write_decimal(whole_ms, &mut digits);
+    let mut len = PREFIX.len();
+    buf[..len].copy_from_slice(PREFIX);
+    buf[len..len + n].copy_from_slice(&digits[digits.len() - n..]);
+    len += n;
+    buf[len] = b'.';
+    buf[len + 1] = b'0' + (frac / 100) as u8;
+    buf[len + 2] = b'0' + (frac / 10 % 10) as u8;
+    buf[len + 3] = b'0' + (frac % 10) as u8;
+    len + 4
+}
+
+/// Writes `n` in decimal at the end of `buf`; returns how many bytes it took.
+fn write_decimal(mut n: u64, buf: &mut [u8; 20]) -> usize {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return buf.len() - i;
+        }
+    }
 }
 
 fn text(status: StatusCode, body: &str) -> Response<Body> {
@@ -397,6 +472,41 @@ impl AsyncWrite for CountingIo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn server_timing_is_milliseconds_with_microseconds() {
+        for (took, text) in [
+            (Duration::ZERO, "app;dur=0.000"),
+            (Duration::from_nanos(1_499), "app;dur=0.001"),
+            (Duration::from_micros(1_500), "app;dur=1.500"),
+            (Duration::from_millis(12_345), "app;dur=12345.000"),
+            (Duration::from_nanos(999_999_600), "app;dur=1000.000"),
+        ] {
+            assert_eq!(server_timing(took).to_str().unwrap(), text);
+            // The same as the float formatting it replaces.
+            let float = format!("app;dur={:.3}", took.as_nanos() as f64 / 1e6);
+            assert_eq!(server_timing(took).to_str().unwrap(), float);
+        }
+    }
+
+    #[test]
+    fn static_pattern_slices_match_the_wire_pattern() {
+        for (seq, n) in [
+            (0, 0),
+            (255, 3),
+            (1_000_003, 100),
+            (7, STATIC_PATTERN_MAX),
+            (9, STATIC_PATTERN_MAX + 1),
+        ] {
+            let mut expected = Vec::new();
+            wire::pattern(seq, n, &mut expected);
+            assert_eq!(
+                &pattern_bytes(seq, n)[..],
+                &expected[..],
+                "seq {seq} len {n}"
+            );
+        }
+    }
 
     #[test]
     fn query_parsing() {
