@@ -53,23 +53,8 @@ type Body = Full<Bytes>;
 
 /// Accepts connections until shutdown starts.
 pub(super) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    let shutdown = shared.shutdown.clone();
     let builder = Arc::new(auto::Builder::new(TokioExecutor::new()));
-    loop {
-        let stream = tokio::select! {
-            res = listener.accept() => match res {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    tracing::warn!("http accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            },
-            _ = super::stopping(shutdown.clone()) => return,
-        };
-        let Some(guard) = shared.admit(|s: &Stats| &s.http) else {
-            continue;
-        };
+    while let Some((stream, guard)) = shared.next_connection(&listener, |s: &Stats| &s.http).await {
         let shared = shared.clone();
         let builder = builder.clone();
         tokio::spawn(async move {

@@ -141,6 +141,34 @@ impl Drop for ConnGuard {
 }
 
 impl Shared {
+    /// Waits for the next connection the server may serve; `None` once shutdown starts.
+    ///
+    /// Accept errors (EMFILE and friends) back off briefly rather than spin; connections
+    /// above the limit are closed at once and counted, and the wait goes on.
+    pub async fn next_connection(
+        &self,
+        listener: &tokio::net::TcpListener,
+        which: fn(&Stats) -> &ProtoCounters,
+    ) -> Option<(tokio::net::TcpStream, ConnGuard)> {
+        loop {
+            let stream = tokio::select! {
+                res = listener.accept() => match res {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        tracing::warn!("accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                },
+                _ = stopping(self.shutdown.clone()) => return None,
+            };
+            // Dropping a refused stream closes it.
+            if let Some(guard) = self.admit(which) {
+                return Some((stream, guard));
+            }
+        }
+    }
+
     /// Admits a new connection, or counts and refuses it when the limit is reached.
     pub fn admit(&self, which: fn(&Stats) -> &ProtoCounters) -> Option<ConnGuard> {
         let counters = which(&self.stats);

@@ -19,23 +19,7 @@ const READ_CHUNK: usize = 64 * 1024;
 
 /// Accepts connections until shutdown starts.
 pub(super) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    let shutdown = shared.shutdown.clone();
-    loop {
-        let stream = tokio::select! {
-            res = listener.accept() => match res {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    // EMFILE and friends: back off briefly rather than spin.
-                    tracing::warn!("tcp accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            },
-            _ = super::stopping(shutdown.clone()) => return,
-        };
-        let Some(guard) = shared.admit(|s: &Stats| &s.tcp) else {
-            continue; // Dropping the stream closes it at once.
-        };
+    while let Some((stream, guard)) = shared.next_connection(&listener, |s: &Stats| &s.tcp).await {
         let shared = shared.clone();
         tokio::spawn(async move {
             let _guard = guard;
