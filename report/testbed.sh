@@ -16,6 +16,7 @@
 #
 # Usage: report/testbed.sh [--calls N] [--payload BYTES] [--dns-delay DUR] [--delay-us US]
 #                          [--pin same|cross|none] [--out DIR] [--no-peers] [--rounds R]
+#                          [--peer-calls N]
 set -euo pipefail
 
 CALLS=1000
@@ -26,6 +27,7 @@ PIN=same
 ROUNDS=1
 OUT=report
 PEERS=1
+PEER_CALLS=20000
 usage() {
     sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
     exit 2
@@ -40,6 +42,7 @@ while [ $# -gt 0 ]; do
         --rounds) ROUNDS=$2; shift 2 ;;
         --out) OUT=$2; shift 2 ;;
         --no-peers) PEERS=0; shift ;;
+        --peer-calls) PEER_CALLS=$2; shift 2 ;;
         -h|--help) usage ;;
         *) echo "testbed.sh: unknown option $1" >&2; usage ;;
     esac
@@ -56,7 +59,8 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 HERE=$(cd "$(dirname "$0")/.." && pwd)
-BIN=$HERE/target/release
+# The binaries: RPCBENCH_BIN_DIR when set (the tests pass the ones they were built with).
+BIN=${RPCBENCH_BIN_DIR:-$HERE/target/release}
 SRV=rb-srv
 CLI=rb-cli
 SRV_IP=10.77.0.1
@@ -108,6 +112,9 @@ for ns in "$SRV" "$CLI"; do
 done
 ip -n "$SRV" link set rb-veth-s up
 ip -n "$CLI" link set rb-veth-c up
+# Tens of thousands of client-closed connections (tcp-connect, the peers) would exhaust the
+# ephemeral ports within TIME_WAIT; loopback reuses them by default, a veth does not.
+ip netns exec "$CLI" sysctl -qw net.ipv4.tcp_tw_reuse=1
 mkdir -p "/etc/netns/$CLI"
 # `ip netns exec` bind-mounts this over /etc/resolv.conf inside rb-cli: getaddrinfo and
 # hickory's system configuration both ask our responder, and nothing else.
@@ -159,7 +166,7 @@ stop_server
 # 4. Peers on the same hosts and placement.
 PEER_ARGS=()
 if [ "$PEERS" = 1 ]; then
-    "$HERE/report/peers.sh" --pin "$PIN" --server-ip "$SRV_IP" \
+    "$HERE/report/peers.sh" --no-build --pin "$PIN" --server-ip "$SRV_IP" --calls "$PEER_CALLS" \
         --server-exec "ip netns exec $SRV" --client-exec "ip netns exec $CLI" \
         --json "$OUT/testbed-peers.json" | tee "$WORK/peers.txt"
     PEER_ARGS=(--peers "$OUT/testbed-peers.json")

@@ -29,33 +29,18 @@ impl HttpKeepalive {
             connects: 0,
         }
     }
-
-    /// Drops the connection if the server closed it while we were away. The connection
-    /// task runs only while we block on the runtime, so it has not seen a close that came
-    /// between calls: two yields let the runtime read the EOF and the task act on it. This
-    /// is the check libcurl makes before it reuses a connection.
-    fn drop_if_closed(&mut self) {
-        if let Some(sender) = &self.sender {
-            if !sender.is_closed() {
-                self.rt.block_on(async {
-                    tokio::task::yield_now().await;
-                    tokio::task::yield_now().await;
-                });
-            }
-            if sender.is_closed() {
-                self.sender = None;
-            }
-        }
-    }
 }
 
 impl Transport for HttpKeepalive {
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
         let deadline = Instant::now() + self.timeout;
-        self.drop_if_closed();
         let mut req = http::request(&self.endpoint, call, false)?;
-        // At most two tries: a request hyper hands back unsent (the connection closed under
-        // it) is sent once more on a new connection; a request that went out is never resent.
+        // At most two tries, as libcurl does: when a connection that already served calls
+        // turns out closed (the server's idle timeout closed it while we were away), the
+        // request goes once more on a new connection. hyper hands it back when it saw the
+        // close before writing; when it wrote first and then read EOF with no reply byte,
+        // the server closed before reading it, and a copy is sent. A reply that started,
+        // or a new connection that fails, is never retried.
         for attempt in 0..2 {
             let HttpKeepalive {
                 rt,
@@ -70,6 +55,7 @@ impl Transport for HttpKeepalive {
                 Some(_) => None,
                 None => Some(endpoint.http_addr(deadline, phases)?),
             };
+            let reused = addr.is_none();
             let connecting = Cell::new(addr.is_some());
             let sent = rt.block_on(http::within(remaining(deadline)?, &connecting, async {
                 let sender = match (sender, addr) {
@@ -95,9 +81,13 @@ impl Transport for HttpKeepalive {
                         server,
                     });
                 }
-                Err(SendError::Unsent(back)) if attempt == 0 => {
+                Err(SendError::Unsent(back)) if attempt == 0 && reused => {
                     self.sender = None;
                     req = *back;
+                }
+                Err(SendError::Failed(CallError::Closed)) if attempt == 0 && reused => {
+                    self.sender = None;
+                    req = http::request(&self.endpoint, call, false)?;
                 }
                 Err(SendError::Unsent(_)) => return Err(CallError::Closed),
                 Err(SendError::Failed(e)) => return Err(e),

@@ -1,0 +1,187 @@
+//! A minimal blocking connect-per-call reference (netperf's TCP_CRR shape) for the raw TCP
+//! protocol, to check that rpcbench's `tcp-connect` transport measures the network and not
+//! itself. Plain `std::net`, no runtime, no timeouts, nothing but the calls.
+//!
+//! ```text
+//! cargo run --release --example crr_ref -- server ADDR
+//! cargo run --release --example crr_ref -- client ADDR N [--payload BYTES] [--warmup W]
+//! ```
+//!
+//! `server ADDR` listens on ADDR (port 0 picks a free port), prints `listening ADDR` with the
+//! real address, and serves each connection on its own thread: it reads one request frame,
+//! writes a real [`Response`] (same seq, status 0, server_ns 0, the request's payload, or the
+//! pattern when `reply_len` is set), and closes.
+//!
+//! `client ADDR N` makes W warm-up calls (default 100) and then N timed calls, one after the
+//! other: connect (blocking `connect(2)`), TCP_NODELAY, write a request frame of a 64-byte
+//! payload, read the whole reply frame, check seq, status and payload, close. Each call is
+//! timed with `std::time::Instant` from before connect to after the close, which is what
+//! rpcbench times for its fresh transports (`src/runner.rs` records the latency after
+//! `end_call`, which closes the connection). It also works against rpcbench-echo's
+//! TCP port, which speaks the same protocol and closes when the client does. The last line
+//! is `mean_us <mean>`, over the N timed calls.
+
+use rpcbench::wire::{self, LEN_PREFIX, Request, Response, ResponseRef, Status};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+const USAGE: &str =
+    "usage: crr_ref server ADDR\n       crr_ref client ADDR N [--payload BYTES] [--warmup W]";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("server") if args.len() == 2 => server(&args[1]),
+        Some("client") if args.len() >= 3 => client(&args[1..]),
+        Some("-h" | "--help") => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        _ => {
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("crr_ref: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Reads one whole frame (prefix and body) into `buf`; returns the body's range.
+fn read_frame(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<std::ops::Range<usize>> {
+    let mut prefix = [0; LEN_PREFIX];
+    stream.read_exact(&mut prefix)?;
+    let len = wire::check_len(prefix, wire::DEFAULT_MAX_FRAME)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    buf.clear();
+    buf.resize(len, 0);
+    stream.read_exact(buf)?;
+    Ok(0..len)
+}
+
+fn server(addr: &str) -> Result<(), String> {
+    let listener = TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    println!("listening tcp {local}");
+    // Whoever starts us waits for that line.
+    std::io::stdout().flush().map_err(|e| e.to_string())?;
+    for conn in listener.incoming() {
+        let Ok(stream) = conn else { continue };
+        std::thread::spawn(move || {
+            if let Err(e) = serve_one(stream) {
+                eprintln!("crr_ref server: {e}");
+            }
+        });
+    }
+    Ok(())
+}
+
+/// One request, one reply, close.
+fn serve_one(mut stream: TcpStream) -> std::io::Result<()> {
+    stream.set_nodelay(true)?;
+    let mut buf = Vec::with_capacity(256);
+    let body = read_frame(&mut stream, &mut buf)?;
+    let req: Request = wire::decode_body(&buf[body])
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    let payload = match req.reply_len {
+        None => req.payload,
+        Some(n) => {
+            let mut p = Vec::with_capacity(n as usize);
+            wire::pattern(req.seq, n as usize, &mut p);
+            p
+        }
+    };
+    let resp = Response {
+        seq: req.seq,
+        status: Status::Ok as u8,
+        server_ns: 0,
+        payload,
+    };
+    let mut out = Vec::with_capacity(resp.payload.len() + 32);
+    wire::encode_frame(&resp, &mut out);
+    stream.write_all(&out)
+    // Dropping the stream closes it.
+}
+
+fn client(args: &[String]) -> Result<(), String> {
+    let addr: SocketAddr = args[0]
+        .parse()
+        .map_err(|e| format!("address {:?}: {e}", args[0]))?;
+    let calls: u64 = args[1]
+        .parse()
+        .map_err(|e| format!("N {:?}: {e}", args[1]))?;
+    if calls == 0 {
+        return Err("N must be at least 1".into());
+    }
+    let mut payload_len = 64usize;
+    let mut warmup = 100u64;
+    let mut it = args[2..].iter();
+    while let Some(flag) = it.next() {
+        let value = it.next().ok_or(format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--payload" => payload_len = value.parse().map_err(|e| format!("--payload: {e}"))?,
+            "--warmup" => warmup = value.parse().map_err(|e| format!("--warmup: {e}"))?,
+            _ => return Err(format!("unknown flag {flag}\n{USAGE}")),
+        }
+    }
+    let payload: Vec<u8> = (0..payload_len).map(|i| i as u8).collect();
+    let mut out = Vec::with_capacity(payload_len + 32);
+    let mut inbuf = Vec::with_capacity(payload_len + 32);
+    let mut total = Duration::ZERO;
+    let mut max = Duration::ZERO;
+    for seq in 1..=warmup + calls {
+        let started = Instant::now();
+        let mut stream =
+            TcpStream::connect(addr).map_err(|e| format!("call {seq}: connect {addr}: {e}"))?;
+        stream
+            .set_nodelay(true)
+            .map_err(|e| format!("call {seq}: TCP_NODELAY: {e}"))?;
+        out.clear();
+        wire::encode_frame(
+            &Request {
+                seq,
+                reply_len: None,
+                delay_us: 0,
+                // The copy is a 64-byte memcpy; it keeps the reference to the public types.
+                payload: payload.clone(),
+            },
+            &mut out,
+        );
+        stream
+            .write_all(&out)
+            .map_err(|e| format!("call {seq}: write: {e}"))?;
+        let body =
+            read_frame(&mut stream, &mut inbuf).map_err(|e| format!("call {seq}: read: {e}"))?;
+        let resp: ResponseRef =
+            wire::decode_body(&inbuf[body]).map_err(|e| format!("call {seq}: bad reply: {e}"))?;
+        if resp.seq != seq || resp.status != Status::Ok as u8 || resp.payload != payload {
+            return Err(format!(
+                "call {seq}: wrong reply (seq {}, status {}, {} payload bytes)",
+                resp.seq,
+                resp.status,
+                resp.payload.len()
+            ));
+        }
+        drop(stream);
+        let took = started.elapsed();
+        if seq > warmup {
+            total += took;
+            max = max.max(took);
+        }
+    }
+    let mean_us = total.as_secs_f64() * 1e6 / calls as f64;
+    println!("calls {calls}");
+    println!("warmup {warmup}");
+    println!("max_us {:.3}", max.as_secs_f64() * 1e6);
+    println!("mean_us {mean_us:.3}");
+    Ok(())
+}

@@ -1,0 +1,526 @@
+#!/usr/bin/env bash
+# rpcbench against established tools measuring the same thing, side by side in one run, so
+# that rpcbench is shown not to be what it measures. Each pair runs back to back:
+#
+#   tcp             sockperf ping-pong --tcp -m 64 --full-rtt (its own server, sockperf sr)
+#   tcp-connect     examples/crr_ref.rs: a blocking std::net connect-per-call client, against
+#                   its own thread-per-connection server, and against rpcbench-echo
+#   http-keepalive  1 / (requests/s) of wrk -t1 -c1, POST of 64 bytes to rpcbench-echo /echo
+#   http-fresh      1 / (requests/s) of ab -n 20000 -c 1 (no -k), POST of 64 bytes, same server
+#   curl-reuse      one curl process POSTing 64 bytes to the same URL 1000 times on one
+#                   connection; the mean of its per-transfer %{time_total}
+#
+# rpcbench runs `--names ip --transports T -n CALLS --warmup 200 --format json` against the
+# same rpcbench-echo (--threads 1); its figure is runs[0].latency_us.mean. A pair passes when
+# rpcbench's mean is at most 1.3 times the peer's.
+#
+# Debian packages it needs (for .ci/run): sockperf wrk apache2-utils curl python3 iproute2
+# util-linux (plus cargo to build rpcbench, rpcbench-echo and examples/crr_ref).
+#
+# Usage: report/peers.sh [options]
+#   --pin same|cross|none   same: servers and clients on CPU 0; cross: servers on CPU 0,
+#                           clients on CPU 1; none: no pinning (default same)
+#   --calls N               rpcbench calls per transport and crr_ref calls (default 20000)
+#   --ab-requests N         ab -n (default 20000)
+#   --curl-fetches N        curl transfers in its one process (default 1000)
+#   --seconds S             sockperf -t and wrk -d (default 5)
+#   --rounds R              measure every pair R times, the peer first in odd rounds and
+#                           rpcbench first in even ones; a figure is the mean of its R means
+#                           (default 1)
+#   --raw DIR               also keep every tool's raw output (and rpcbench's JSON) in DIR
+#   --json FILE             also write the pairs as JSON (the Peers shape of src/site/mod.rs)
+#   --server-ip IP          address the servers listen on and the clients call (default
+#                           127.0.0.1)
+#   --server-exec PREFIX    command prefix for the servers, e.g. "ip netns exec rb-srv"
+#   --client-exec PREFIX    command prefix for the clients, e.g. "ip netns exec rb-cli"
+#   --no-build              use the binaries already in target/release
+#
+# Many short connections: on loopback the kernel reuses TIME_WAIT ports (tcp_tw_reuse=2, the
+# default); between namespaces it does not, and about 40000 client-closed connections to one
+# port (rpcbench tcp-connect plus crr_ref against rpcbench-echo) within a minute can exhaust
+# the default ephemeral range (28232 ports): set net.ipv4.tcp_tw_reuse=1 in the client's namespace there, or
+# lower --calls.
+#
+# Exit status: 0 when every pair was measured (whether or not it passes: the table, and
+# `rpcbench report --peers FILE`, judge), 1 when a tool or a call failed, 2 bad usage.
+#
+# Servers listen on port 0 (rpcbench-echo and crr_ref print the port they got) or, for
+# sockperf, on a port found free just before, never on a fixed port. Every process the script
+# starts is killed by PID when it exits, also on failure.
+set -euo pipefail
+
+usage() {
+    sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'
+}
+
+die() {
+    echo "peers.sh: $*" >&2
+    exit 1
+}
+
+pin=same
+calls=20000
+ab_requests=20000
+curl_fetches=1000
+secs=5
+rounds=1
+raw_dir=""
+json_out=""
+server_ip=127.0.0.1
+server_exec=""
+client_exec=""
+build=1
+while (($# > 0)); do
+    case "$1" in
+    --pin | --calls | --ab-requests | --curl-fetches | --seconds | --rounds | --raw | --json | \
+        --server-ip | --server-exec | --client-exec)
+        (($# >= 2)) || die "$1 needs a value"
+        case "$1" in
+        --pin) pin=$2 ;;
+        --calls) calls=$2 ;;
+        --ab-requests) ab_requests=$2 ;;
+        --curl-fetches) curl_fetches=$2 ;;
+        --seconds) secs=$2 ;;
+        --rounds) rounds=$2 ;;
+        --raw) raw_dir=$2 ;;
+        --json) json_out=$2 ;;
+        --server-ip) server_ip=$2 ;;
+        --server-exec) server_exec=$2 ;;
+        --client-exec) client_exec=$2 ;;
+        esac
+        shift 2
+        ;;
+    --no-build)
+        build=0
+        shift
+        ;;
+    -h | --help)
+        usage
+        exit 0
+        ;;
+    *)
+        echo "peers.sh: unknown argument: $1" >&2
+        usage >&2
+        exit 2
+        ;;
+    esac
+done
+
+for n in "$calls" "$ab_requests" "$curl_fetches" "$secs" "$rounds"; do
+    [[ $n =~ ^[1-9][0-9]*$ ]] || {
+        echo "peers.sh: counts and seconds must be positive integers, not '$n'" >&2
+        exit 2
+    }
+done
+case "$pin" in
+same)
+    server_cpu=0 client_cpu=0
+    placement="same core (CPU 0)"
+    ;;
+cross)
+    server_cpu=0 client_cpu=1
+    placement="cross core (servers CPU 0, clients CPU 1)"
+    ;;
+none)
+    server_cpu="" client_cpu=""
+    placement="not pinned"
+    ;;
+*)
+    echo "peers.sh: --pin must be same, cross or none" >&2
+    exit 2
+    ;;
+esac
+if [[ $pin == cross ]] && (($(nproc) < 2)); then
+    die "--pin cross needs at least 2 CPUs"
+fi
+
+# The prefixes are split on blanks into words, like a shell would without quotes.
+read -ra srv_exec <<<"$server_exec"
+read -ra cli_exec <<<"$client_exec"
+srv=("${srv_exec[@]}")
+cli=("${cli_exec[@]}")
+if [[ -n $server_cpu ]]; then
+    srv+=(taskset -c "$server_cpu")
+    cli+=(taskset -c "$client_cpu")
+fi
+# IPv6 literals need brackets in URLs and socket addresses.
+if [[ $server_ip == *:* ]]; then host="[$server_ip]"; else host=$server_ip; fi
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+for tool in taskset sockperf wrk ab curl python3 ss; do
+    command -v "$tool" >/dev/null || die "$tool is required (apt-get install -y sockperf wrk apache2-utils curl python3 iproute2 util-linux)"
+done
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/peers.XXXXXX")
+pids=()
+
+cleanup() {
+    local rc=$?
+    local pid
+    for pid in "${pids[@]}"; do
+        kill "$pid" 2>/dev/null || true
+    done
+    for pid in "${pids[@]}"; do
+        wait "$pid" 2>/dev/null || true
+    done
+    rm -rf "$tmp"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+[[ -z $raw_dir ]] || mkdir -p "$raw_dir"
+
+# Off loopback the kernel keeps each client-closed connection's port in TIME_WAIT for 60 s
+# unless tcp_tw_reuse is 1 (2, the default, reuses on loopback only).
+case "$server_ip" in
+127.* | ::1) ;;
+*)
+    tw=$("${cli_exec[@]}" cat /proc/sys/net/ipv4/tcp_tw_reuse 2>/dev/null || echo "?")
+    per_port=$(((calls + 200) * rounds + (calls + 100) * rounds))
+    if [[ $tw != 1 ]] && ((per_port > 25000)); then
+        echo "peers.sh: warning: about $per_port client-closed connections to one port within" \
+            "minutes, with net.ipv4.tcp_tw_reuse=$tw on the client's side: connects may fail" \
+            "for want of ephemeral ports (set it to 1 in the client's namespace, or lower --calls)" >&2
+    fi
+    ;;
+esac
+
+# Prints a command as one shell-quoted line.
+show() {
+    local out="" word
+    for word in "$@"; do
+        if [[ $word =~ ^[A-Za-z0-9_./:=@%,+-]+$ ]]; then
+            out+="$word "
+        else
+            out+="$(printf '%q' "$word") "
+        fi
+    done
+    printf '%s\n' "${out% }"
+}
+
+# ---- build ------------------------------------------------------------------------------
+if ((build)); then
+    echo "building (release) ..." >&2
+    cargo build --release --quiet --bin rpcbench --bin rpcbench-echo --example crr_ref
+fi
+rb_bin="$root/target/release/rpcbench"
+echo_bin="$root/target/release/rpcbench-echo"
+crr_bin="$root/target/release/examples/crr_ref"
+for b in "$rb_bin" "$echo_bin" "$crr_bin"; do
+    [[ -x $b ]] || die "$b is missing: build it (or drop --no-build)"
+done
+
+# ---- servers ----------------------------------------------------------------------------
+# Waits for a `listening PROTO ADDR` line in FILE and prints ADDR's port.
+listen_port() {
+    local file=$1 proto=$2 pid=$3 addr
+    for _ in $(seq 100); do
+        addr=$(awk -v p="$proto" '$1 == "listening" && $2 == p { print $3; exit }' "$file")
+        if [[ -n $addr ]]; then
+            printf '%s\n' "${addr##*:}"
+            return 0
+        fi
+        kill -0 "$pid" 2>/dev/null || die "server exited: $(cat "$file.err" 2>/dev/null)"
+        sleep 0.1
+    done
+    die "no 'listening $proto' line in $file"
+}
+
+echo_cmd=("${srv[@]}" "$echo_bin" --threads 1 --tcp "$host:0" --http "$host:0")
+"${echo_cmd[@]}" >"$tmp/echo.out" 2>"$tmp/echo.out.err" &
+echo_pid=$!
+pids+=("$echo_pid")
+echo_tcp_port=$(listen_port "$tmp/echo.out" tcp "$echo_pid")
+echo_http_port=$(listen_port "$tmp/echo.out" http "$echo_pid")
+
+crr_srv_cmd=("${srv[@]}" "$crr_bin" server "$host:0")
+"${crr_srv_cmd[@]}" >"$tmp/crr.out" 2>"$tmp/crr.out.err" &
+crr_pid=$!
+pids+=("$crr_pid")
+crr_port=$(listen_port "$tmp/crr.out" tcp "$crr_pid")
+
+# sockperf cannot listen on port 0: take a port free on the server's side just now, and try
+# again with another if someone took it in between.
+sockperf_port=""
+for _ in 1 2 3; do
+    port=$("${srv_exec[@]}" python3 -c 'import socket, sys
+s = socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)
+s.bind((sys.argv[1], 0))
+print(s.getsockname()[1])' "$server_ip")
+    sp_srv_cmd=("${srv[@]}" sockperf server --tcp -i "$server_ip" -p "$port")
+    "${sp_srv_cmd[@]}" >"$tmp/sockperf_srv.out" 2>&1 &
+    sp_pid=$!
+    for _ in $(seq 50); do
+        kill -0 "$sp_pid" 2>/dev/null || break
+        if [[ -n $("${srv_exec[@]}" ss -Hltn "sport = :$port") ]]; then
+            sockperf_port=$port
+            break
+        fi
+        sleep 0.1
+    done
+    if [[ -n $sockperf_port ]]; then
+        pids+=("$sp_pid")
+        break
+    fi
+    kill "$sp_pid" 2>/dev/null || true
+    wait "$sp_pid" 2>/dev/null || true
+done
+[[ -n $sockperf_port ]] || die "sockperf server did not start: $(cat "$tmp/sockperf_srv.out")"
+
+# ---- request bodies ---------------------------------------------------------------------
+# 64 bytes, like rpcbench's default payload.
+body_file="$tmp/body64"
+printf '%064d' 0 >"$body_file"
+echo_url="http://$host:$echo_http_port/echo"
+wrk_lua="$tmp/post64.lua"
+cat >"$wrk_lua" <<EOF
+wrk.method = "POST"
+wrk.body = string.rep("0", 64)
+wrk.headers["Content-Type"] = "application/octet-stream"
+EOF
+curl_cfg="$tmp/curl.cfg"
+{
+    echo "silent"
+    echo "data-binary = \"@$body_file\""
+    echo "header = \"Content-Type: application/octet-stream\""
+    # curl expands the \n itself.
+    printf '%s\n' 'write-out = "%{http_code} %{time_total} %{num_connects}\n"'
+    for _ in $(seq "$curl_fetches"); do
+        echo "url = \"$echo_url\""
+        echo 'output = "/dev/null"'
+    done
+} >"$curl_cfg"
+
+# ---- header -----------------------------------------------------------------------------
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [[ -n $(git status --porcelain --untracked-files=no 2>/dev/null) ]]; then
+    commit="$commit (plus uncommitted changes)"
+fi
+cpu_model=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+# (wrk -v exits 1; head may cut the others short.)
+sp_version=$(sockperf --version 2>&1 | awk '/version/ { print $3; exit }' || true)
+wrk_version=$(wrk -v 2>&1 | head -n 1 | sed 's/ Copyright.*//' || true)
+ab_version=$(ab -V 2>&1 | head -n 1 | sed 's/^This is //' || true)
+curl_version=$(curl --version | head -n 1 | cut -d' ' -f1-3 || true)
+cat <<EOF
+# rpcbench against peers ($(date -u '+%Y-%m-%d %H:%M UTC'))
+commit:     $commit
+kernel:     $(uname -sr)
+cpu:        ${cpu_model:-unknown} ($(nproc) CPUs online)
+placement:  $placement
+servers:    $(show "${echo_cmd[@]}")
+            $(show "${crr_srv_cmd[@]}")
+            $(show "${sp_srv_cmd[@]}")
+tools:      sockperf $sp_version; $wrk_version; $ab_version; $curl_version
+rpcbench:   $("$rb_bin" --version)
+load avg:   $load_before (before the runs)
+rounds:     $rounds (rpcbench -n $calls --warmup 200 per transport and round)
+
+EOF
+
+# Busy (non-idle) jiffies per CPU, as "cpuN busy total" lines.
+cpu_jiffies() {
+    awk '$1 ~ /^cpu[0-9]+$/ { b = 0; for (i = 2; i <= NF; i++) b += $i; print $1, b - $5 - $6, b }' /proc/stat
+}
+cpu_before=$(cpu_jiffies)
+
+# ---- measurements -----------------------------------------------------------------------
+# Each function runs one measurement and prints the mean round trip in µs; the commands go
+# to stderr, the raw outputs to $tmp (and to --raw DIR).
+
+# Saves a raw output file under a name that says which round it came from.
+keep() {
+    [[ -z $raw_dir ]] || cp "$1" "$raw_dir/round${round}_$(basename "$1")"
+}
+
+rb_run() {
+    local transport=$1 file="$tmp/rpcbench_$1.json"
+    local cmd=("${cli[@]}" "$rb_bin" --target "$server_ip" --tcp-port "$echo_tcp_port"
+        --http-port "$echo_http_port" --names ip --transports "$transport" -n "$calls"
+        --warmup 200 --format json --no-progress)
+    echo "  $(show "${cmd[@]}")" >&2
+    "${cmd[@]}" >"$file" || die "rpcbench $transport failed (exit $?)"
+    keep "$file"
+    python3 - "$file" "$calls" <<'PY'
+import json, sys
+run = json.load(open(sys.argv[1]))["runs"][0]
+calls = int(sys.argv[2])
+if run["ok"] != calls:
+    sys.exit(f"rpcbench {run['transport']}: {run['ok']} ok of {calls} calls")
+print(run["latency_us"]["mean"])
+PY
+}
+
+sp_cmd=("${cli[@]}" sockperf ping-pong --tcp -i "$server_ip" -p "$sockperf_port" -m 64
+    --full-rtt -t "$secs")
+peer_tcp() {
+    local file="$tmp/sockperf.out" mean
+    echo "  $(show "${sp_cmd[@]}")" >&2
+    "${sp_cmd[@]}" >"$file" 2>&1 || die "sockperf failed: $(cat "$file")"
+    sed -i 's/\x1b\[[0-9;]*m//g' "$file"
+    keep "$file"
+    mean=$(awk '/Summary: Round trip is/ { print $(NF - 1) }' "$file")
+    [[ -n $mean ]] || die "cannot parse sockperf output:"$'\n'"$(cat "$file")"
+    grep -q 'dropped messages = 0; # duplicated messages = 0; # out-of-order messages = 0' \
+        "$file" || die "sockperf lost messages: $(grep dropped "$file")"
+    echo "$mean"
+}
+
+crr_client_cmd() { show "${cli[@]}" "$crr_bin" client "$host:$1" "$calls"; }
+crr_run() {
+    local port=$1 file="$tmp/crr_$2.out" mean
+    local cmd=("${cli[@]}" "$crr_bin" client "$host:$port" "$calls")
+    echo "  $(show "${cmd[@]}")" >&2
+    "${cmd[@]}" >"$file" || die "crr_ref client failed"
+    keep "$file"
+    mean=$(awk '$1 == "mean_us" { print $2 }' "$file")
+    [[ -n $mean ]] || die "cannot parse crr_ref output:"$'\n'"$(cat "$file")"
+    echo "$mean"
+}
+peer_crr_own() { crr_run "$crr_port" own; }
+peer_crr_echo() { crr_run "$echo_tcp_port" echo; }
+
+wrk_cmd=("${cli[@]}" wrk -t1 -c1 -d"${secs}s" -s "$wrk_lua" "$echo_url")
+peer_wrk() {
+    local file="$tmp/wrk.out" rps
+    echo "  $(show "${wrk_cmd[@]}")" >&2
+    "${wrk_cmd[@]}" >"$file" 2>&1 || die "wrk failed: $(cat "$file")"
+    keep "$file"
+    rps=$(awk '$1 == "Requests/sec:" { print $2 }' "$file")
+    [[ -n $rps ]] || die "cannot parse wrk output:"$'\n'"$(cat "$file")"
+    if grep -Eq 'Non-2xx|Socket errors' "$file"; then
+        die "wrk saw errors: $(grep -E 'Non-2xx|Socket errors' "$file")"
+    fi
+    awk -v r="$rps" 'BEGIN { printf "%.3f\n", 1e6 / r }'
+}
+
+ab_cmd=("${cli[@]}" ab -q -n "$ab_requests" -c 1 -p "$body_file" -T application/octet-stream
+    "$echo_url")
+peer_ab() {
+    local file="$tmp/ab.out" rps failed
+    echo "  $(show "${ab_cmd[@]}")" >&2
+    "${ab_cmd[@]}" >"$file" 2>&1 || die "ab failed: $(cat "$file")"
+    keep "$file"
+    rps=$(awk '/^Requests per second:/ { print $4 }' "$file")
+    failed=$(awk '/^Failed requests:/ { print $3 }' "$file")
+    [[ -n $rps && $failed == 0 ]] || die "ab failed or cannot be parsed:"$'\n'"$(cat "$file")"
+    if grep -q 'Non-2xx' "$file"; then
+        die "ab saw errors: $(grep 'Non-2xx' "$file")"
+    fi
+    awk -v r="$rps" 'BEGIN { printf "%.3f\n", 1e6 / r }'
+}
+
+curl_cmd=("${cli[@]}" curl --config "$curl_cfg")
+# Prints the mean of the per-transfer %{time_total}; leaves the wall time per transfer of
+# the whole process in $tmp/curl.wall (the function runs in a subshell).
+peer_curl() {
+    local file="$tmp/curl.out" t0 t1 mean wall bad conns
+    echo "  $(show "${curl_cmd[@]}")" >&2
+    t0=$(date +%s%N)
+    "${curl_cmd[@]}" >"$file" || die "curl failed (exit $?)"
+    t1=$(date +%s%N)
+    keep "$file"
+    read -r mean wall bad conns < <(awk -v n="$curl_fetches" -v ns=$((t1 - t0)) '
+        { t += $2; c += $3; if ($1 != "200") bad++; k++ }
+        END { printf "%.3f %.3f %d %d\n", t / k * 1e6, ns / 1000 / n, bad + (k != n), c }' "$file")
+    ((bad == 0)) || die "curl: $bad transfers without 200 (or a missing one)"
+    echo "$wall $conns" >>"$tmp/curl.wall"
+    echo "$mean"
+}
+
+# The pairs: transport, peer name, the function measuring the peer.
+pairs=(
+    "tcp|sockperf ping-pong|peer_tcp"
+    "tcp-connect|crr_ref (std::net client and server)|peer_crr_own"
+    "tcp-connect|crr_ref client against rpcbench-echo|peer_crr_echo"
+    "http-keepalive|wrk -t1 -c1 (1/rps)|peer_wrk"
+    "http-fresh|ab -c 1, no -k (1/rps)|peer_ab"
+    "curl-reuse|curl, one process (mean %{time_total})|peer_curl"
+)
+declare -A peer_sum=() rb_sum=() rb_done=()
+for ((round = 1; round <= rounds; round++)); do
+    # Odd rounds measure the peer first, even rounds rpcbench first.
+    rb_done=()
+    for p in "${pairs[@]}"; do
+        IFS='|' read -r t name fn <<<"$p"
+        echo "round $round: $t against $name ..." >&2
+        if ((round % 2 == 0)) && [[ -z ${rb_done[$t]:-} ]]; then
+            v=$(rb_run "$t")
+            rb_sum[$t]=$(awk -v a="${rb_sum[$t]:-0}" -v b="$v" 'BEGIN { print a + b }')
+            rb_done[$t]=1
+        fi
+        v=$("$fn")
+        peer_sum[$fn]=$(awk -v a="${peer_sum[$fn]:-0}" -v b="$v" 'BEGIN { print a + b }')
+        if [[ -z ${rb_done[$t]:-} ]]; then
+            v=$(rb_run "$t")
+            rb_sum[$t]=$(awk -v a="${rb_sum[$t]:-0}" -v b="$v" 'BEGIN { print a + b }')
+            rb_done[$t]=1
+        fi
+    done
+done
+
+avg() { awk -v s="$1" -v n="$rounds" 'BEGIN { printf "%.3f", s / n }'; }
+commands=(
+    "server: $(show "${sp_srv_cmd[@]}"); client: $(show "${sp_cmd[@]}")"
+    "server: $(show "${crr_srv_cmd[@]}"); client: $(crr_client_cmd "$crr_port")"
+    "server: $(show "${echo_cmd[@]}"); client: $(crr_client_cmd "$echo_tcp_port")"
+    "$(show "${wrk_cmd[@]}") # $(basename "$wrk_lua"): wrk.method = \"POST\", wrk.body = 64 bytes, Content-Type: application/octet-stream"
+    "$(show "${ab_cmd[@]}") # $(basename "$body_file"): 64 bytes"
+    "$(show "${curl_cmd[@]}") # config: silent, data-binary = \"@$(basename "$body_file")\" (64 bytes), header = \"Content-Type: application/octet-stream\", write-out = \"%{http_code} %{time_total} %{num_connects}\\n\", then $curl_fetches times: url = \"$echo_url\", output = \"/dev/null\""
+)
+entries=() # "transport<TAB>peer<TAB>peer_mean_us<TAB>rpcbench_mean_us<TAB>command"
+for i in "${!pairs[@]}"; do
+    IFS='|' read -r t name fn <<<"${pairs[$i]}"
+    entries+=("$t"$'\t'"$name"$'\t'"$(avg "${peer_sum[$fn]}")"$'\t'"$(avg "${rb_sum[$t]}")"$'\t'"${commands[$i]}")
+done
+read -r curl_wall curl_conns < <(awk '{ w += $1; c += $2; n++ } END { printf "%.3f %d\n", w / n, c / n }' "$tmp/curl.wall")
+
+# ---- table ------------------------------------------------------------------------------
+printf '%-15s %12s  %-38s %12s %7s  %s\n' transport "rpcbench µs" peer "peer µs" ratio pass
+printf '%-15s %12s  %-38s %12s %7s  %s\n' --------------- ------------ \
+    -------------------------------------- ------------ ------- ----
+failed=0
+for e in "${entries[@]}"; do
+    IFS=$'\t' read -r t p pm rm _ <<<"$e"
+    ratio=$(awk -v a="$rm" -v b="$pm" 'BEGIN { printf "%.3f", a / b }')
+    if awk -v r="$ratio" 'BEGIN { exit !(r <= 1.3) }'; then ok=yes; else ok=NO failed=1; fi
+    printf '%-15s %12.2f  %-38s %12.2f %7s  %s\n' "$t" "$rm" "$p" "$pm" "$ratio" "$ok"
+done
+echo
+echo "ratio = rpcbench mean / peer mean; pass when <= 1.3; each figure is the mean over $rounds round(s)."
+echo "curl-reuse peer: mean of curl's per-transfer %{time_total}; the wall time of the whole"
+echo "  curl process divided by $curl_fetches was $curl_wall µs ($curl_conns connect(s) per process)."
+echo "load avg:   $(cut -d' ' -f1-3 /proc/loadavg) (after the runs)"
+# How busy each CPU was while the pairs ran: with --pin same, CPU 1 should be near idle; much
+# more means other tenants of the machine, which likely took CPU 0 time too.
+echo "cpu busy:   $(join -j 1 <(echo "$cpu_before") <(cpu_jiffies) |
+    awk '{ printf "%s%s %.0f%%", sep, $1, ($4 - $2) / ($5 - $3) * 100; sep = ", " }') (during the runs)"
+echo
+echo "peer commands:"
+for e in "${entries[@]}"; do
+    IFS=$'\t' read -r t _ _ _ c <<<"$e"
+    printf '  %-15s %s\n' "$t" "$c"
+done
+
+# ---- JSON -------------------------------------------------------------------------------
+if [[ -n $json_out ]]; then
+    printf '%s\n' "${entries[@]}" | python3 -c '
+import json, sys
+entries = []
+for line in sys.stdin.read().splitlines():
+    t, p, pm, rm, c = line.split("\t")
+    entries.append({"transport": t, "peer": p, "peer_mean_us": round(float(pm), 3),
+                    "rpcbench_mean_us": round(float(rm), 3), "command": c})
+with open(sys.argv[2], "w") as f:
+    json.dump({"placement": sys.argv[1], "entries": entries}, f, indent=2, ensure_ascii=False)
+    f.write("\n")
+' "$placement" "$json_out"
+    echo "wrote $json_out" >&2
+fi
+if ((failed)); then
+    echo "peers.sh: at least one rpcbench figure is more than 1.3 times its peer" >&2
+fi
