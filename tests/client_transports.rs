@@ -686,7 +686,7 @@ fn misbehaving_http_keepalive() {
         rec.faults()
     );
     assert_eq!(t.mismatched, 10);
-    assert!(t.lost >= rec.count(Action::Drop) as u64, "lost {}", t.lost);
+    assert!(t.lost >= rec.count(Action::Drop), "lost {}", t.lost);
 }
 
 #[test]
