@@ -45,25 +45,51 @@ pub(super) async fn connect(
     Ok((sender, took))
 }
 
-/// The `POST /echo` request for one call.
-pub(super) fn request(endpoint: &Endpoint, call: &Call<'_>, close: bool) -> Result<Req, CallError> {
-    let mut req = hyper::Request::post(Endpoint::echo_path(call))
-        .body(Full::new(Bytes::copy_from_slice(call.payload)))
-        .map_err(|_| CallError::Protocol)?;
-    let headers = req.headers_mut();
-    if let Ok(host) = HeaderValue::from_str(&format!("{}:{}", endpoint.host(), endpoint.http_port))
-    {
-        headers.insert(header::HOST, host);
+/// What the `POST /echo` requests of one transport have in common, built once: the `Host`
+/// value and the path with its query (both fixed for a run), so a call only fills in its
+/// seq and body.
+#[derive(Debug)]
+pub(super) struct Template {
+    host: HeaderValue,
+    /// The query parameters the path was built for, and the parsed path.
+    path: Option<((Option<u32>, u32), hyper::Uri)>,
+}
+
+impl Template {
+    pub fn new(endpoint: &Endpoint) -> Template {
+        let host = HeaderValue::from_str(&format!("{}:{}", endpoint.host(), endpoint.http_port))
+            .unwrap_or_else(|_| HeaderValue::from_static("localhost"));
+        Template { host, path: None }
     }
-    headers.insert(SEQ_HEADER, HeaderValue::from(call.seq));
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/octet-stream"),
-    );
-    if close {
-        headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+
+    /// The `POST /echo` request for one call.
+    pub fn request(&mut self, call: &Call<'_>, close: bool) -> Result<Req, CallError> {
+        let key = (call.reply_len, call.delay_us);
+        let uri = match &self.path {
+            Some((built_for, uri)) if *built_for == key => uri.clone(),
+            _ => {
+                let uri: hyper::Uri = Endpoint::echo_path(call)
+                    .parse()
+                    .map_err(|_| CallError::Protocol)?;
+                self.path = Some((key, uri.clone()));
+                uri
+            }
+        };
+        let mut req = hyper::Request::post(uri)
+            .body(Full::new(Bytes::copy_from_slice(call.payload)))
+            .map_err(|_| CallError::Protocol)?;
+        let headers = req.headers_mut();
+        headers.insert(header::HOST, self.host.clone());
+        headers.insert(SEQ_HEADER, HeaderValue::from(call.seq));
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/octet-stream"),
+        );
+        if close {
+            headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        Ok(req)
     }
-    Ok(req)
 }
 
 /// A request as hyper takes it.

@@ -13,12 +13,14 @@ pub struct HttpFresh {
     timeout: Duration,
     body: Vec<u8>,
     connects: u64,
+    template: http::Template,
 }
 
 impl HttpFresh {
     pub fn new(endpoint: Endpoint, timeout: Duration) -> HttpFresh {
         HttpFresh {
             rt: worker_runtime(),
+            template: http::Template::new(&endpoint),
             endpoint,
             timeout,
             body: Vec::new(),
@@ -35,11 +37,12 @@ impl Transport for HttpFresh {
             timeout,
             body,
             connects,
+            template,
         } = self;
         let deadline = Instant::now() + *timeout;
         // The lookup runs outside our runtime: the resolver blocks on a runtime of its own.
         let addr = endpoint.http_addr(deadline, phases)?;
-        let req = http::request(endpoint, call, true)?;
+        let req = template.request(call, true)?;
         let connecting = Cell::new(true);
         let left = remaining(deadline)?;
         let (seq, server) = rt.block_on(http::within(left, &connecting, async {

@@ -16,12 +16,14 @@ pub struct HttpKeepalive {
     sender: Option<SendRequest<Full<Bytes>>>,
     body: Vec<u8>,
     connects: u64,
+    template: http::Template,
 }
 
 impl HttpKeepalive {
     pub fn new(endpoint: Endpoint, timeout: Duration) -> HttpKeepalive {
         HttpKeepalive {
             rt: worker_runtime(),
+            template: http::Template::new(&endpoint),
             endpoint,
             timeout,
             sender: None,
@@ -34,7 +36,7 @@ impl HttpKeepalive {
 impl Transport for HttpKeepalive {
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
         let deadline = Instant::now() + self.timeout;
-        let mut req = http::request(&self.endpoint, call, false)?;
+        let mut req = self.template.request(call, false)?;
         // At most two tries, as libcurl does: when a connection that already served calls
         // turns out closed (the server's idle timeout closed it while we were away), the
         // request goes once more on a new connection. hyper hands it back when it saw the
@@ -87,7 +89,7 @@ impl Transport for HttpKeepalive {
                 }
                 Err(SendError::Failed(CallError::Closed)) if attempt == 0 && reused => {
                     self.sender = None;
-                    req = http::request(&self.endpoint, call, false)?;
+                    req = self.template.request(call, false)?;
                 }
                 Err(SendError::Unsent(_)) => return Err(CallError::Closed),
                 Err(SendError::Failed(e)) => return Err(e),
