@@ -27,6 +27,22 @@ pub(super) fn worker_runtime() -> tokio::runtime::Runtime {
 pub(super) async fn connect(
     addr: SocketAddr,
 ) -> Result<(SendRequest<Full<Bytes>>, Duration), CallError> {
+    let (sender, conn, took) = open(addr).await?;
+    tokio::spawn(async move {
+        // Errors surface on the request side; the connection task just ends.
+        let _ = conn.await;
+    });
+    Ok((sender, took))
+}
+
+/// The connection half of a handshake: a future that drives the socket.
+pub(super) type Conn = http1::Connection<TokioIo<tokio::net::TcpStream>, Full<Bytes>>;
+
+/// Opens a connection and performs the HTTP/1.1 handshake, leaving the connection future
+/// to the caller (a one-call connection drives it in its own task, with no spawn).
+pub(super) async fn open(
+    addr: SocketAddr,
+) -> Result<(SendRequest<Full<Bytes>>, Conn, Duration), CallError> {
     let started = Instant::now();
     let stream = tokio::net::TcpStream::connect(addr)
         .await
@@ -38,11 +54,7 @@ pub(super) async fn connect(
     let (sender, conn) = http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| classify(&e))?;
-    tokio::spawn(async move {
-        // Errors surface on the request side; the connection task just ends.
-        let _ = conn.await;
-    });
-    Ok((sender, took))
+    Ok((sender, conn, took))
 }
 
 /// What the `POST /echo` requests of one transport have in common, built once: the `Host`

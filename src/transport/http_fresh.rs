@@ -46,13 +46,24 @@ impl Transport for HttpFresh {
         let connecting = Cell::new(true);
         let left = remaining(deadline)?;
         let (seq, server) = rt.block_on(http::within(left, &connecting, async {
-            let (mut sender, took) = http::connect(addr).await?;
+            let (mut sender, conn, took) = http::open(addr).await?;
             *connects += 1;
             phases.connect = Some(took);
             connecting.set(false);
-            // `Connection: close`: the server closes after the reply and the connection
-            // task ends; dropping the sender here releases our side.
-            match http::send(&mut sender, req, body, phases).await {
+            // The connection future runs beside the request in this task rather than as a
+            // spawned task: a one-call connection needs no task of its own, nor the wake-ups
+            // between two. Once the reply is in, dropping both closes our side.
+            let send = http::send(&mut sender, req, body, phases);
+            tokio::pin!(send, conn);
+            let mut conn_done = false;
+            let sent = loop {
+                tokio::select! {
+                    biased;
+                    sent = &mut send => break sent,
+                    _ = &mut conn, if !conn_done => conn_done = true,
+                }
+            };
+            match sent {
                 Ok(reply) => Ok(reply),
                 // A brand-new connection closed before the request went out.
                 Err(SendError::Unsent(_)) => Err(CallError::Closed),
