@@ -190,39 +190,35 @@ impl Shared {
 /// The coarse timer's granularity: tokio rounds sleeps up to whole milliseconds.
 const TIMER_TICK: Duration = Duration::from_millis(1);
 
-/// How long before a delay's deadline the server stops sleeping and spins: about what a
-/// wake-up from sleep costs on a small virtual machine.
-const SPIN_BEFORE_DEADLINE: Duration = Duration::from_micros(50);
+/// How long before a delay's deadline the server stops sleeping: about what waking a
+/// sleeping thread and handing back to the runtime costs on a small virtual machine.
+const WAKE_BEFORE_DEADLINE: Duration = Duration::from_micros(100);
 
 /// Sleeps until `deadline` to within a few microseconds.
 ///
 /// tokio's timer wheel has millisecond ticks, so `tokio::time::sleep(1ms)` often takes 2 ms;
 /// a server whose delays are off by a millisecond would skew every figure that uses
 /// `delay_us` or `--dns-delay`. The bulk of the wait uses the timer; the last two ticks are
-/// slept on a blocking-pool thread with the kernel's high-resolution `nanosleep`, and the
-/// last 50 µs spun there.
+/// slept on a blocking-pool thread with the kernel's high-resolution `nanosleep`, waking
+/// 100 µs early; the runtime thread then yields until the deadline, so the hand-back costs
+/// nothing after it and other connections keep being served meanwhile.
 pub(crate) async fn sleep_until(deadline: std::time::Instant) {
     let left = deadline.saturating_duration_since(std::time::Instant::now());
     if let Some(coarse) = left.checked_sub(2 * TIMER_TICK) {
         tokio::time::sleep(coarse).await;
     }
     let fine = deadline.saturating_duration_since(std::time::Instant::now());
-    if !fine.is_zero() {
+    if let Some(nap) = fine.checked_sub(WAKE_BEFORE_DEADLINE) {
         let _ = tokio::task::spawn_blocking(move || {
             // The kernel lets a sleeping thread oversleep by its timer slack, 50 µs by
             // default: as large as a loopback round trip. 1 ns asks for the real deadline.
             let _ = nix::sys::prctl::set_timerslack(1);
-            // Waking from a sleep still costs tens of microseconds on a virtual CPU, so
-            // sleep to just short of the deadline and spin the rest, on this pool thread,
-            // never on a runtime thread that other connections need.
-            if let Some(nap) = fine.checked_sub(SPIN_BEFORE_DEADLINE) {
-                std::thread::sleep(nap);
-            }
-            while std::time::Instant::now() < deadline {
-                std::hint::spin_loop();
-            }
+            std::thread::sleep(nap)
         })
         .await;
+    }
+    while std::time::Instant::now() < deadline {
+        tokio::task::yield_now().await;
     }
 }
 
