@@ -5,9 +5,9 @@
 mod common;
 
 use common::{
-    CurlReply, EchoProcess, FrameClient, IO_TIMEOUT, TestServer, curl_call, echo_req, http_stats,
-    hyper_collect, hyper_http1, hyper_http2, hyper_req, hyper_send1, parse_server_timing,
-    payload_for, raw_http, read_http1,
+    CurlReply, EchoProcess, FrameClient, IO_TIMEOUT, TestServer, assert_rejects, curl_call,
+    echo_req, http_stats, hyper_collect, hyper_http1, hyper_http2, hyper_req, hyper_send1,
+    parse_server_timing, payload_for, raw_http, read_http1,
 };
 use hyper::{Method, StatusCode};
 use rpcbench::server::stats::{Reject, StatsSnapshot};
@@ -15,24 +15,6 @@ use rpcbench::wire::{self, Request};
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
-
-/// Panics unless every reject counter is zero except the ones listed with their counts.
-fn assert_rejects(snap: &StatsSnapshot, expected: &[(Reject, u64)]) {
-    for kind in Reject::ALL {
-        let want = expected
-            .iter()
-            .find(|(k, _)| *k == kind)
-            .map_or(0, |(_, n)| *n);
-        assert_eq!(
-            snap.rejected(kind),
-            want,
-            "rejected[{}] is {} instead of {want}; all: {:?}",
-            kind.name(),
-            snap.rejected(kind),
-            snap.rejected
-        );
-    }
-}
 
 fn url(addr: SocketAddr, path: &str) -> String {
     format!("http://{addr}{path}")

@@ -5,32 +5,14 @@
 mod common;
 
 use common::{
-    EchoProcess, FrameClient, IO_TIMEOUT, TestServer, assert_reply, async_call, echo_req, frame,
-    http_stats, pattern_req, payload_for,
+    EchoProcess, FrameClient, IO_TIMEOUT, TestServer, assert_rejects, assert_reply, async_call,
+    echo_req, frame, http_stats, pattern_req, payload_for,
 };
 use rpcbench::server::stats::{Reject, StatsSnapshot};
 use rpcbench::wire::{self, LEN_PREFIX, RESPONSE_OVERHEAD, Request, Status};
 use std::io::Write;
 use std::net::{Shutdown, TcpStream};
 use std::time::{Duration, Instant};
-
-/// Panics unless every reject counter is zero except the ones listed with their counts.
-fn assert_rejects(snap: &StatsSnapshot, expected: &[(Reject, u64)]) {
-    for kind in Reject::ALL {
-        let want = expected
-            .iter()
-            .find(|(k, _)| *k == kind)
-            .map_or(0, |(_, n)| *n);
-        assert_eq!(
-            snap.rejected(kind),
-            want,
-            "rejected[{}] is {} instead of {want}; all: {:?}",
-            kind.name(),
-            snap.rejected(kind),
-            snap.rejected
-        );
-    }
-}
 
 /// A fresh client gets correct echoes: the server is still healthy.
 fn fresh_client_works(server_tcp: std::net::SocketAddr) {

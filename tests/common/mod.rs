@@ -741,3 +741,21 @@ pub fn parse_server_timing(value: &str) -> Option<f64> {
     let ms: f64 = dur.parse().ok()?;
     (ms.is_finite() && ms >= 0.0).then_some(ms)
 }
+
+/// Panics unless every reject counter is zero except the ones listed with their counts.
+pub fn assert_rejects(snap: &StatsSnapshot, expected: &[(rpcbench::server::stats::Reject, u64)]) {
+    for kind in rpcbench::server::stats::Reject::ALL {
+        let want = expected
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map_or(0, |(_, n)| *n);
+        assert_eq!(
+            snap.rejected(kind),
+            want,
+            "rejected[{}] is {} instead of {want}; all: {:?}",
+            kind.name(),
+            snap.rejected(kind),
+            snap.rejected
+        );
+    }
+}
