@@ -664,16 +664,7 @@ fn sigterm_lets_an_in_flight_http_request_finish() {
     assert_eq!(reply.status, 200);
     assert!(reply.body.len() == 5_000 && wire::is_pattern(9, &reply.body));
 
-    let status = proc
-        .wait_exit(Duration::from_secs(8))
-        .expect("rpcbench-echo did not exit after SIGTERM");
-    assert_eq!(status.code(), Some(0), "exit status {status:?}");
-    let lines = proc.take_lines();
-    let totals = lines
-        .iter()
-        .find_map(|l| l.strip_prefix("totals "))
-        .unwrap_or_else(|| panic!("no totals line in {lines:?}"));
-    let totals: StatsSnapshot = serde_json::from_str(totals).expect("totals is not JSON stats");
+    let totals = proc.exit_totals();
     assert_eq!(totals.http.requests, 1);
     assert_eq!(totals.http.connections_total, 1);
     assert_eq!(totals.http.connections_open, 0);

@@ -8,7 +8,7 @@ use common::{
     EchoProcess, FrameClient, IO_TIMEOUT, TestServer, assert_rejects, assert_reply, async_call,
     echo_req, frame, http_stats, pattern_req, payload_for,
 };
-use rpcbench::server::stats::{Reject, StatsSnapshot};
+use rpcbench::server::stats::Reject;
 use rpcbench::wire::{self, LEN_PREFIX, RESPONSE_OVERHEAD, Request, Status};
 use std::io::Write;
 use std::net::{Shutdown, TcpStream};
@@ -621,16 +621,7 @@ fn sigterm_lets_an_in_flight_tcp_request_finish() {
     assert!(resp.server_ns >= 500_000_000);
     c.expect_closed(Duration::from_secs(3));
 
-    let status = proc
-        .wait_exit(Duration::from_secs(8))
-        .expect("rpcbench-echo did not exit after SIGTERM");
-    assert_eq!(status.code(), Some(0), "exit status {status:?}");
-    let lines = proc.take_lines();
-    let totals = lines
-        .iter()
-        .find_map(|l| l.strip_prefix("totals "))
-        .unwrap_or_else(|| panic!("no totals line in {lines:?}"));
-    let totals: StatsSnapshot = serde_json::from_str(totals).expect("totals is not JSON stats");
+    let totals = proc.exit_totals();
     assert_eq!(totals.tcp.requests, 2);
     assert_eq!(totals.tcp.connections_open, 0);
     assert_eq!(totals.tcp.bytes_in, c.sent);

@@ -351,6 +351,21 @@ pub struct EchoProcess {
 }
 
 impl EchoProcess {
+    /// Waits (bounded) for a clean exit 0 after SIGTERM or SIGINT and returns the counters
+    /// the server printed on its `totals` line.
+    pub fn exit_totals(&mut self) -> rpcbench::server::stats::StatsSnapshot {
+        let status = self
+            .wait_exit(Duration::from_secs(8))
+            .expect("rpcbench-echo did not exit after SIGTERM");
+        assert_eq!(status.code(), Some(0), "exit status {status:?}");
+        let lines = self.take_lines();
+        let totals = lines
+            .iter()
+            .find_map(|l| l.strip_prefix("totals "))
+            .unwrap_or_else(|| panic!("no totals line in {lines:?}"));
+        serde_json::from_str(totals).expect("totals is not JSON stats")
+    }
+
     /// Starts the binary with `--tcp 127.0.0.1:0 --http 127.0.0.1:0` followed by `extra`
     /// (which must not repeat `--tcp` or `--http`), and waits for both `listening` lines.
     pub fn spawn(extra: &[&str]) -> EchoProcess {
