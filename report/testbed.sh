@@ -53,6 +53,9 @@ case "$PIN" in
     none) SRV_PIN=(); CLI_PIN=(); PLACEMENT="not pinned" ;;
     *) echo "testbed.sh: --pin takes same, cross or none" >&2; exit 2 ;;
 esac
+case "$DELAY_US" in
+    ''|*[!0-9]*|0) echo "testbed.sh: --delay-us takes a whole number of microseconds above 0" >&2; exit 2 ;;
+esac
 if [ "$(id -u)" != 0 ]; then
     echo "testbed.sh: needs root (network namespaces)" >&2
     exit 2
@@ -153,9 +156,14 @@ start_server
 bench "$OUT/testbed-base.json" --names ip,system,cached,uncached
 echo "baseline done"
 
-# 2. Truth check: a server delay shows up in every transport, once.
+# 2. Truth check: a server delay shows up in every transport, once. Its reference is the
+# same calls without a delay, started DELAY_US apart (--rate): a client waiting DELAY_US for
+# each reply sits idle that long, and after an idle spell a small VM runs the next call
+# cold (caches, a halted vCPU); the paced reference pays that too, so the difference is
+# the delay alone. The report shows the rise over the back-to-back baseline as well.
 bench "$OUT/testbed-delay.json" --names ip --delay-us "$DELAY_US"
-echo "server delay ($DELAY_US us) done"
+bench "$OUT/testbed-paced.json" --names ip --rate "$(awk -v d="$DELAY_US" 'BEGIN { printf "%.6f", 1e6 / d }')"
+echo "server delay ($DELAY_US us) and its paced reference done"
 
 # 3. Truth check: a slow resolver costs fresh connections under uncached, and nothing else.
 start_server --dns-delay "$DNS_DELAY"
@@ -175,6 +183,7 @@ fi
 # 5. The report. Its exit status says whether every truth check passed.
 status=0
 "$BIN/rpcbench" report "$OUT/testbed-base.json" "$OUT/testbed-delay.json" \
-    "$OUT/testbed-dns-delay.json" "${PEER_ARGS[@]}" --out "$OUT" || status=$?
+    "$OUT/testbed-paced.json" "$OUT/testbed-dns-delay.json" "${PEER_ARGS[@]}" --out "$OUT" \
+    || status=$?
 echo "report written to $OUT/README.md and $OUT/index.html (truth checks: $([ $status = 0 ] && echo pass || echo FAIL))"
 exit "$status"

@@ -163,6 +163,8 @@ pub struct Tally {
     pub lost_seqs: Vec<u64>,
     pub mismatched_seqs: Vec<u64>,
     pub error_seqs: Vec<u64>,
+    /// Calls started more than one interval after they were due under `--rate`.
+    pub late: u64,
     /// CPU time of the worker threads during the measured calls.
     pub cpu_user: Duration,
     pub cpu_sys: Duration,
@@ -225,6 +227,7 @@ impl AddAssign<&Tally> for Tally {
         self.lost += other.lost;
         self.mismatched += other.mismatched;
         self.duplicated += other.duplicated;
+        self.late += other.late;
         for (kind, n) in &other.errors {
             *self.errors.entry(kind.clone()).or_default() += n;
         }

@@ -46,6 +46,8 @@ pub struct ConfigRecord {
     pub reply_bytes: Option<u32>,
     pub delay_us: u32,
     pub timeout_s: f64,
+    /// `--rate`: calls started per second over all workers; `null` for back to back.
+    pub rate_per_s: Option<f64>,
     pub rounds: u32,
     pub transports: Vec<String>,
     /// Address modes run, e.g. `["ip", "cached", "uncached"]`.
@@ -81,6 +83,7 @@ impl ConfigRecord {
             reply_bytes: config.reply,
             delay_us: config.delay_us,
             timeout_s: config.timeout.as_secs_f64(),
+            rate_per_s: config.rate,
             rounds,
             transports: transports.iter().map(|t| t.name().to_string()).collect(),
             names: names.iter().map(|m| m.name().to_string()).collect(),
@@ -152,6 +155,8 @@ pub struct RunRecord {
     pub mismatched: u64,
     /// Replies that came twice (extra to `calls`).
     pub duplicated: u64,
+    /// Under `--rate`: calls that started more than one interval after they were due.
+    pub late: u64,
     /// Failed calls by kind.
     pub errors: BTreeMap<String, u64>,
     /// Connections opened, warm-up included.
@@ -214,6 +219,7 @@ impl RunRecord {
             lost: t.lost,
             mismatched: t.mismatched,
             duplicated: t.duplicated,
+            late: t.late,
             errors: t.errors.clone(),
             connects: t.connects,
             dns_queries: run.dns_queries,

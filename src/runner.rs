@@ -33,6 +33,8 @@ pub struct RunConfig {
     pub delay_us: u32,
     /// Longest a call may take before it counts as lost.
     pub timeout: Duration,
+    /// Start calls at this rate (per second, over all workers) instead of back to back.
+    pub rate: Option<f64>,
 }
 
 impl Default for RunConfig {
@@ -46,6 +48,7 @@ impl Default for RunConfig {
             reply: None,
             delay_us: 0,
             timeout: Duration::from_secs(5),
+            rate: None,
         }
     }
 }
@@ -121,23 +124,26 @@ pub fn run_transport(
                     .name(format!("{kind}-{i}"))
                     .spawn_scoped(scope, move || {
                         let transport = kind.open(endpoint, config.timeout);
+                        let pacer = Pacer::new(config.rate, workers, i);
                         // The one match: from here on the loop is compiled per transport.
                         match transport {
-                            AnyTransport::Tcp(t) => worker(t, config, warmup, shared, start_line),
+                            AnyTransport::Tcp(t) => {
+                                worker(t, config, warmup, pacer, shared, start_line)
+                            }
                             AnyTransport::TcpConnect(t) => {
-                                worker(t, config, warmup, shared, start_line)
+                                worker(t, config, warmup, pacer, shared, start_line)
                             }
                             AnyTransport::HttpFresh(t) => {
-                                worker(t, config, warmup, shared, start_line)
+                                worker(t, config, warmup, pacer, shared, start_line)
                             }
                             AnyTransport::HttpKeepalive(t) => {
-                                worker(t, config, warmup, shared, start_line)
+                                worker(t, config, warmup, pacer, shared, start_line)
                             }
                             AnyTransport::CurlReuse(t) => {
-                                worker(t, config, warmup, shared, start_line)
+                                worker(t, config, warmup, pacer, shared, start_line)
                             }
                             AnyTransport::CurlFresh(t) => {
-                                worker(t, config, warmup, shared, start_line)
+                                worker(t, config, warmup, pacer, shared, start_line)
                             }
                         }
                     })
@@ -170,6 +176,7 @@ fn worker<T: Transport>(
     mut transport: T,
     config: &RunConfig,
     warmup: u64,
+    mut pacer: Option<Pacer>,
     shared: &Shared,
     start_line: &Barrier,
 ) -> Tally {
@@ -182,7 +189,8 @@ fn worker<T: Transport>(
     let mut tally = Tally::default();
     let duplicates_in_warmup = transport.duplicates();
     start_line.wait();
-    let deadline = config.duration.map(|d| Instant::now() + d);
+    let start = Instant::now();
+    let deadline = config.duration.map(|d| start + d);
     let cpu_before = thread_cpu();
     loop {
         let more = match deadline {
@@ -191,6 +199,9 @@ fn worker<T: Transport>(
         };
         if !more {
             break;
+        }
+        if let Some(p) = &mut pacer {
+            p.wait(start, &mut tally.late);
         }
         let seq = shared.next_seq.fetch_add(1, Relaxed);
         one_call(&mut transport, config, seq, &mut payload, &mut tally);
@@ -202,6 +213,45 @@ fn worker<T: Transport>(
     tally.connects = transport.connects();
     tally.duplicated = transport.duplicates() - duplicates_in_warmup;
     tally
+}
+
+/// One worker's share of an open schedule (`--rate`): its calls are due one interval
+/// apart, the workers' schedules staggered evenly. A call is started when due, never
+/// earlier; one that cannot start until more than an interval after it was due counts as
+/// late, and the calls after it go back to back until the schedule is caught up (as
+/// wrk2 does). Latency is still timed from the actual start, so the `late` count is what
+/// tells a reader that the rate asked for was not held.
+struct Pacer {
+    interval: Duration,
+    /// Offset of this worker's first call from the start.
+    offset: Duration,
+    /// Calls already scheduled.
+    n: u32,
+}
+
+impl Pacer {
+    fn new(rate: Option<f64>, workers: usize, index: usize) -> Option<Pacer> {
+        let interval = Duration::from_secs_f64(workers as f64 / rate?);
+        // Sleeps should end when asked, not up to the default 50 µs timer slack later.
+        let _ = nix::sys::prctl::set_timerslack(1);
+        Some(Pacer {
+            interval,
+            offset: interval.mul_f64(index as f64 / workers as f64),
+            n: 0,
+        })
+    }
+
+    /// Waits until the next call is due.
+    fn wait(&mut self, start: Instant, late: &mut u64) {
+        let due = start + self.offset + self.interval * self.n;
+        self.n = self.n.saturating_add(1);
+        let now = Instant::now();
+        if now < due {
+            std::thread::sleep(due - now);
+        } else if now - due > self.interval {
+            *late += 1;
+        }
+    }
 }
 
 /// Makes, times, verifies and counts one call.

@@ -246,6 +246,8 @@ fn bad_usage_exits_2() {
         &["--transports", "smoke-signals"][..],
         &["-c", "0"],
         &["--timeout", "later"],
+        &["--rate", "0"],
+        &["--rate", "fast"],
     ] {
         let status = Command::new(env!("CARGO_BIN_EXE_rpcbench"))
             .args(args)
@@ -254,4 +256,111 @@ fn bad_usage_exits_2() {
             .status;
         assert_eq!(status.code(), Some(2), "{args:?}");
     }
+}
+
+/// Runs `rpcbench` with its embedded server and the given arguments; returns stdout, the
+/// JSON report and the exit code.
+fn run_args(tag: &str, args: &[&str]) -> (String, Report, Option<i32>) {
+    let dir = std::env::temp_dir().join(format!("rpcbench-out-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("report.json");
+    let output = Command::new(env!("CARGO_BIN_EXE_rpcbench"))
+        .args(args)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run rpcbench");
+    let report: Report = serde_json::from_slice(&std::fs::read(&out).unwrap_or_default())
+        .unwrap_or_else(|e| {
+            panic!(
+                "no report ({e}): {}",
+                String::from_utf8_lossy(&output.stderr)
+            )
+        });
+    std::fs::remove_dir_all(&dir).ok();
+    (
+        String::from_utf8(output.stdout).unwrap(),
+        report,
+        output.status.code(),
+    )
+}
+
+/// `--rate 200` over two workers: 100 calls take about half a second (99 intervals of
+/// 5 ms), the achieved rate is the one asked for, and no call starts late.
+#[test]
+fn rate_paces_the_calls() {
+    let (_, report, code) = run_args(
+        "rate",
+        &[
+            "--rate",
+            "200",
+            "-n",
+            "100",
+            "-c",
+            "2",
+            "--warmup",
+            "0",
+            "--names",
+            "ip",
+            "--transports",
+            "tcp,http-keepalive",
+        ],
+    );
+    assert_eq!(code, Some(0));
+    assert_eq!(report.config.rate_per_s, Some(200.0));
+    for run in &report.runs {
+        assert_eq!(run.calls, 100, "{}", run.transport);
+        assert_eq!(run.ok, 100, "{}", run.transport);
+        assert!(
+            (0.48..1.5).contains(&run.elapsed_s),
+            "{}: 100 calls at 200/s took {:.3} s",
+            run.transport,
+            run.elapsed_s
+        );
+        assert!(
+            (150.0..=205.0).contains(&run.calls_per_s),
+            "{}: {:.1} calls/s for --rate 200",
+            run.transport,
+            run.calls_per_s
+        );
+        assert!(run.late <= 5, "{}: {} late", run.transport, run.late);
+        // Pacing leaves latency alone: a paced loopback call is still far below 5 ms.
+        assert!(run.latency_us.unwrap().p50 < 2_000.0, "{}", run.transport);
+    }
+}
+
+/// A rate the server cannot keep up with (3 ms per call, asked for one per millisecond)
+/// is reported: calls count as late, the table says so, and every call is still ok.
+#[test]
+fn unheld_rate_counts_late_calls() {
+    let (stdout, report, code) = run_args(
+        "late",
+        &[
+            "--rate",
+            "1000",
+            "--delay-us",
+            "3000",
+            "-n",
+            "20",
+            "--warmup",
+            "0",
+            "--names",
+            "ip",
+            "--transports",
+            "tcp",
+        ],
+    );
+    assert_eq!(code, Some(0), "late calls are not failures");
+    let run = &report.runs[0];
+    assert_eq!(run.ok, 20);
+    // Call k is due at k ms but cannot start before about 3k ms: late from the second on.
+    assert!(run.late >= 15, "late {}", run.late);
+    assert!(run.late <= 19, "late {}", run.late);
+    assert!(
+        stdout.contains(&format!(
+            "{} calls started more than one interval late",
+            run.late
+        )),
+        "{stdout}"
+    );
 }

@@ -2,7 +2,7 @@
 //! in-process on loopback and compares every transport against it.
 
 use super::report::{CompareArgs, ReportArgs};
-use super::{EXIT_FAILED, EXIT_OK, one_line, parse_bytes, parse_duration};
+use super::{EXIT_FAILED, EXIT_OK, one_line, parse_bytes, parse_duration, parse_rate};
 use crate::render::{self, Format};
 use crate::report::{ConfigRecord, Environment, Report, RunRecord, rfc3339_now};
 use crate::resolve::{AddrMode, Family, Names, ResolverAddr};
@@ -82,6 +82,11 @@ pub struct BenchArgs {
     /// Longest a call may take before it counts as lost (e.g. 5s, 200ms).
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub timeout: Duration,
+    /// Start calls at this many per second over all workers, on a fixed schedule (as
+    /// fortio -qps, wrk2 -R), instead of back to back. Calls that start more than one
+    /// interval late are counted as `late`.
+    #[arg(long, value_parser = parse_rate)]
+    pub rate: Option<f64>,
     /// Transports to run, comma-separated (default: all).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = TransportKind::ALL.to_vec())]
     pub transports: Vec<TransportKind>,
@@ -125,6 +130,7 @@ impl BenchArgs {
             reply: self.reply,
             delay_us: self.delay_us,
             timeout: self.timeout,
+            rate: self.rate,
         }
     }
 }

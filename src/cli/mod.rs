@@ -43,6 +43,16 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(value * scale).map_err(|e| format!("{text:?}: {e}"))
 }
 
+/// Parses a call rate per second, from one call per 1000 s to one per nanosecond.
+pub fn parse_rate(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(r) if (1e-3..=1e9).contains(&r) => Ok(r),
+        _ => Err(format!(
+            "{text:?} is not a rate (calls per second from 0.001 to 1e9, e.g. 200 or 0.5)"
+        )),
+    }
+}
+
 /// A listen address, or `None` for a listener turned `off`.
 ///
 /// A newtype because clap reads a bare `Option` field as "flag may be absent".
@@ -111,6 +121,15 @@ mod tests {
             Ok(Listen(Some(SocketAddr::from(([0, 0, 0, 0], 7001)))))
         );
         assert!(parse_listen("localhost:1").is_err());
+    }
+
+    #[test]
+    fn rates() {
+        assert_eq!(parse_rate("200"), Ok(200.0));
+        assert_eq!(parse_rate("0.5"), Ok(0.5));
+        for bad in ["0", "-5", "NaN", "inf", "1e10", "0.0001", "fast", ""] {
+            assert!(parse_rate(bad).is_err(), "{bad:?} accepted");
+        }
     }
 
     #[test]

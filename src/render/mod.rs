@@ -145,7 +145,7 @@ pub fn problem_lines(report: &Report) -> Vec<String> {
     report
         .runs
         .iter()
-        .filter(|r| r.failed() > 0 || r.duplicated > 0)
+        .filter(|r| r.failed() > 0 || r.duplicated > 0 || r.late > 0)
         .map(problem_line)
         .collect()
 }
@@ -178,6 +178,12 @@ fn problem_line(r: &RunRecord) -> String {
     }
     if r.duplicated > 0 {
         parts.push(format!("duplicated replies {}", r.duplicated));
+    }
+    if r.late > 0 {
+        parts.push(format!(
+            "{} calls started more than one interval late: --rate was not held",
+            r.late
+        ));
     }
     if let Some(why) = &r.dns_error {
         parts.push(why.clone());

@@ -7,6 +7,7 @@
 
 pub mod dns;
 mod http;
+mod pool;
 pub mod stats;
 mod tcp;
 
@@ -14,7 +15,7 @@ use stats::{ProtoCounters, Reject, Stats, StatsSnapshot};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
 /// Default longest `delay_us` a client may ask for (10 s).
@@ -199,26 +200,39 @@ const WAKE_BEFORE_DEADLINE: Duration = Duration::from_micros(100);
 /// tokio's timer wheel has millisecond ticks, so `tokio::time::sleep(1ms)` often takes 2 ms;
 /// a server whose delays are off by a millisecond would skew every figure that uses
 /// `delay_us` or `--dns-delay`. The bulk of the wait uses the timer; the last two ticks are
-/// slept on a blocking-pool thread with the kernel's high-resolution `nanosleep`, waking
-/// 100 µs early; the runtime thread then yields until the deadline, so the hand-back costs
-/// nothing after it and other connections keep being served meanwhile.
-pub(crate) async fn sleep_until(deadline: std::time::Instant) {
-    let left = deadline.saturating_duration_since(std::time::Instant::now());
+/// slept on a blocking-pool thread by [`nap_until`]; the runtime thread then yields until
+/// the deadline, so the hand-back costs nothing after it and other connections keep being
+/// served meanwhile.
+pub(crate) async fn sleep_until(deadline: Instant) {
+    let left = deadline.saturating_duration_since(Instant::now());
     if let Some(coarse) = left.checked_sub(2 * TIMER_TICK) {
         tokio::time::sleep(coarse).await;
     }
-    let fine = deadline.saturating_duration_since(std::time::Instant::now());
-    if let Some(nap) = fine.checked_sub(WAKE_BEFORE_DEADLINE) {
-        let _ = tokio::task::spawn_blocking(move || {
-            // The kernel lets a sleeping thread oversleep by its timer slack, 50 µs by
-            // default: as large as a loopback round trip. 1 ns asks for the real deadline.
-            let _ = nix::sys::prctl::set_timerslack(1);
-            std::thread::sleep(nap)
-        })
-        .await;
+    if deadline.saturating_duration_since(Instant::now()) > WAKE_BEFORE_DEADLINE {
+        let _ = tokio::task::spawn_blocking(move || nap_until(deadline)).await;
     }
-    while std::time::Instant::now() < deadline {
+    while Instant::now() < deadline {
         tokio::task::yield_now().await;
+    }
+}
+
+/// [`sleep_until`] for a thread of its own (the raw TCP connections): the same precision.
+pub(crate) fn sleep_until_blocking(deadline: Instant) {
+    nap_until(deadline);
+    while Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+}
+
+/// Sleeps the calling thread with the kernel's high-resolution `nanosleep` until
+/// [`WAKE_BEFORE_DEADLINE`] before `deadline`.
+fn nap_until(deadline: Instant) {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if let Some(nap) = left.checked_sub(WAKE_BEFORE_DEADLINE) {
+        // The kernel lets a sleeping thread oversleep by its timer slack, 50 µs by
+        // default: as large as a loopback round trip. 1 ns asks for the real deadline.
+        let _ = nix::sys::prctl::set_timerslack(1);
+        std::thread::sleep(nap);
     }
 }
 

@@ -109,7 +109,13 @@ fn describe(r: &Report) -> String {
         .and_then(|s| s.settings.dns.as_ref())
         .map_or(0, |d| d.delay_us);
     match (r.config.delay_us, dns) {
-        (0, 0) => "another run".to_string(),
+        (0, 0) => match r.config.rate_per_s {
+            Some(rate) => format!(
+                "no delay, calls started {:.0} µs apart (--rate {rate}): the reference of the server-delay check",
+                1e6 / rate
+            ),
+            None => "another run".to_string(),
+        },
         (d, 0) => format!("server delay {d} µs per call"),
         (0, d) => format!("DNS answers {d} µs late"),
         (d, n) => format!("server delay {d} µs, DNS {n} µs late"),
