@@ -260,6 +260,36 @@ fn connection_close_is_honoured() {
     assert_rejects(&snap, &[]);
 }
 
+/// A client may shut its write side once its request is sent (HTTP/1 half-close, as
+/// `nc -N` does): the reply still comes, also when the server delays it, and then the
+/// server closes its side.
+#[test]
+fn half_closed_client_gets_its_reply() {
+    let server = TestServer::start_default();
+    for (path, body) in [
+        ("/echo?reply_len=4&seq=7", vec![7, 8, 9, 10]),
+        ("/echo?reply_len=2&seq=1&delay_us=200000", vec![1, 2]),
+    ] {
+        let mut stream = TcpStream::connect_timeout(&server.http, IO_TIMEOUT).unwrap();
+        stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        let started = Instant::now();
+        write!(stream, "GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+        stream.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut stream, &mut bytes)
+            .expect("the server closes after replying");
+        let (resp, _) = common::parse_http1(&bytes).expect("a whole response");
+        assert_eq!(resp.status, 200, "{path}");
+        assert_eq!(resp.body, body, "{path}");
+        if path.contains("delay_us") {
+            assert!(started.elapsed() >= Duration::from_millis(200));
+        }
+    }
+    let snap = server.wait_stats(IO_TIMEOUT, "closed", |s| s.http.connections_open == 0);
+    assert_eq!(snap.http.requests, 2);
+    assert_rejects(&snap, &[]);
+}
+
 #[test]
 fn error_statuses_with_reasons() {
     let mut config = common::config();

@@ -108,7 +108,10 @@ fn testbed_runs_reports_and_cleans_up() {
         "truth checks failed:\n{}\n\n{text}",
         failed.join("\n")
     );
-    assert!(ok, "testbed.sh exited non-zero although no check failed:\n{text}");
+    assert!(
+        ok,
+        "testbed.sh exited non-zero although no check failed:\n{text}"
+    );
     assert!(out.join("index.html").exists());
     let _ = std::fs::remove_dir_all(&out);
 }
