@@ -13,11 +13,15 @@ use hyper::header::{self, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::AtomicU8;
+use std::sync::atomic::Ordering::{AcqRel, Acquire};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::task::Waker;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -60,28 +64,110 @@ pub(super) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     // request is being answered, which re-allocated its 8 KiB read buffer per request.
     builder.http1().half_close(true);
     let builder = Arc::new(builder);
+    let watched = Arc::new(Watched::default());
+    tokio::spawn(watch(watched.clone(), shared.clone()));
     while let Some((stream, guard)) = shared.next_connection(&listener, |s: &Stats| &s.http).await {
-        let shared = shared.clone();
-        let builder = builder.clone();
+        let (shared, builder, watched) = (shared.clone(), builder.clone(), watched.clone());
         tokio::spawn(async move {
             let _guard = guard;
-            serve(stream, &builder, shared).await;
+            serve(stream, &builder, shared, &watched).await;
         });
     }
 }
 
+/// Why a connection is told to close.
+const CLOSE_IDLE: u8 = 1;
+const CLOSE_SHUTDOWN: u8 = 2;
+
+/// The open HTTP connections, for the one task that closes idle ones and, at shutdown,
+/// all of them. Watching from outside keeps timers and the shutdown signal out of every
+/// connection's wake-ups, which happen once or twice per request.
+#[derive(Default)]
+struct Watched {
+    inner: Mutex<WatchedInner>,
+}
+
+#[derive(Default)]
+struct WatchedInner {
+    stopping: bool,
+    next: u64,
+    /// Each connection with the `moves` count last seen and how many checks in a row saw
+    /// it unchanged.
+    conns: HashMap<u64, (Arc<ConnState>, u64, u32)>,
+}
+
+impl Watched {
+    fn lock(&self) -> std::sync::MutexGuard<'_, WatchedInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn add(&self, conn: &Arc<ConnState>) -> u64 {
+        let mut inner = self.lock();
+        if inner.stopping {
+            conn.tell_close(CLOSE_SHUTDOWN);
+        }
+        let id = inner.next;
+        inner.next += 1;
+        inner.conns.insert(id, (conn.clone(), 0, 0));
+        id
+    }
+
+    fn remove(&self, id: u64) {
+        self.lock().conns.remove(&id);
+    }
+}
+
+/// Every tenth of the idle timeout, tells connections quiet for a whole timeout to close;
+/// at shutdown, tells every connection.
+async fn watch(watched: Arc<Watched>, shared: Arc<Shared>) {
+    let mut check = tokio::time::interval(shared.config.idle_timeout / IDLE_CHECKS_PER_TIMEOUT);
+    let stopping = super::stopping(shared.shutdown.clone());
+    tokio::pin!(stopping);
+    loop {
+        tokio::select! {
+            _ = check.tick() => {
+                for (conn, seen, quiet) in watched.lock().conns.values_mut() {
+                    let now = conn.moves.load(Relaxed);
+                    if now != *seen || conn.in_flight.load(Relaxed) > 0 {
+                        (*seen, *quiet) = (now, 0);
+                    } else {
+                        *quiet += 1;
+                    }
+                    if *quiet >= IDLE_CHECKS_PER_TIMEOUT {
+                        conn.tell_close(CLOSE_IDLE);
+                    }
+                }
+            }
+            _ = &mut stopping => {
+                let mut inner = watched.lock();
+                inner.stopping = true;
+                for (conn, _, _) in inner.conns.values() {
+                    conn.tell_close(CLOSE_SHUTDOWN);
+                }
+                return;
+            }
+        }
+    }
+}
+
 /// Serves one connection, closing it when idle too long or when shutdown starts.
-async fn serve(stream: TcpStream, builder: &auto::Builder<TokioExecutor>, shared: Arc<Shared>) {
+async fn serve(
+    stream: TcpStream,
+    builder: &auto::Builder<TokioExecutor>,
+    shared: Arc<Shared>,
+    watched: &Watched,
+) {
     let _ = stream.set_nodelay(true);
-    let moves = Arc::new(AtomicU64::new(0));
     let conn_state = Arc::new(ConnState {
         shared: shared.clone(),
         in_flight: AtomicUsize::new(0),
+        moves: AtomicU64::new(0),
+        close: AtomicU8::new(0),
+        waker: Mutex::new(None),
     });
     let io = CountingIo {
         inner: stream,
-        stats: shared.stats.clone(),
-        moves: moves.clone(),
+        state: conn_state.clone(),
     };
     let service = {
         let conn_state = conn_state.clone();
@@ -96,53 +182,62 @@ async fn serve(stream: TcpStream, builder: &auto::Builder<TokioExecutor>, shared
             }
         })
     };
-    let in_flight = &conn_state.in_flight;
     let conn = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
-    let idle = shared.config.idle_timeout;
-    let mut check = tokio::time::interval(idle / IDLE_CHECKS_PER_TIMEOUT);
-    let shutdown = shared.shutdown.clone();
+    let id = watched.add(&conn_state);
     let mut closing = false;
-    let (mut moves_seen, mut quiet_checks) = (0, 0);
-    loop {
-        tokio::select! {
-            // The connection first: it is what wakes this task on nearly every poll.
-            biased;
-            res = conn.as_mut() => {
-                // Closing a connection that never sent a byte cancels hyper's protocol
-                // detection, which ends in an error; that close was ours, not theirs.
-                if res.is_err() && !closing {
-                    shared.stats.reject(Reject::HttpConnectionError);
-                }
-                return;
-            }
-            _ = check.tick(), if !closing => {
-                let now = moves.load(Relaxed);
-                if now != moves_seen || in_flight.load(Relaxed) > 0 {
-                    (moves_seen, quiet_checks) = (now, 0);
-                } else {
-                    quiet_checks += 1;
-                }
-                if quiet_checks >= IDLE_CHECKS_PER_TIMEOUT {
+    let mut registered: Option<Waker> = None;
+    let res = std::future::poll_fn(|cx| {
+        // Hand this task's waker to the watcher before reading `close`: a close told
+        // after the read then finds the waker and wakes us.
+        if !registered.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            *conn_state.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
+            registered = Some(cx.waker().clone());
+        }
+        if !closing {
+            let why = conn_state.close.load(Acquire);
+            if why != 0 {
+                if why == CLOSE_IDLE {
                     shared.stats.reject(Reject::IdleTimeout);
-                    conn.as_mut().graceful_shutdown();
-                    closing = true;
                 }
-            }
-            _ = super::stopping(shutdown.clone()), if !closing => {
                 // Requests in flight finish; an idle keep-alive connection closes now.
                 conn.as_mut().graceful_shutdown();
                 closing = true;
             }
         }
+        conn.as_mut().poll(cx)
+    })
+    .await;
+    watched.remove(id);
+    // Closing a connection that never sent a byte cancels hyper's protocol detection,
+    // which ends in an error; that close was ours, not theirs.
+    if res.is_err() && conn_state.close.load(Acquire) == 0 {
+        shared.stats.reject(Reject::HttpConnectionError);
     }
 }
 
-/// What the requests of one connection share: one reference count per request.
+/// What the requests of one connection share, and how the watcher reaches it.
 struct ConnState {
     shared: Arc<Shared>,
     /// Requests being answered on this connection.
     in_flight: AtomicUsize,
+    /// Reads and writes that moved data. Only this connection's task writes it.
+    moves: AtomicU64,
+    /// Set by the watcher: [`CLOSE_IDLE`] or [`CLOSE_SHUTDOWN`].
+    close: AtomicU8,
+    /// The connection task's waker, for the watcher to wake it after setting `close`.
+    waker: Mutex<Option<Waker>>,
+}
+
+impl ConnState {
+    /// Asks the connection to close (the first reason given wins) and wakes its task.
+    fn tell_close(&self, why: u8) {
+        if self.close.compare_exchange(0, why, AcqRel, Acquire).is_ok()
+            && let Some(waker) = self.waker.lock().unwrap_or_else(|e| e.into_inner()).take()
+        {
+            waker.wake();
+        }
+    }
 }
 
 /// Counts a request in flight on a connection for as long as it lives.
@@ -235,10 +330,16 @@ struct EchoParams {
 
 impl EchoParams {
     /// Parses the query string; unknown keys are ignored, bad numbers are a 400.
+    ///
+    /// Splits on bytes rather than chars: `&` and `=` are ASCII, so every slice still
+    /// falls on a char boundary, and this runs for every request.
     fn parse(query: Option<&str>) -> Result<EchoParams, HttpError> {
         let mut params = EchoParams::default();
-        for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let mut rest = query.unwrap_or("");
+        while !rest.is_empty() {
+            let (pair, tail) = split_at_byte(rest, b'&');
+            rest = tail;
+            let (key, value) = split_at_byte(pair, b'=');
             let bad = |what: &str| HttpError::BadRequest(format!("{key}={value:?} is not {what}"));
             match key {
                 "reply_len" => {
@@ -252,6 +353,14 @@ impl EchoParams {
             }
         }
         Ok(params)
+    }
+}
+
+/// `text` split at the first `sep` (which is dropped), or all of it and `""`.
+fn split_at_byte(text: &str, sep: u8) -> (&str, &str) {
+    match text.bytes().position(|b| b == sep) {
+        Some(i) => (&text[..i], &text[i + 1..]),
+        None => (text, ""),
     }
 }
 
@@ -290,19 +399,19 @@ async fn echo(
     if is_get && params.reply_len.is_none() {
         return Err(HttpError::BadRequest("GET /echo needs ?reply_len=N".into()));
     }
-    // Refuse a declared oversized body before reading any of it.
-    let declared = parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > u64::from(config.max_frame)) {
-        return Err(HttpError::PayloadTooLarge(config.max_frame));
-    }
     let body = if body.is_end_stream() {
         // No body (a GET, or Content-Length: 0): skip the collecting machinery.
         Bytes::new()
     } else {
+        // Refuse a declared oversized body before reading any of it.
+        let declared = parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > u64::from(config.max_frame)) {
+            return Err(HttpError::PayloadTooLarge(config.max_frame));
+        }
         Limited::new(body, config.max_frame as usize)
             .collect()
             .await
@@ -411,22 +520,20 @@ fn text(status: StatusCode, body: &str) -> Response<Body> {
 }
 
 /// A TCP stream that counts bytes for /stats and counts its reads and writes, so the
-/// connection can be closed after the idle timeout. A count rather than a timestamp: the
-/// idle check only needs to know whether anything moved since it last looked, and reading
-/// the clock twice per request was a measurable share of the server's time.
+/// watcher can close the connection after the idle timeout. A count rather than a
+/// timestamp: the watcher only needs to know whether anything moved since it last looked,
+/// and reading the clock twice per request was a measurable share of the server's time.
 struct CountingIo {
     inner: TcpStream,
-    stats: Arc<Stats>,
-    /// Reads and writes that moved data. Only this connection's task writes it.
-    moves: Arc<AtomicU64>,
+    state: Arc<ConnState>,
 }
 
 impl CountingIo {
-    fn moved(&self, n: usize, counter: &AtomicU64) {
+    fn moved(&self, n: usize, counter: fn(&Stats) -> &AtomicU64) {
         if n > 0 {
-            counter.fetch_add(n as u64, Relaxed);
-            self.moves
-                .store(self.moves.load(Relaxed).wrapping_add(1), Relaxed);
+            counter(&self.state.shared.stats).fetch_add(n as u64, Relaxed);
+            let moves = &self.state.moves;
+            moves.store(moves.load(Relaxed).wrapping_add(1), Relaxed);
         }
     }
 }
@@ -440,7 +547,7 @@ impl AsyncRead for CountingIo {
         let before = buf.filled().len();
         let res = Pin::new(&mut self.inner).poll_read(cx, buf);
         let n = buf.filled().len() - before;
-        self.moved(n, &self.stats.http.bytes_in);
+        self.moved(n, |s| &s.http.bytes_in);
         res
     }
 }
@@ -453,7 +560,7 @@ impl AsyncWrite for CountingIo {
     ) -> Poll<io::Result<usize>> {
         let res = Pin::new(&mut self.inner).poll_write(cx, buf);
         if let Poll::Ready(Ok(n)) = res {
-            self.moved(n, &self.stats.http.bytes_out);
+            self.moved(n, |s| &s.http.bytes_out);
         }
         res
     }
@@ -465,7 +572,7 @@ impl AsyncWrite for CountingIo {
     ) -> Poll<io::Result<usize>> {
         let res = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
         if let Poll::Ready(Ok(n)) = res {
-            self.moved(n, &self.stats.http.bytes_out);
+            self.moved(n, |s| &s.http.bytes_out);
         }
         res
     }
