@@ -62,7 +62,13 @@ pub(super) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     // An HTTP/1 client may shut its write side once its request is sent (`nc -N` does, and
     // nginx allows it). Without this, hyper also probes for that end of file while every
     // request is being answered, which re-allocated its 8 KiB read buffer per request.
-    builder.http1().half_close(true);
+    //
+    // Replies are copied behind their headers and written with one `write` instead of a
+    // `writev` of both: for the small replies of RPC tests, hyper's bookkeeping of a
+    // vectored write cost more than the copy (callgrind: 8.6k -> 8.1k instructions per
+    // 100-byte reply). A 1 MiB reply pays one extra memcpy, within the noise of its
+    // millisecond round trip here.
+    builder.http1().half_close(true).writev(false);
     let builder = Arc::new(builder);
     let watched = Arc::new(Watched::default());
     tokio::spawn(watch(watched.clone(), shared.clone()));
