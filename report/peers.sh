@@ -25,7 +25,7 @@
 #   --curl-fetches N        curl transfers in its one process (default 1000)
 #   --seconds S             sockperf -t and wrk -d (default 5)
 #   --rounds R              measure every pair R times, the peer first in odd rounds and
-#                           rpcbench first in even ones; a figure is the mean of its R means
+#                           rpcbench first in even ones; a figure is the median of its R means
 #                           (default 1)
 #   --raw DIR               also keep every tool's raw output (and rpcbench's JSON) in DIR
 #   --json FILE             also write the pairs as JSON (the Peers shape of src/site/mod.rs)
@@ -441,7 +441,7 @@ pairs=(
     "http-fresh|ab -c 1, no -k (1/rps)|peer_ab"
     "curl-reuse|curl, one process (mean %{time_total})|peer_curl"
 )
-declare -A peer_sum=() rb_sum=() rb_done=()
+declare -A peer_vals=() rb_vals=() rb_done=()
 for ((round = 1; round <= rounds; round++)); do
     # Odd rounds measure the peer first, even rounds rpcbench first.
     rb_done=()
@@ -449,21 +449,25 @@ for ((round = 1; round <= rounds; round++)); do
         IFS='|' read -r t name fn <<<"$p"
         echo "round $round: $t against $name ..." >&2
         if ((round % 2 == 0)) && [[ -z ${rb_done[$t]:-} ]]; then
-            v=$(rb_run "$t")
-            rb_sum[$t]=$(awk -v a="${rb_sum[$t]:-0}" -v b="$v" 'BEGIN { print a + b }')
+            rb_vals[$t]+=" $(rb_run "$t")"
             rb_done[$t]=1
         fi
-        v=$("$fn")
-        peer_sum[$fn]=$(awk -v a="${peer_sum[$fn]:-0}" -v b="$v" 'BEGIN { print a + b }')
+        peer_vals[$fn]+=" $("$fn")"
         if [[ -z ${rb_done[$t]:-} ]]; then
-            v=$(rb_run "$t")
-            rb_sum[$t]=$(awk -v a="${rb_sum[$t]:-0}" -v b="$v" 'BEGIN { print a + b }')
+            rb_vals[$t]+=" $(rb_run "$t")"
             rb_done[$t]=1
         fi
     done
 done
 
-avg() { awk -v s="$1" -v n="$rounds" 'BEGIN { printf "%.3f", s / n }'; }
+# The median of a figure's round means: one round disturbed by the host (it happens, for
+# either side) does not decide a pair once there are three rounds or more.
+med() {
+    local -a vals
+    read -ra vals <<<"$1"
+    printf '%s\n' "${vals[@]}" | sort -g | awk '{ v[NR] = $1 }
+        END { printf "%.3f", (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
+}
 commands=(
     "server: $(show "${sp_srv_cmd[@]}"); client: $(show "${sp_cmd[@]}")"
     "server: $(show "${crr_srv_cmd[@]}"); client: $(crr_client_cmd "$crr_port")"
@@ -475,7 +479,7 @@ commands=(
 entries=() # "transport<TAB>peer<TAB>peer_mean_us<TAB>rpcbench_mean_us<TAB>command"
 for i in "${!pairs[@]}"; do
     IFS='|' read -r t name fn <<<"${pairs[$i]}"
-    entries+=("$t"$'\t'"$name"$'\t'"$(avg "${peer_sum[$fn]}")"$'\t'"$(avg "${rb_sum[$t]}")"$'\t'"${commands[$i]}")
+    entries+=("$t"$'\t'"$name"$'\t'"$(med "${peer_vals[$fn]}")"$'\t'"$(med "${rb_vals[$t]}")"$'\t'"${commands[$i]}")
 done
 read -r curl_wall curl_conns < <(awk '{ w += $1; c += $2; n++ } END { printf "%.3f %d\n", w / n, c / n }' "$tmp/curl.wall")
 
@@ -491,7 +495,7 @@ for e in "${entries[@]}"; do
     printf '%-15s %12.2f  %-38s %12.2f %7s  %s\n' "$t" "$rm" "$p" "$pm" "$ratio" "$ok"
 done
 echo
-echo "ratio = rpcbench mean / peer mean; pass when <= 1.3; each figure is the mean over $rounds round(s)."
+echo "ratio = rpcbench mean / peer mean; pass when <= 1.3; each figure is the median of its $rounds round mean(s)."
 echo "curl-reuse peer: mean of curl's per-transfer %{time_total}; the wall time of the whole"
 echo "  curl process divided by $curl_fetches was $curl_wall µs ($curl_conns connect(s) per process)."
 echo "load avg:   $(cut -d' ' -f1-3 /proc/loadavg) (after the runs)"

@@ -16,7 +16,10 @@
 #
 # Usage: report/testbed.sh [--calls N] [--payload BYTES] [--dns-delay DUR] [--delay-us US]
 #                          [--pin same|cross|none] [--out DIR] [--no-peers] [--rounds R]
-#                          [--peer-calls N]
+#                          [--peer-calls N] [--peer-rounds R]
+#
+# The peers run R rounds (default 3) of N calls each (rpcbench -n N, ab -n N); each figure
+# is the median of its round means, so one round disturbed by the host does not decide.
 set -euo pipefail
 
 CALLS=1000
@@ -28,6 +31,7 @@ ROUNDS=1
 OUT=report
 PEERS=1
 PEER_CALLS=20000
+PEER_ROUNDS=3
 usage() {
     sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
     exit 2
@@ -43,6 +47,7 @@ while [ $# -gt 0 ]; do
         --out) OUT=$2; shift 2 ;;
         --no-peers) PEERS=0; shift ;;
         --peer-calls) PEER_CALLS=$2; shift 2 ;;
+        --peer-rounds) PEER_ROUNDS=$2; shift 2 ;;
         -h|--help) usage ;;
         *) echo "testbed.sh: unknown option $1" >&2; usage ;;
     esac
@@ -175,6 +180,7 @@ stop_server
 PEER_ARGS=()
 if [ "$PEERS" = 1 ]; then
     "$HERE/report/peers.sh" --no-build --pin "$PIN" --server-ip "$SRV_IP" --calls "$PEER_CALLS" \
+        --ab-requests "$PEER_CALLS" --rounds "$PEER_ROUNDS" \
         --server-exec "ip netns exec $SRV" --client-exec "ip netns exec $CLI" \
         --json "$OUT/testbed-peers.json" | tee "$WORK/peers.txt"
     PEER_ARGS=(--peers "$OUT/testbed-peers.json")

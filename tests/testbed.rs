@@ -15,6 +15,8 @@ fn testbed(out: &Path, calls: &str, peers: bool) -> (bool, String) {
             calls,
             "--peer-calls",
             "5000",
+            "--peer-rounds",
+            "3",
             "--pin",
             "same",
             "--out",
