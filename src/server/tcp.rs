@@ -13,7 +13,7 @@
 use super::pool::ThreadPool;
 use super::stats::{Reject, Stats};
 use super::{ConnGuard, Shared};
-use crate::wire::{self, DecodeFrameError, LEN_PREFIX, Request, Response, Status};
+use crate::wire::{self, DecodeFrameError, Request, Response, Status};
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -209,8 +209,9 @@ impl InBuf {
         self.end += n;
     }
 
-    /// Room to read into: moves what is left to the front, then grows by one chunk if
-    /// that does not free enough room for a length prefix and some body.
+    /// Room to read into, at least half a small buffer: moves what is left to the front
+    /// when something before it was consumed, and grows by one chunk when that is not
+    /// enough. A large frame arriving in pieces is never copied to where it already is.
     fn spare(&mut self) -> &mut [u8] {
         if self.is_empty() {
             (self.start, self.end) = (0, 0);
@@ -220,12 +221,13 @@ impl InBuf {
                 self.buf.shrink_to_fit();
             }
         }
-        if self.buf.len() - self.end < LEN_PREFIX.max(SMALL_BUF / 2) {
+        let low = |b: &Self| b.buf.len() - b.end < SMALL_BUF / 2;
+        if low(self) && self.start > 0 {
             self.buf.copy_within(self.start..self.end, 0);
             (self.start, self.end) = (0, self.end - self.start);
-            if self.buf.len() - self.end < LEN_PREFIX.max(SMALL_BUF / 2) {
-                self.buf.resize(self.buf.len() + READ_CHUNK, 0);
-            }
+        }
+        if low(self) {
+            self.buf.resize(self.buf.len() + READ_CHUNK, 0);
         }
         &mut self.buf[self.end..]
     }
