@@ -107,7 +107,8 @@ impl Watched {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn add(&self, conn: &Arc<ConnState>) -> u64 {
+    /// Registers a connection until the returned guard is dropped, however its task ends.
+    fn add(&self, conn: &Arc<ConnState>) -> Registered<'_> {
         let mut inner = self.lock();
         if inner.stopping {
             conn.tell_close(CLOSE_SHUTDOWN);
@@ -115,11 +116,16 @@ impl Watched {
         let id = inner.next;
         inner.next += 1;
         inner.conns.insert(id, (conn.clone(), 0, 0));
-        id
+        Registered(self, id)
     }
+}
 
-    fn remove(&self, id: u64) {
-        self.lock().conns.remove(&id);
+/// A connection's place in [`Watched`]; leaving it on drop.
+struct Registered<'a>(&'a Watched, u64);
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.0.lock().conns.remove(&self.1);
     }
 }
 
@@ -190,7 +196,7 @@ async fn serve(
     };
     let conn = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
-    let id = watched.add(&conn_state);
+    let _registered = watched.add(&conn_state);
     let mut closing = false;
     let mut registered: Option<Waker> = None;
     let res = std::future::poll_fn(|cx| {
@@ -214,7 +220,6 @@ async fn serve(
         conn.as_mut().poll(cx)
     })
     .await;
-    watched.remove(id);
     // Closing a connection that never sent a byte cancels hyper's protocol detection,
     // which ends in an error; that close was ours, not theirs.
     if res.is_err() && conn_state.close.load(Acquire) == 0 {
