@@ -51,6 +51,8 @@ readonly server_cpu=0 client_cpu=1 conns=64 reply_len=100 nginx_bin=/usr/sbin/ng
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
+# shellcheck source=report/lib.sh
+source "$root/report/lib.sh"
 
 for tool in cargo taskset wrk curl python3 git pgrep getconf /usr/bin/time "$nginx_bin"; do
     command -v "$tool" >/dev/null || {
@@ -63,31 +65,17 @@ if (($(nproc) < 2)); then
     exit 1
 fi
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench_server.XXXXXX")
+make_tmp bench_server
 out="$tmp/output.txt"
-pids=()
 load_pid= # the running load generator (its /usr/bin/time wrapper), if any
 
-cleanup() {
-    local rc=$?
-    local pid
+before_cleanup() {
     if [[ -n $load_pid ]]; then
         # The wrapper's child is the load generator itself.
         pkill -TERM -P "$load_pid" 2>/dev/null || true
         kill "$load_pid" 2>/dev/null || true
     fi
-    for pid in "${pids[@]}"; do
-        kill "$pid" 2>/dev/null || true
-    done
-    for pid in "${pids[@]}"; do
-        wait "$pid" 2>/dev/null || true
-    done
-    rm -rf "$tmp"
-    exit "$rc"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
 # Prints to stdout and keeps a copy for --write.
 say() {
@@ -97,11 +85,6 @@ say() {
 die() {
     echo "bench_server.sh: $*" >&2
     exit 1
-}
-
-# A TCP port on 127.0.0.1 that nobody listens on right now.
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
 # Waits until `curl URL` answers 200 with exactly reply_len bytes, or fails after ~10 s.
@@ -116,21 +99,6 @@ check_body() {
     die "$name does not answer $url with 200 and $reply_len bytes (got: ${got:-nothing})"
 }
 
-# Waits for the `listening PROTO ADDR` line of rpcbench-echo and prints ADDR.
-listen_addr() {
-    local file=$1 proto=$2 pid=$3 addr
-    for _ in $(seq 100); do
-        addr=$(awk -v p="$proto" '$1 == "listening" && $2 == p { print $3; exit }' "$file")
-        if [[ -n $addr ]]; then
-            printf '%s\n' "$addr"
-            return 0
-        fi
-        kill -0 "$pid" 2>/dev/null || die "rpcbench-echo exited: $(cat "$file.err")"
-        sleep 0.1
-    done
-    die "rpcbench-echo printed no 'listening $proto' line"
-}
-
 # ---- build ------------------------------------------------------------------------------
 echo "building (release) ..." >&2
 cargo build --release --quiet --bin rpcbench-echo --example tcp_load
@@ -139,38 +107,8 @@ echo_bin="$target_dir/release/rpcbench-echo"
 load_bin="$target_dir/release/examples/tcp_load"
 
 # ---- nginx ------------------------------------------------------------------------------
-body=$(printf '%*s' "$reply_len" '' | tr ' ' 'x')
-nginx_port=$(free_port)
-mkdir -p "$tmp/nginx"
-cat >"$tmp/nginx/nginx.conf" <<EOF
-# Written by report/bench_server.sh; one worker, nothing logged per request.
-worker_processes 1;
-daemon off;
-pid $tmp/nginx/nginx.pid;
-error_log $tmp/nginx/error.log warn;
-events {
-    worker_connections 1024;
-}
-http {
-    access_log off;
-    # hyper has no per-connection request limit; nginx's default of 1000 would add
-    # reconnects that rpcbench-echo never pays.
-    keepalive_requests 1000000;
-    keepalive_timeout 75s;
-    client_body_temp_path $tmp/nginx/client_body;
-    proxy_temp_path $tmp/nginx/proxy;
-    fastcgi_temp_path $tmp/nginx/fastcgi;
-    uwsgi_temp_path $tmp/nginx/uwsgi;
-    scgi_temp_path $tmp/nginx/scgi;
-    server {
-        listen 127.0.0.1:$nginx_port;
-        location / {
-            default_type application/octet-stream;
-            return 200 "$body";
-        }
-    }
-}
-EOF
+nginx_port=$(free_port 127.0.0.1)
+write_nginx_conf "$tmp/nginx" "$nginx_port" "$reply_len"
 taskset -c "$server_cpu" "$nginx_bin" -p "$tmp/nginx/" -e "$tmp/nginx/error.log" \
     -c "$tmp/nginx/nginx.conf" &
 nginx_pid=$!

@@ -11,85 +11,56 @@
 #
 # Usage: report/instructions.sh
 # Needs valgrind (callgrind_control), wrk, nginx (nginx-light) and taskset. Traffic stays
-# on 127.0.0.1; every process it starts is killed by PID when it exits.
+# on 127.0.0.1; every process it starts is killed by PID when it exits (after its count).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-for tool in valgrind callgrind_control wrk taskset /usr/sbin/nginx cargo; do
-    command -v "$tool" >/dev/null || {
-        echo "instructions.sh: $tool is required" >&2
-        exit 1
-    }
+# shellcheck source=report/lib.sh
+source "$root/report/lib.sh"
+die() {
+    echo "instructions.sh: $*" >&2
+    exit 1
+}
+for tool in valgrind callgrind_control wrk taskset curl python3 /usr/sbin/nginx cargo; do
+    command -v "$tool" >/dev/null || die "$tool is required"
 done
 cargo build --release --quiet --bin rpcbench-echo
 bin="${CARGO_TARGET_DIR:-$root/target}/release/rpcbench-echo"
 
-tmp=$(mktemp -d)
-pid=""
-cleanup() {
-    if [[ -n $pid ]]; then kill "$pid" 2>/dev/null || true; fi
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+make_tmp instructions
 
-# A port free just now (nginx cannot listen on port 0).
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+grind=(taskset -c 0 valgrind --tool=callgrind --compress-strings=no --compress-pos=no)
 
-count() { # count NAME URL: prints NAME, requests, instructions, instructions per request
-    local name=$1 url=$2 n total
+# count NAME URL: warms the server (the last one started) up, counts 5 s of requests, stops
+# it, and prints NAME, requests, instructions and instructions per request.
+count() {
+    local name=$1 url=$2 pid=${pids[-1]} n total
+    for _ in $(seq 100); do
+        curl -s -o /dev/null "$url" && break
+        sleep 0.1
+    done
     taskset -c 1 wrk -t1 -c16 -d2s "$url" >/dev/null
     callgrind_control -z "$pid" >/dev/null 2>&1
     n=$(taskset -c 1 wrk -t1 -c16 -d5s "$url" | awk '/requests in/ { print $1 }')
     callgrind_control -d "$pid" >/dev/null 2>&1
-    kill "$pid"
+    # Stopped now, so the next server is counted alone.
+    kill "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
-    pid=""
     total=$(awk '/^summary:/ { print $2 }' "$tmp/$name.out.1")
+    [[ -n $n && -n $total ]] || die "no count for $name"
     printf '%-13s %9s requests %13s instructions %7d per request\n' "$name" "$n" "$total" $((total / n))
 }
 
-grind=(taskset -c 0 valgrind --tool=callgrind --compress-strings=no --compress-pos=no)
-
 "${grind[@]}" --callgrind-out-file="$tmp/echo-http.out" "$bin" --threads 1 --tcp off \
-    --http 127.0.0.1:0 >"$tmp/echo.stdout" 2>"$tmp/echo.stderr" &
-pid=$!
-for _ in $(seq 100); do
-    grep -q '^listening http' "$tmp/echo.stdout" && break
-    sleep 0.1
-done
-port=$(awk '/^listening http/ { sub(/.*:/, "", $3); print $3 }' "$tmp/echo.stdout")
-[[ -n $port ]] || { echo "instructions.sh: rpcbench-echo did not start" >&2; exit 1; }
-count echo-http "http://127.0.0.1:$port/echo?reply_len=100"
+    --http 127.0.0.1:0 >"$tmp/echo.out" 2>"$tmp/echo.out.err" &
+pids+=("$!")
+count echo-http "http://$(listen_addr "$tmp/echo.out" http "${pids[-1]}")/echo?reply_len=100"
 
-port=$(free_port)
-mkdir -p "$tmp/nginx"
-cat >"$tmp/nginx/nginx.conf" <<EOF
-worker_processes 1;
-master_process off;
-daemon off;
-pid $tmp/nginx/nginx.pid;
-error_log $tmp/nginx/error.log warn;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    keepalive_requests 1000000;
-    client_body_temp_path $tmp/nginx/cb; proxy_temp_path $tmp/nginx/p;
-    fastcgi_temp_path $tmp/nginx/f; uwsgi_temp_path $tmp/nginx/u; scgi_temp_path $tmp/nginx/s;
-    server {
-        listen 127.0.0.1:$port;
-        location / {
-            default_type application/octet-stream;
-            return 200 "$(printf 'x%.0s' $(seq 100))";
-        }
-    }
-}
-EOF
+port=$(free_port 127.0.0.1)
+# No master process: callgrind must be counting the process that serves.
+write_nginx_conf "$tmp/nginx" "$port" 100 "master_process off;"
 "${grind[@]}" --callgrind-out-file="$tmp/nginx.out" /usr/sbin/nginx -p "$tmp/nginx/" \
-    -e "$tmp/nginx/error.log" -c "$tmp/nginx/nginx.conf" 2>"$tmp/nginx.stderr" &
-pid=$!
-for _ in $(seq 100); do
-    curl -s -o /dev/null "http://127.0.0.1:$port/" && break
-    sleep 0.1
-done
+    -e "$tmp/nginx/error.log" -c "$tmp/nginx/nginx.conf" 2>"$tmp/nginx.err" &
+pids+=("$!")
 count nginx "http://127.0.0.1:$port/echo?reply_len=100"

@@ -148,29 +148,14 @@ if [[ $server_ip == *:* ]]; then host="[$server_ip]"; else host=$server_ip; fi
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
+# shellcheck source=report/lib.sh
+source "$root/report/lib.sh"
 
 for tool in taskset sockperf wrk ab curl python3 ss; do
     command -v "$tool" >/dev/null || die "$tool is required (apt-get install -y sockperf wrk apache2-utils curl python3 iproute2 util-linux)"
 done
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/peers.XXXXXX")
-pids=()
-
-cleanup() {
-    local rc=$?
-    local pid
-    for pid in "${pids[@]}"; do
-        kill "$pid" 2>/dev/null || true
-    done
-    for pid in "${pids[@]}"; do
-        wait "$pid" 2>/dev/null || true
-    done
-    rm -rf "$tmp"
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+make_tmp peers
 [[ -z $raw_dir ]] || mkdir -p "$raw_dir"
 
 # Off loopback the kernel keeps each client-closed connection's port in TIME_WAIT for 60 s
@@ -214,19 +199,11 @@ for b in "$rb_bin" "$echo_bin" "$crr_bin"; do
 done
 
 # ---- servers ----------------------------------------------------------------------------
-# Waits for a `listening PROTO ADDR` line in FILE and prints ADDR's port.
+# The port of the `listening PROTO ADDR` line in FILE.
 listen_port() {
-    local file=$1 proto=$2 pid=$3 addr
-    for _ in $(seq 100); do
-        addr=$(awk -v p="$proto" '$1 == "listening" && $2 == p { print $3; exit }' "$file")
-        if [[ -n $addr ]]; then
-            printf '%s\n' "${addr##*:}"
-            return 0
-        fi
-        kill -0 "$pid" 2>/dev/null || die "server exited: $(cat "$file.err" 2>/dev/null)"
-        sleep 0.1
-    done
-    die "no 'listening $proto' line in $file"
+    local addr
+    addr=$(listen_addr "$@")
+    printf '%s\n' "${addr##*:}"
 }
 
 echo_cmd=("${srv[@]}" "$echo_bin" --threads 1 --tcp "$host:0" --http "$host:0")
@@ -246,10 +223,7 @@ crr_port=$(listen_port "$tmp/crr.out" tcp "$crr_pid")
 # again with another if someone took it in between.
 sockperf_port=""
 for _ in 1 2 3; do
-    port=$("${srv_exec[@]}" python3 -c 'import socket, sys
-s = socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)
-s.bind((sys.argv[1], 0))
-print(s.getsockname()[1])' "$server_ip")
+    port=$(free_port "$server_ip" "${srv_exec[@]}")
     sp_srv_cmd=("${srv[@]}" sockperf server --tcp -i "$server_ip" -p "$port")
     "${sp_srv_cmd[@]}" >"$tmp/sockperf_srv.out" 2>&1 &
     sp_pid=$!

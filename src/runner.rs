@@ -124,27 +124,21 @@ pub fn run_transport(
                     .name(format!("{kind}-{i}"))
                     .spawn_scoped(scope, move || {
                         let transport = kind.open(endpoint, config.timeout);
-                        let pacer = Pacer::new(config.rate, workers, i);
+                        let ctx = WorkerCtx {
+                            config,
+                            warmup,
+                            pacer: Pacer::new(config.rate, workers, i),
+                            shared,
+                            start_line,
+                        };
                         // The one match: from here on the loop is compiled per transport.
                         match transport {
-                            AnyTransport::Tcp(t) => {
-                                worker(t, config, warmup, pacer, shared, start_line)
-                            }
-                            AnyTransport::TcpConnect(t) => {
-                                worker(t, config, warmup, pacer, shared, start_line)
-                            }
-                            AnyTransport::HttpFresh(t) => {
-                                worker(t, config, warmup, pacer, shared, start_line)
-                            }
-                            AnyTransport::HttpKeepalive(t) => {
-                                worker(t, config, warmup, pacer, shared, start_line)
-                            }
-                            AnyTransport::CurlReuse(t) => {
-                                worker(t, config, warmup, pacer, shared, start_line)
-                            }
-                            AnyTransport::CurlFresh(t) => {
-                                worker(t, config, warmup, pacer, shared, start_line)
-                            }
+                            AnyTransport::Tcp(t) => worker(t, ctx),
+                            AnyTransport::TcpConnect(t) => worker(t, ctx),
+                            AnyTransport::HttpFresh(t) => worker(t, ctx),
+                            AnyTransport::HttpKeepalive(t) => worker(t, ctx),
+                            AnyTransport::CurlReuse(t) => worker(t, ctx),
+                            AnyTransport::CurlFresh(t) => worker(t, ctx),
                         }
                     })
                     .expect("spawning a worker thread")
@@ -171,15 +165,26 @@ pub fn run_transport(
     }
 }
 
-/// One worker: warm-up, wait for the start, then measured calls until none are left.
-fn worker<T: Transport>(
-    mut transport: T,
-    config: &RunConfig,
+/// What a worker needs besides its transport.
+struct WorkerCtx<'a> {
+    config: &'a RunConfig,
+    /// This worker's share of the warm-up calls.
     warmup: u64,
-    mut pacer: Option<Pacer>,
-    shared: &Shared,
-    start_line: &Barrier,
-) -> Tally {
+    /// Its share of the schedule under `--rate`.
+    pacer: Option<Pacer>,
+    shared: &'a Shared,
+    start_line: &'a Barrier,
+}
+
+/// One worker: warm-up, wait for the start, then measured calls until none are left.
+fn worker<T: Transport>(mut transport: T, ctx: WorkerCtx<'_>) -> Tally {
+    let WorkerCtx {
+        config,
+        warmup,
+        mut pacer,
+        shared,
+        start_line,
+    } = ctx;
     let mut payload = Vec::with_capacity(config.payload as usize);
     let mut scratch = Tally::default();
     for _ in 0..warmup {

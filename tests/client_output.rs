@@ -11,33 +11,19 @@ const FIXTURE: &str = include_str!("fixtures/report.json");
 
 /// Runs `rpcbench` with its embedded server; returns stdout and the `--out` JSON report.
 fn run(format: &str) -> (String, Report) {
-    let dir = std::env::temp_dir().join(format!("rpcbench-out-{}-{format}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join("report.json");
-    let output = Command::new(env!("CARGO_BIN_EXE_rpcbench"))
-        .args([
-            "-n",
-            "200",
-            "--warmup",
-            "0",
-            "--timeout",
-            "2s",
-            "--format",
-            format,
-            "--out",
-        ])
-        .arg(&out)
-        .output()
-        .expect("run rpcbench");
-    assert!(
-        output.status.success(),
-        "rpcbench failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: Report =
-        serde_json::from_slice(&std::fs::read(&out).unwrap()).expect("--out is a Report");
-    std::fs::remove_dir_all(&dir).ok();
-    (String::from_utf8(output.stdout).unwrap(), report)
+    let args = [
+        "-n",
+        "200",
+        "--warmup",
+        "0",
+        "--timeout",
+        "2s",
+        "--format",
+        format,
+    ];
+    let (stdout, report, code) = run_args(format, &args);
+    assert_eq!(code, Some(0), "rpcbench failed");
+    (stdout, report)
 }
 
 /// Every key path in a JSON value: arrays collapse to `[]`, and the `errors` map (whose keys

@@ -6,8 +6,8 @@ mod common;
 
 use common::{
     CurlReply, EchoProcess, FrameClient, IO_TIMEOUT, TestServer, assert_rejects, curl_call,
-    echo_req, http_stats, hyper_collect, hyper_http1, hyper_http2, hyper_req, hyper_send1,
-    parse_server_timing, payload_for, raw_http, read_http1,
+    curl_echo, echo_req, http_stats, hyper_collect, hyper_http1, hyper_http2, hyper_req,
+    hyper_send1, parse_server_timing, payload_for, raw_http, read_http1,
 };
 use hyper::{Method, StatusCode};
 use rpcbench::server::stats::{Reject, StatsSnapshot};
@@ -342,9 +342,7 @@ fn error_statuses_with_reasons() {
     );
     assert_eq!(reply.status, 200);
     assert!(reply.body.len() == 1_024 && wire::is_pattern(4, &reply.body));
-    let reply = curl_call(&mut easy, "POST", &u("/echo"), Some(&[5; 1_024]), &[]);
-    assert_eq!(reply.status, 200);
-    assert_eq!(reply.body, [5; 1_024]);
+    curl_echo(&mut easy, &u("/echo"), &[5; 1_024]);
 
     // 413 for a declared body above max_frame, answered before the body is sent.
     let bytes = raw_http(
@@ -375,11 +373,7 @@ fn error_statuses_with_reasons() {
     drop(stream);
 
     // Still healthy, and everything was counted.
-    let reply = curl_call(&mut easy, "POST", &u("/echo"), Some(b"fine"), &[]);
-    assert_eq!(
-        (reply.status, reply.body.as_slice()),
-        (200, b"fine".as_slice())
-    );
+    curl_echo(&mut easy, &u("/echo"), b"fine");
     let snap = server.wait_stats(IO_TIMEOUT, "counted", |s| {
         s.rejected(Reject::HttpPayloadTooLarge) == 2
     });
@@ -431,8 +425,7 @@ fn stats_match_the_traffic_sent() {
     let mut easy = curl::easy::Easy::new();
     let u = |p: &str| url(server.http, p);
     for body in [&b"one"[..], &[2; 100], &[3; 1_000]] {
-        let reply = curl_call(&mut easy, "POST", &u("/echo"), Some(body), &[]);
-        assert_eq!((reply.status, reply.body.as_slice()), (200, body));
+        curl_echo(&mut easy, &u("/echo"), body);
     }
     assert_eq!(
         curl_call(&mut easy, "GET", &u("/echo?reply_len=500&seq=3"), None, &[]).status,
@@ -580,17 +573,10 @@ fn http_keep_alive_connection_is_closed_after_idle_timeout() {
     assert_rejects(&snap, &[(Reject::IdleTimeout, 1)]);
     assert_eq!(snap.http.requests, 5);
 
-    let mut easy = curl::easy::Easy::new();
-    let reply = curl_call(
-        &mut easy,
-        "POST",
+    curl_echo(
+        &mut curl::easy::Easy::new(),
         &url(server.http, "/echo"),
-        Some(b"after"),
-        &[],
-    );
-    assert_eq!(
-        (reply.status, reply.body.as_slice()),
-        (200, b"after".as_slice())
+        b"after",
     );
 }
 
@@ -707,17 +693,10 @@ fn http_and_tcp_share_one_server_process() {
     let proc = EchoProcess::spawn(&["--threads", "1"]);
     let mut c = FrameClient::connect(proc.tcp);
     c.check_echo(1, b"tcp");
-    let mut easy = curl::easy::Easy::new();
-    let reply = curl_call(
-        &mut easy,
-        "POST",
+    curl_echo(
+        &mut curl::easy::Easy::new(),
         &url(proc.http, "/echo"),
-        Some(b"http"),
-        &[],
-    );
-    assert_eq!(
-        (reply.status, reply.body.as_slice()),
-        (200, b"http".as_slice())
+        b"http",
     );
     let snap = http_stats(proc.http);
     assert_eq!(snap.tcp.requests, 1);

@@ -4,6 +4,7 @@
 //! auto builder looks at the first bytes). Every error is a status with a one-line reason.
 
 use super::Shared;
+use super::registry::Registry;
 use super::stats::{Reject, Stats};
 use crate::wire;
 use bytes::Bytes;
@@ -13,7 +14,6 @@ use hyper::header::{self, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::io;
 use std::pin::Pin;
@@ -70,7 +70,7 @@ pub(super) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     // millisecond round trip here.
     builder.http1().half_close(true).writev(false);
     let builder = Arc::new(builder);
-    let watched = Arc::new(Watched::default());
+    let watched = Arc::new(Registry::<Watch>::default());
     tokio::spawn(watch(watched.clone(), shared.clone()));
     while let Some((stream, guard)) = shared.next_connection(&listener, |s: &Stats| &s.http).await {
         let (shared, builder, watched) = (shared.clone(), builder.clone(), watched.clone());
@@ -85,77 +85,38 @@ pub(super) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 const CLOSE_IDLE: u8 = 1;
 const CLOSE_SHUTDOWN: u8 = 2;
 
-/// The open HTTP connections, for the one task that closes idle ones and, at shutdown,
-/// all of them. Watching from outside keeps timers and the shutdown signal out of every
-/// connection's wake-ups, which happen once or twice per request.
-#[derive(Default)]
-struct Watched {
-    inner: Mutex<WatchedInner>,
-}
-
-#[derive(Default)]
-struct WatchedInner {
-    stopping: bool,
-    next: u64,
-    /// Each connection with the `moves` count last seen and how many checks in a row saw
-    /// it unchanged.
-    conns: HashMap<u64, (Arc<ConnState>, u64, u32)>,
-}
-
-impl Watched {
-    fn lock(&self) -> std::sync::MutexGuard<'_, WatchedInner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Registers a connection until the returned guard is dropped, however its task ends.
-    fn add(&self, conn: &Arc<ConnState>) -> Registered<'_> {
-        let mut inner = self.lock();
-        if inner.stopping {
-            conn.tell_close(CLOSE_SHUTDOWN);
-        }
-        let id = inner.next;
-        inner.next += 1;
-        inner.conns.insert(id, (conn.clone(), 0, 0));
-        Registered(self, id)
-    }
-}
-
-/// A connection's place in [`Watched`]; leaving it on drop.
-struct Registered<'a>(&'a Watched, u64);
-
-impl Drop for Registered<'_> {
-    fn drop(&mut self) {
-        self.0.lock().conns.remove(&self.1);
-    }
+/// A connection as the watcher sees it. Watching from outside keeps timers and the
+/// shutdown signal out of every connection's wake-ups, which happen once or twice per
+/// request.
+struct Watch {
+    conn: Arc<ConnState>,
+    /// The connection's `moves` count at the last check.
+    moves_seen: u64,
+    /// Checks in a row that saw `moves` unchanged and no request in flight.
+    quiet_checks: u32,
 }
 
 /// Every tenth of the idle timeout, tells connections quiet for a whole timeout to close;
 /// at shutdown, tells every connection.
-async fn watch(watched: Arc<Watched>, shared: Arc<Shared>) {
+async fn watch(watched: Arc<Registry<Watch>>, shared: Arc<Shared>) {
     let mut check = tokio::time::interval(shared.config.idle_timeout / IDLE_CHECKS_PER_TIMEOUT);
     let stopping = super::stopping(shared.shutdown.clone());
     tokio::pin!(stopping);
     loop {
         tokio::select! {
-            _ = check.tick() => {
-                for (conn, seen, quiet) in watched.lock().conns.values_mut() {
-                    let now = conn.moves.load(Relaxed);
-                    if now != *seen || conn.in_flight.load(Relaxed) > 0 {
-                        (*seen, *quiet) = (now, 0);
-                    } else {
-                        *quiet += 1;
-                    }
-                    if *quiet >= IDLE_CHECKS_PER_TIMEOUT {
-                        conn.tell_close(CLOSE_IDLE);
-                    }
+            _ = check.tick() => watched.for_each(|w| {
+                let now = w.conn.moves.load(Relaxed);
+                if now != w.moves_seen || w.conn.in_flight.load(Relaxed) > 0 {
+                    (w.moves_seen, w.quiet_checks) = (now, 0);
+                } else {
+                    w.quiet_checks += 1;
                 }
-            }
+                if w.quiet_checks >= IDLE_CHECKS_PER_TIMEOUT {
+                    w.conn.tell_close(CLOSE_IDLE);
+                }
+            }),
             _ = &mut stopping => {
-                let mut inner = watched.lock();
-                inner.stopping = true;
-                for (conn, _, _) in inner.conns.values() {
-                    conn.tell_close(CLOSE_SHUTDOWN);
-                }
+                watched.close(|w| w.conn.tell_close(CLOSE_SHUTDOWN));
                 return;
             }
         }
@@ -167,7 +128,7 @@ async fn serve(
     stream: TcpStream,
     builder: &auto::Builder<TokioExecutor>,
     shared: Arc<Shared>,
-    watched: &Watched,
+    watched: &Arc<Registry<Watch>>,
 ) {
     let _ = stream.set_nodelay(true);
     let conn_state = Arc::new(ConnState {
@@ -194,9 +155,16 @@ async fn serve(
             }
         })
     };
+    // Refused once shutdown has begun: returning closes the connection.
+    let Some(_registered) = watched.add(Watch {
+        conn: conn_state.clone(),
+        moves_seen: 0,
+        quiet_checks: 0,
+    }) else {
+        return;
+    };
     let conn = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
-    let _registered = watched.add(&conn_state);
     let mut closing = false;
     let mut registered: Option<Waker> = None;
     let res = std::future::poll_fn(|cx| {

@@ -8,6 +8,7 @@
 pub mod dns;
 mod http;
 mod pool;
+mod registry;
 pub mod stats;
 mod tcp;
 

@@ -11,14 +11,14 @@
 //! `write_all`, so pipelined requests cost one write per batch instead of one per reply.
 
 use super::pool::ThreadPool;
+use super::registry::Registry;
 use super::stats::{Reject, Stats};
 use super::{ConnGuard, Shared};
 use crate::wire::{self, DecodeFrameError, Request, Response, Status};
-use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
+use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 
@@ -29,87 +29,38 @@ const READ_CHUNK: usize = 64 * 1024;
 /// Size of a connection's buffers while its frames are small.
 const SMALL_BUF: usize = 8 * 1024;
 
-/// Accepts connections until shutdown starts, then wakes every connection thread that
-/// is waiting for a request so that it closes.
+/// Accepts connections until shutdown starts, then shuts the read side of every open
+/// connection: a thread waiting for a request sees end of file and closes; one busy with a
+/// request still writes its reply first.
 pub(super) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     let pool = ThreadPool::new("rpcbench-tcp");
-    let open = Arc::new(OpenConns::default());
+    let open = Arc::new(Registry::<Arc<TcpStream>>::default());
     while let Some((stream, guard)) = shared.next_connection(&listener, |s: &Stats| &s.tcp).await {
         let Ok(stream) = stream.into_std().and_then(|s| {
             s.set_nonblocking(false)?;
-            Ok(s)
+            Ok(Arc::new(s))
         }) else {
             shared.stats.reject(Reject::IoError);
             continue;
         };
-        let Some(entry) = open.add(stream) else {
+        let Some(registered) = open.add(stream.clone()) else {
             continue;
         };
-        let (conn_shared, conn_open) = (shared.clone(), open.clone());
+        let conn_shared = shared.clone();
         let started = pool.run(move || {
-            let _guard: ConnGuard = guard;
-            let stream = conn_open.stream(entry);
+            let (_guard, _registered): (ConnGuard, _) = (guard, registered);
             if let Err(kind) = serve(&stream, &conn_shared) {
                 conn_shared.stats.reject(kind);
             }
-            conn_open.remove(entry);
         });
         if let Err(e) = started {
             tracing::warn!("cannot start a connection thread: {e}");
             shared.stats.reject(Reject::IoError);
-            open.remove(entry);
         }
     }
-    open.close_all();
-}
-
-/// The connections being served, so that shutdown can reach threads blocked in `read`.
-#[derive(Debug, Default)]
-struct OpenConns {
-    inner: Mutex<OpenInner>,
-}
-
-#[derive(Debug, Default)]
-struct OpenInner {
-    closing: bool,
-    next: u64,
-    streams: HashMap<u64, Arc<TcpStream>>,
-}
-
-impl OpenConns {
-    fn lock(&self) -> std::sync::MutexGuard<'_, OpenInner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Registers a connection; `None` (and the stream closed) once shutdown has begun.
-    fn add(&self, stream: TcpStream) -> Option<u64> {
-        let mut inner = self.lock();
-        if inner.closing {
-            return None;
-        }
-        let id = inner.next;
-        inner.next += 1;
-        inner.streams.insert(id, Arc::new(stream));
-        Some(id)
-    }
-
-    fn stream(&self, id: u64) -> Arc<TcpStream> {
-        self.lock().streams[&id].clone()
-    }
-
-    fn remove(&self, id: u64) {
-        self.lock().streams.remove(&id);
-    }
-
-    /// Shuts the read side of every connection: a thread waiting for a request sees end
-    /// of file and closes; one busy with a request still writes its reply first.
-    fn close_all(&self) {
-        let mut inner = self.lock();
-        inner.closing = true;
-        for stream in inner.streams.values() {
-            let _ = stream.shutdown(Shutdown::Read);
-        }
-    }
+    open.close(|stream| {
+        let _ = stream.shutdown(Shutdown::Read);
+    });
 }
 
 /// Serves one connection until the client closes it, it misbehaves, or shutdown starts.

@@ -679,6 +679,16 @@ pub fn raw_http(addr: SocketAddr, request: &[u8]) -> Vec<u8> {
     }
 }
 
+/// `POST` `body` to `url` through `easy` and check that it came back with status 200.
+pub fn curl_echo(easy: &mut curl::easy::Easy, url: &str, body: &[u8]) {
+    let reply = curl_call(easy, "POST", url, Some(body), &[]);
+    assert_eq!(
+        (reply.status, reply.body.as_slice()),
+        (200, body),
+        "POST {url}"
+    );
+}
+
 /// One HTTP/1.x response parsed from raw bytes.
 #[derive(Debug, Clone)]
 pub struct RawResponse {
