@@ -85,7 +85,7 @@ pub struct BenchArgs {
     /// Start calls at this many per second over all workers, on a fixed schedule (as
     /// fortio -qps, wrk2 -R), instead of back to back. Calls that start more than one
     /// interval late are counted as `late`.
-    #[arg(long, value_parser = parse_rate)]
+    #[arg(long, value_name = "CALLS_PER_S", value_parser = parse_rate)]
     pub rate: Option<f64>,
     /// Transports to run, comma-separated (default: all).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = TransportKind::ALL.to_vec())]
