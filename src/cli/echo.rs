@@ -32,7 +32,8 @@ pub struct EchoArgs {
     /// Close a connection that sends nothing for this long (e.g. 60s).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub idle_timeout: Duration,
-    /// Worker threads (default: one per CPU). 1 runs everything on a single thread.
+    /// Runtime threads for HTTP, DNS and accepting (default: one per CPU; 1 runs them on a
+    /// single thread). Each raw TCP connection is served by a thread of its own.
     #[arg(long)]
     pub threads: Option<usize>,
     /// DNS responder UDP listen address (IP:PORT, port 0 = any free port), or `off`.
