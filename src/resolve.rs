@@ -4,7 +4,6 @@
 //! query count belongs to that run alone. Lookups happen only when a transport opens a
 //! connection: persistent transports pay once per worker, fresh ones on every call.
 
-use crate::transport::{CallError, DnsFailure};
 use hickory_resolver::TokioResolver;
 use hickory_resolver::config::{
     ConnectionConfig, LookupIpStrategy, NameServerConfig, ResolveHosts, ResolverConfig,
@@ -106,6 +105,20 @@ enum How {
         /// is how queries are counted (`valid_until` cannot tell: a hit recomputes it).
         last_answer: Mutex<Option<u16>>,
     },
+}
+
+/// How a name lookup failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum LookupNameError {
+    /// The name does not exist, or has no address of the family asked for.
+    #[error("no such name, or no address of the family asked for")]
+    NoAddress,
+    /// No answer before the call's deadline.
+    #[error("no answer in time")]
+    Timeout,
+    /// Anything else (a resolver error, a malformed answer).
+    #[error("resolver error")]
+    Other,
 }
 
 /// Where `cached` and `uncached` send their queries.
@@ -248,12 +261,12 @@ impl Names {
 
     /// Resolves the name before `deadline`. Returns the address and, when a lookup really
     /// happened, how long it took.
-    pub fn lookup(&self, deadline: Instant) -> Result<(IpAddr, Option<Duration>), CallError> {
+    pub fn lookup(&self, deadline: Instant) -> Result<(IpAddr, Option<Duration>), LookupNameError> {
         let started = Instant::now();
         let left = deadline.saturating_duration_since(started);
         let found = match &self.how {
             How::Fixed(Ok(ip)) => return Ok((*ip, None)),
-            How::Fixed(Err(why)) => Err((DnsFailure::NoAddress, why.clone())),
+            How::Fixed(Err(why)) => Err((LookupNameError::NoAddress, why.clone())),
             How::System { rt } => {
                 self.queries.fetch_add(1, Relaxed);
                 let name = self.name.clone();
@@ -266,13 +279,13 @@ impl Names {
                     });
                     match tokio::time::timeout(left, lookup).await {
                         Err(_) => Err((
-                            DnsFailure::Timeout,
+                            LookupNameError::Timeout,
                             "getaddrinfo did not return in time".into(),
                         )),
-                        Ok(Err(join)) => Err((DnsFailure::Other, join.to_string())),
-                        Ok(Ok(Err(e))) => Err((DnsFailure::NoAddress, e.to_string())),
+                        Ok(Err(join)) => Err((LookupNameError::Other, join.to_string())),
+                        Ok(Ok(Err(e))) => Err((LookupNameError::NoAddress, e.to_string())),
                         Ok(Ok(Ok(None))) => Err((
-                            DnsFailure::NoAddress,
+                            LookupNameError::NoAddress,
                             "no address of the family asked for".into(),
                         )),
                         Ok(Ok(Ok(Some(ip)))) => Ok(ip),
@@ -297,11 +310,11 @@ impl Names {
                 let family = self.family;
                 rt.block_on(async {
                     match tokio::time::timeout(left, resolver.lookup_ip(fqdn)).await {
-                        Err(_) => Err((DnsFailure::Timeout, "no answer in time".into())),
+                        Err(_) => Err((LookupNameError::Timeout, "no answer in time".into())),
                         Ok(Err(e)) if e.is_no_records_found() => {
-                            Err((DnsFailure::NoAddress, e.to_string()))
+                            Err((LookupNameError::NoAddress, e.to_string()))
                         }
-                        Ok(Err(e)) => Err((DnsFailure::Other, e.to_string())),
+                        Ok(Err(e)) => Err((LookupNameError::Other, e.to_string())),
                         Ok(Ok(lookup)) => {
                             let fresh = {
                                 let mut last =
@@ -315,7 +328,7 @@ impl Names {
                                 self.queries.fetch_add(family.queries(), Relaxed);
                             }
                             lookup.iter().find(|ip| family.accepts(ip)).ok_or((
-                                DnsFailure::NoAddress,
+                                LookupNameError::NoAddress,
                                 "no address of the family asked for".into(),
                             ))
                         }
@@ -323,7 +336,7 @@ impl Names {
                 })
                 .inspect_err(|(kind, _)| {
                     // A timed-out or failed lookup still sent its queries.
-                    if *kind != DnsFailure::NoAddress || self.mode == AddrMode::Uncached {
+                    if *kind != LookupNameError::NoAddress || self.mode == AddrMode::Uncached {
                         self.queries.fetch_add(family.queries(), Relaxed);
                     }
                 })
@@ -341,7 +354,7 @@ impl Names {
                         self.mode
                     ));
                 }
-                Err(CallError::Dns(kind))
+                Err(kind)
             }
         }
     }

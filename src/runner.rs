@@ -8,7 +8,7 @@
 
 use crate::measure::{Outcome, Phase, Tally};
 use crate::resolve::AddrMode;
-use crate::transport::{AnyTransport, Call, Endpoint, Phases, Transport, TransportKind};
+use crate::transport::{Call, Endpoint, Phases, Transport, TransportKind, WithTransport};
 use crate::wire;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Barrier};
@@ -123,7 +123,6 @@ pub fn run_transport(
                 std::thread::Builder::new()
                     .name(format!("{kind}-{i}"))
                     .spawn_scoped(scope, move || {
-                        let transport = kind.open(endpoint, config.timeout);
                         let ctx = WorkerCtx {
                             config,
                             warmup,
@@ -131,15 +130,8 @@ pub fn run_transport(
                             shared,
                             start_line,
                         };
-                        // The one match: from here on the loop is compiled per transport.
-                        match transport {
-                            AnyTransport::Tcp(t) => worker(t, ctx),
-                            AnyTransport::TcpConnect(t) => worker(t, ctx),
-                            AnyTransport::HttpFresh(t) => worker(t, ctx),
-                            AnyTransport::HttpKeepalive(t) => worker(t, ctx),
-                            AnyTransport::CurlReuse(t) => worker(t, ctx),
-                            AnyTransport::CurlFresh(t) => worker(t, ctx),
-                        }
+                        // The one dispatch: from here on the loop is compiled per transport.
+                        kind.open_with(endpoint, config.timeout, ctx)
                     })
                     .expect("spawning a worker thread")
             })
@@ -174,6 +166,14 @@ struct WorkerCtx<'a> {
     pacer: Option<Pacer>,
     shared: &'a Shared,
     start_line: &'a Barrier,
+}
+
+impl WithTransport for WorkerCtx<'_> {
+    type Output = Tally;
+
+    fn run<T: Transport>(self, transport: T) -> Tally {
+        worker(transport, self)
+    }
 }
 
 /// One worker: warm-up, wait for the start, then measured calls until none are left.

@@ -136,7 +136,7 @@ fn classify(e: &curl::Error, connected: bool) -> CallError {
     } else if e.is_got_nothing() || e.is_recv_error() || e.is_partial_file() || e.is_send_error() {
         CallError::Closed
     } else if e.is_couldnt_resolve_host() {
-        CallError::Dns(super::DnsFailure::NoAddress)
+        CallError::Dns(crate::resolve::LookupNameError::NoAddress)
     } else {
         CallError::Protocol
     }

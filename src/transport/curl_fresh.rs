@@ -2,7 +2,7 @@
 //! `curl_init` per call in seed 004. The latency includes connect (and any lookup).
 
 use super::curl::{Collector, new_handle, perform};
-use super::{Call, CallError, Endpoint, Phases, Reply, Transport};
+use super::{Port, Call, CallError, Endpoint, Phases, Reply, Transport};
 use curl::easy::Easy2;
 use std::time::{Duration, Instant};
 
@@ -15,8 +15,12 @@ pub struct CurlFresh {
     connects: u64,
 }
 
-impl CurlFresh {
-    pub fn new(endpoint: Endpoint, timeout: Duration) -> CurlFresh {
+
+impl Transport for CurlFresh {
+    const PERSISTENT: bool = false;
+    const PORT: Port = Port::Http;
+
+    fn open(endpoint: Endpoint, timeout: Duration) -> CurlFresh {
         CurlFresh {
             endpoint,
             timeout,
@@ -24,9 +28,7 @@ impl CurlFresh {
             connects: 0,
         }
     }
-}
 
-impl Transport for CurlFresh {
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
         let pin = self
             .endpoint

@@ -2,7 +2,7 @@
 //! keeps its connection (and DNS cache) between calls.
 
 use super::curl::{Collector, new_handle, perform};
-use super::{Call, CallError, Endpoint, Phases, Reply, Transport};
+use super::{Port, Call, CallError, Endpoint, Phases, Reply, Transport};
 use curl::easy::Easy2;
 use std::time::{Duration, Instant};
 
@@ -14,8 +14,12 @@ pub struct CurlReuse {
     connects: u64,
 }
 
-impl CurlReuse {
-    pub fn new(endpoint: Endpoint, timeout: Duration) -> CurlReuse {
+
+impl Transport for CurlReuse {
+    const PERSISTENT: bool = true;
+    const PORT: Port = Port::Http;
+
+    fn open(endpoint: Endpoint, timeout: Duration) -> CurlReuse {
         CurlReuse {
             endpoint,
             timeout,
@@ -23,9 +27,7 @@ impl CurlReuse {
             connects: 0,
         }
     }
-}
 
-impl Transport for CurlReuse {
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
         let fresh_handle = self.easy.is_none();
         let easy = match &mut self.easy {

@@ -2,7 +2,7 @@
 //! call (hyper), like PHP's `file_get_contents` in seed 004. The latency includes connect.
 
 use super::http::{self, SendError, worker_runtime};
-use super::{Call, CallError, Endpoint, Phases, Reply, Transport, remaining};
+use super::{Port, Call, CallError, Endpoint, Phases, Reply, Transport, remaining};
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
@@ -16,8 +16,12 @@ pub struct HttpFresh {
     template: http::Template,
 }
 
-impl HttpFresh {
-    pub fn new(endpoint: Endpoint, timeout: Duration) -> HttpFresh {
+
+impl Transport for HttpFresh {
+    const PERSISTENT: bool = false;
+    const PORT: Port = Port::Http;
+
+    fn open(endpoint: Endpoint, timeout: Duration) -> HttpFresh {
         HttpFresh {
             rt: worker_runtime(),
             template: http::Template::new(&endpoint),
@@ -27,9 +31,7 @@ impl HttpFresh {
             connects: 0,
         }
     }
-}
 
-impl Transport for HttpFresh {
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
         let HttpFresh {
             rt,

@@ -1,7 +1,7 @@
 //! `http-keepalive`: HTTP/1.1 `POST /echo` over one kept-alive connection per worker (hyper).
 
 use super::http::{self, SendError, worker_runtime};
-use super::{Call, CallError, Endpoint, Phases, Reply, Transport, remaining};
+use super::{Port, Call, CallError, Endpoint, Phases, Reply, Transport, remaining};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::client::conn::http1::SendRequest;
@@ -19,8 +19,12 @@ pub struct HttpKeepalive {
     template: http::Template,
 }
 
-impl HttpKeepalive {
-    pub fn new(endpoint: Endpoint, timeout: Duration) -> HttpKeepalive {
+
+impl Transport for HttpKeepalive {
+    const PERSISTENT: bool = true;
+    const PORT: Port = Port::Http;
+
+    fn open(endpoint: Endpoint, timeout: Duration) -> HttpKeepalive {
         HttpKeepalive {
             rt: worker_runtime(),
             template: http::Template::new(&endpoint),
@@ -31,9 +35,7 @@ impl HttpKeepalive {
             connects: 0,
         }
     }
-}
 
-impl Transport for HttpKeepalive {
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
         let deadline = Instant::now() + self.timeout;
         let mut req = self.template.request(call, false)?;

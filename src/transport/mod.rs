@@ -3,106 +3,137 @@
 //! A transport makes one call at a time on the worker thread that owns it (blocking; the
 //! hyper transports drive a current-thread runtime of their own), hands the raw reply back,
 //! and leaves verification to the runner, so every transport is judged by the same code.
-//! [`TransportKind::open`] is the one `match` that picks a transport; the runner's hot loop
-//! is generic over the concrete type, so no transport pays for another's abstraction.
+//! The registry below (one line per transport) declares each transport's module and
+//! generates [`TransportKind`] and [`TransportKind::open_with`], the one `match` that picks
+//! a transport; the runner's hot loop is generic over the concrete type, so no transport
+//! pays for another's abstraction. A transport states its own properties (persistent or
+//! not, which port) as constants of its [`Transport`] impl.
 
+// Helpers shared by several transports; the transports themselves are declared by the
+// registry below.
 mod curl;
-mod curl_fresh;
-mod curl_reuse;
 mod http;
-mod http_fresh;
-mod http_keepalive;
-mod tcp;
-mod tcp_connect;
 
-use crate::resolve::{AddrMode, Names};
+use crate::resolve::{AddrMode, LookupNameError, Names};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use http::SEQ_HEADER;
 
-/// Which way a call travels. The names are the same everywhere: CLI, tables, JSON.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
-pub enum TransportKind {
+/// The registry of transports: one line per transport, `Variant = module::Type, "name"`,
+/// with its doc comment (which `--help` shows). It declares the module and generates
+/// [`TransportKind`] (with `ALL`, `name()`, the clap and serde names) and the one `match`
+/// that opens a transport and hands it, as its concrete type, to a [`WithTransport`].
+/// Adding a transport is one file under `src/transport/` plus one line here.
+macro_rules! registry {
+    ($( $(#[doc = $doc:literal])* $variant:ident = $module:ident :: $ty:ident, $name:literal; )*) => {
+        $( mod $module; )*
+
+        /// Which way a call travels. The names are the same everywhere: CLI, tables, JSON.
+        #[derive(
+            Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash,
+            clap::ValueEnum, serde::Serialize, serde::Deserialize,
+        )]
+        pub enum TransportKind {
+            $(
+                $(#[doc = $doc])*
+                #[value(name = $name)]
+                #[serde(rename = $name)]
+                $variant,
+            )*
+        }
+
+        impl TransportKind {
+            /// Every transport, in the order tables list them.
+            pub const ALL: [TransportKind; [$($name),*].len()] = [$(TransportKind::$variant),*];
+
+            /// The stable lowercase name.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(TransportKind::$variant => $name,)*
+                }
+            }
+
+            /// True when the transport keeps one connection per worker, so `connects`
+            /// should equal the number of workers on a healthy run.
+            pub fn persistent(self) -> bool {
+                match self {
+                    $(TransportKind::$variant => <$module::$ty as Transport>::PERSISTENT,)*
+                }
+            }
+
+            /// Which of the server's ports the transport calls.
+            pub fn port(self) -> Port {
+                match self {
+                    $(TransportKind::$variant => <$module::$ty as Transport>::PORT,)*
+                }
+            }
+
+            /// Opens a transport of this kind for one worker and hands it to `with` as its
+            /// concrete type, so the caller's loop is compiled once per transport and no
+            /// transport pays for another's abstraction. Nothing connects until the first
+            /// call.
+            pub fn open_with<W: WithTransport>(
+                self,
+                endpoint: &Endpoint,
+                timeout: Duration,
+                with: W,
+            ) -> W::Output {
+                match self {
+                    $(TransportKind::$variant => {
+                        with.run(<$module::$ty as Transport>::open(endpoint.clone(), timeout))
+                    })*
+                }
+            }
+        }
+    };
+}
+
+registry! {
     /// One persistent TCP connection per worker, length-prefixed postcard frames.
-    Tcp,
+    Tcp = tcp::Tcp, "tcp";
     /// A new TCP connection per call: connect, one frame each way, close (netperf TCP_CRR).
-    TcpConnect,
+    TcpConnect = tcp_connect::TcpConnect, "tcp-connect";
     /// HTTP/1.1 POST /echo over a new connection per call (hyper).
-    HttpFresh,
+    HttpFresh = http_fresh::HttpFresh, "http-fresh";
     /// HTTP/1.1 POST /echo over one kept-alive connection per worker (hyper).
-    HttpKeepalive,
+    HttpKeepalive = http_keepalive::HttpKeepalive, "http-keepalive";
     /// One libcurl easy handle per worker, reused (its connection and DNS caches too).
-    CurlReuse,
+    CurlReuse = curl_reuse::CurlReuse, "curl-reuse";
     /// A new libcurl easy handle per call, nothing shared.
-    CurlFresh,
+    CurlFresh = curl_fresh::CurlFresh, "curl-fresh";
 }
 
 impl TransportKind {
-    /// Every transport, in the order tables list them.
-    pub const ALL: [TransportKind; 6] = [
-        TransportKind::Tcp,
-        TransportKind::TcpConnect,
-        TransportKind::HttpFresh,
-        TransportKind::HttpKeepalive,
-        TransportKind::CurlReuse,
-        TransportKind::CurlFresh,
-    ];
-
-    /// The stable lowercase name.
-    pub fn name(self) -> &'static str {
-        match self {
-            TransportKind::Tcp => "tcp",
-            TransportKind::TcpConnect => "tcp-connect",
-            TransportKind::HttpFresh => "http-fresh",
-            TransportKind::HttpKeepalive => "http-keepalive",
-            TransportKind::CurlReuse => "curl-reuse",
-            TransportKind::CurlFresh => "curl-fresh",
-        }
-    }
-
     /// Parses a stable name back.
     pub fn from_name(name: &str) -> Option<TransportKind> {
         Self::ALL.into_iter().find(|k| k.name() == name)
     }
 
-    /// True when the transport keeps one connection per worker, so `connects` should
-    /// equal the number of workers on a healthy run.
-    pub fn persistent(self) -> bool {
-        matches!(
-            self,
-            TransportKind::Tcp | TransportKind::HttpKeepalive | TransportKind::CurlReuse
-        )
-    }
-
     /// True when the transport speaks HTTP (and so uses the server's HTTP port).
     pub fn is_http(self) -> bool {
-        !matches!(self, TransportKind::Tcp | TransportKind::TcpConnect)
+        self.port() == Port::Http
     }
+}
 
-    /// Opens a transport of this kind for one worker. Nothing connects until the first call.
-    pub fn open(self, endpoint: &Endpoint, timeout: Duration) -> AnyTransport {
-        let e = endpoint.clone();
-        match self {
-            TransportKind::Tcp => AnyTransport::Tcp(tcp::Tcp::new(e, timeout)),
-            TransportKind::TcpConnect => {
-                AnyTransport::TcpConnect(tcp_connect::TcpConnect::new(e, timeout))
-            }
-            TransportKind::HttpFresh => {
-                AnyTransport::HttpFresh(http_fresh::HttpFresh::new(e, timeout))
-            }
-            TransportKind::HttpKeepalive => {
-                AnyTransport::HttpKeepalive(http_keepalive::HttpKeepalive::new(e, timeout))
-            }
-            TransportKind::CurlReuse => {
-                AnyTransport::CurlReuse(curl_reuse::CurlReuse::new(e, timeout))
-            }
-            TransportKind::CurlFresh => {
-                AnyTransport::CurlFresh(curl_fresh::CurlFresh::new(e, timeout))
-            }
-        }
-    }
+/// Which of the server's listeners a transport calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Port {
+    /// The raw TCP frame listener (`--tcp-port`).
+    Tcp,
+    /// The HTTP listener (`--http-port`).
+    Http,
+}
+
+/// Something to do with a freshly opened transport of any kind: the runner's worker loop.
+/// A trait rather than a closure because the transport's type is a generic parameter of
+/// the method, which closures cannot have.
+pub trait WithTransport {
+    /// What the work returns.
+    type Output;
+    /// Does the work with `transport`, compiled once per concrete transport type.
+    fn run<T: Transport>(self, transport: T) -> Self::Output;
 }
 
 impl std::fmt::Display for TransportKind {
@@ -301,19 +332,8 @@ pub enum CallError {
     #[error("I/O error")]
     Io,
     /// The target's name could not be resolved.
-    #[error("name lookup failed: {0:?}")]
-    Dns(DnsFailure),
-}
-
-/// How a name lookup failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DnsFailure {
-    /// The name does not exist, or has no address of the family asked for.
-    NoAddress,
-    /// No answer before the call's deadline.
-    Timeout,
-    /// Anything else (a resolver error, a malformed answer).
-    Other,
+    #[error("name lookup failed: {0}")]
+    Dns(#[from] LookupNameError),
 }
 
 /// How a connect failed.
@@ -352,9 +372,9 @@ impl CallError {
             CallError::FrameStatus(code) => format!("status_{code}"),
             CallError::Protocol => "protocol".into(),
             CallError::Io => "io".into(),
-            CallError::Dns(DnsFailure::NoAddress) => "dns".into(),
-            CallError::Dns(DnsFailure::Timeout) => "dns_timeout".into(),
-            CallError::Dns(DnsFailure::Other) => "dns_error".into(),
+            CallError::Dns(LookupNameError::NoAddress) => "dns".into(),
+            CallError::Dns(LookupNameError::Timeout) => "dns_timeout".into(),
+            CallError::Dns(LookupNameError::Other) => "dns_error".into(),
         }
     }
 
@@ -380,7 +400,16 @@ impl CallError {
 }
 
 /// One way of making calls, owned by one worker thread.
-pub trait Transport {
+pub trait Transport: Sized {
+    /// True when the transport keeps one connection per worker (`connects` then equals
+    /// the number of workers on a healthy run); false when it opens one per call.
+    const PERSISTENT: bool;
+    /// The server listener it calls.
+    const PORT: Port;
+
+    /// A transport for one worker. Nothing connects until the first call.
+    fn open(endpoint: Endpoint, timeout: Duration) -> Self;
+
     /// Makes one call and returns the raw reply. Fills `phases` for what it measured.
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError>;
 
@@ -402,21 +431,64 @@ pub trait Transport {
     }
 }
 
-/// Every transport as one type, so the runner can hold one without boxing. The runner
-/// matches once and runs a loop compiled for the concrete type.
-pub enum AnyTransport {
-    Tcp(tcp::Tcp),
-    TcpConnect(tcp_connect::TcpConnect),
-    HttpFresh(http_fresh::HttpFresh),
-    HttpKeepalive(http_keepalive::HttpKeepalive),
-    CurlReuse(curl_reuse::CurlReuse),
-    CurlFresh(curl_fresh::CurlFresh),
-}
-
 /// Time left before `deadline`, or a timeout error when none is.
 pub(crate) fn remaining(deadline: Instant) -> Result<Duration, CallError> {
     deadline
         .checked_duration_since(Instant::now())
         .filter(|d| !d.is_zero())
         .ok_or(CallError::Timeout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    /// The registry, listed once: a new transport adds its line here too, with what
+    /// `connects` and the port should be for it.
+    const EXPECTED: [(&str, bool, Port); 6] = [
+        ("tcp", true, Port::Tcp),
+        ("tcp-connect", false, Port::Tcp),
+        ("http-fresh", false, Port::Http),
+        ("http-keepalive", true, Port::Http),
+        ("curl-reuse", true, Port::Http),
+        ("curl-fresh", false, Port::Http),
+    ];
+
+    #[test]
+    fn registry_lists_every_transport_once() {
+        let listed: Vec<(&str, bool, Port)> = TransportKind::ALL
+            .iter()
+            .map(|k| (k.name(), k.persistent(), k.port()))
+            .collect();
+        assert_eq!(listed, EXPECTED);
+        let mut names: Vec<&str> = listed.iter().map(|l| l.0).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(
+            names.len(),
+            TransportKind::ALL.len(),
+            "a name is used twice"
+        );
+        for kind in TransportKind::ALL {
+            // One name everywhere: from_name, the CLI value, the JSON string, Display.
+            assert_eq!(TransportKind::from_name(kind.name()), Some(kind));
+            let cli = kind
+                .to_possible_value()
+                .expect("every transport is a CLI value");
+            assert_eq!(cli.get_name(), kind.name());
+            assert!(cli.get_help().is_some(), "{kind}: no doc line for --help");
+            assert_eq!(
+                serde_json::to_string(&kind).unwrap(),
+                format!("\"{}\"", kind.name())
+            );
+            assert_eq!(
+                serde_json::from_str::<TransportKind>(&format!("\"{kind}\"")).unwrap(),
+                kind
+            );
+            assert_eq!(kind.to_string(), kind.name());
+            assert_eq!(kind.is_http(), kind.port() == Port::Http);
+        }
+        assert_eq!(TransportKind::from_name("carrier-pigeon"), None);
+    }
 }

@@ -2,7 +2,7 @@
 //!
 //! Also home of [`FrameConn`], the blocking frame exchange that `tcp-connect` reuses.
 
-use super::{Call, CallError, Endpoint, Phases, Reply, Transport, remaining};
+use super::{Port, Call, CallError, Endpoint, Phases, Reply, Transport, remaining};
 use crate::wire::{self, LEN_PREFIX, Request, ResponseRef, Status};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -190,8 +190,12 @@ pub struct Tcp {
     duplicates: u64,
 }
 
-impl Tcp {
-    pub fn new(endpoint: Endpoint, timeout: Duration) -> Tcp {
+
+impl Transport for Tcp {
+    const PERSISTENT: bool = true;
+    const PORT: Port = Port::Tcp;
+
+    fn open(endpoint: Endpoint, timeout: Duration) -> Tcp {
         Tcp {
             endpoint,
             timeout,
@@ -200,9 +204,7 @@ impl Tcp {
             duplicates: 0,
         }
     }
-}
 
-impl Transport for Tcp {
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
         let deadline = Instant::now() + self.timeout;
         let conn = match &mut self.conn {

@@ -2,7 +2,7 @@
 //! shape of netperf's TCP_CRR. The latency includes the connect.
 
 use super::tcp::FrameConn;
-use super::{Call, CallError, Endpoint, Phases, Reply, Transport, remaining};
+use super::{Port, Call, CallError, Endpoint, Phases, Reply, Transport, remaining};
 use std::time::{Duration, Instant};
 
 /// The `tcp-connect` transport.
@@ -15,8 +15,12 @@ pub struct TcpConnect {
     connects: u64,
 }
 
-impl TcpConnect {
-    pub fn new(endpoint: Endpoint, timeout: Duration) -> TcpConnect {
+
+impl Transport for TcpConnect {
+    const PERSISTENT: bool = false;
+    const PORT: Port = Port::Tcp;
+
+    fn open(endpoint: Endpoint, timeout: Duration) -> TcpConnect {
         TcpConnect {
             endpoint,
             timeout,
@@ -24,9 +28,7 @@ impl TcpConnect {
             connects: 0,
         }
     }
-}
 
-impl Transport for TcpConnect {
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
         let deadline = Instant::now() + self.timeout;
         let addr = self.endpoint.tcp_addr(deadline, phases)?;
