@@ -5,6 +5,7 @@
 //! - [`wire`]: the raw TCP protocol, length-prefixed postcard frames, and the reply pattern.
 //! - [`server`]: the echo server, one file per listener (`tcp.rs`, `http.rs`) and its counters.
 //! - [`transport`]: the client transports, one file each, behind one small trait.
+//! - [`bench`]: a whole run as one call: embedded server, plan, name check, rounds, report.
 //! - [`runner`]: the load engine: workers, warm-up, timing, verification, counting.
 //! - [`measure`]: HDR histograms and per-call outcome tallies, merged across workers.
 //! - [`resolve`]: address modes: IP literal, getaddrinfo, hickory with and without cache.
@@ -17,6 +18,7 @@
 //! The README documents the protocol byte by byte and every flag.
 #![forbid(unsafe_code)]
 
+pub mod bench;
 pub mod cli;
 pub mod compare;
 pub mod measure;

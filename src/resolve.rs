@@ -311,9 +311,13 @@ impl Names {
                 rt.block_on(async {
                     match tokio::time::timeout(left, resolver.lookup_ip(fqdn)).await {
                         Err(_) => Err((LookupNameError::Timeout, "no answer in time".into())),
-                        Ok(Err(e)) if e.is_no_records_found() => {
-                            Err((LookupNameError::NoAddress, e.to_string()))
+                        Ok(Err(e)) if e.is_nx_domain() => {
+                            Err((LookupNameError::NoAddress, "no such name (NXDOMAIN)".into()))
                         }
+                        Ok(Err(e)) if e.is_no_records_found() => Err((
+                            LookupNameError::NoAddress,
+                            "the name has no address record of the family asked for".into(),
+                        )),
                         Ok(Err(e)) => Err((LookupNameError::Other, e.to_string())),
                         Ok(Ok(lookup)) => {
                             let fresh = {
@@ -346,7 +350,10 @@ impl Names {
             Ok(ip) => Ok((ip, Some(started.elapsed()))),
             Err((kind, why)) => {
                 let mut first = self.first_error.lock().unwrap_or_else(|p| p.into_inner());
-                if first.is_none() {
+                if first.is_none() && matches!(self.how, How::Fixed(_)) {
+                    // The one lookup before the run already worded its failure in full.
+                    *first = Some(why);
+                } else if first.is_none() {
                     *first = Some(format!(
                         "cannot resolve {:?} via {} ({}): {why}",
                         self.name,

@@ -7,7 +7,7 @@ use rpcbench::resolve::{AddrMode, Family, Names, ResolverAddr};
 use rpcbench::runner::{RunConfig, TransportRun, run_transport};
 use rpcbench::server::dns::{DEFAULT_DNS_NAME, DnsConfig};
 use rpcbench::server::stats::Reject;
-use rpcbench::server::{EchoServer, ServerConfig};
+use rpcbench::server::{ServerConfig, ServerHandle};
 use rpcbench::transport::{Endpoint, TransportKind};
 use std::net::{SocketAddr, UdpSocket};
 use std::process::Command;
@@ -17,24 +17,18 @@ use std::time::{Duration, Instant};
 
 /// An in-process echo server with a DNS responder, alive as long as this value.
 struct Server {
-    /// Keeps the server's tasks running.
-    _rt: tokio::runtime::Runtime,
-    server: EchoServer,
+    server: ServerHandle,
 }
 
 impl Server {
     fn start(dns: DnsConfig) -> Server {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
         let config = ServerConfig {
             dns: Some(dns),
             ..ServerConfig::loopback_any_port()
         };
-        let server = rt.block_on(EchoServer::start(config)).unwrap();
-        Server { _rt: rt, server }
+        Server {
+            server: ServerHandle::start(config, 1).expect("start the echo server"),
+        }
     }
 
     fn dns(&self) -> SocketAddr {
@@ -131,9 +125,10 @@ fn slow_dns_costs_fresh_connections_only_and_caching_removes_it() {
             uncached_ms - ip_ms >= 20.0,
             "{kind}: uncached {uncached_ms:.3} ms vs ip {ip_ms:.3} ms: every call should pay the 20 ms lookup"
         );
+        // Half the injected delay: either a call paid the lookup or it did not.
         assert!(
-            (cached_ms - ip_ms).abs() < 2.0,
-            "{kind}: cached {cached_ms:.3} ms vs ip {ip_ms:.3} ms should be within 2 ms"
+            (cached_ms - ip_ms).abs() < 10.0,
+            "{kind}: cached {cached_ms:.3} ms vs ip {ip_ms:.3} ms: a cached lookup costs no 20 ms"
         );
         let dns = uncached
             .tally
@@ -150,7 +145,7 @@ fn slow_dns_costs_fresh_connections_only_and_caching_removes_it() {
         assert_eq!(uncached.tally.connects, 1, "{kind}");
         let (ip_ms, uncached_ms) = (mean_ms(&ip), mean_ms(&uncached));
         assert!(
-            (uncached_ms - ip_ms).abs() < 2.0,
+            (uncached_ms - ip_ms).abs() < 10.0,
             "{kind}: uncached {uncached_ms:.3} ms vs ip {ip_ms:.3} ms: a persistent connection pays no lookup per call"
         );
     }
@@ -247,67 +242,67 @@ fn system_resolver_through_getaddrinfo_on_localhost() {
     assert!(fresh.phases_us.dns.is_some());
 }
 
-#[test]
-fn a_name_that_does_not_exist_is_a_counted_dns_error() {
-    let server = Server::start(DnsConfig::default());
+/// The target's ports and the responder's address, as `rpcbench` arguments.
+fn target_args(server: &Server) -> Vec<String> {
     let tcp = server.server.tcp_addr.unwrap().port().to_string();
     let http = server.server.http_addr.unwrap().port().to_string();
     let resolver = server.dns().to_string();
-    let started = Instant::now();
-    let (code, stdout, stderr) = rpcbench(&[
-        "--target",
-        "nope.rpcbench.test",
+    [
         "--tcp-port",
         &tcp,
         "--http-port",
         &http,
         "--resolver",
         &resolver,
-        "--names",
-        "ip,uncached",
-        "-n",
-        "5",
-        "--warmup",
-        "0",
-        "--timeout",
-        "1s",
-        "--format",
-        "json",
-    ]);
-    assert!(started.elapsed() < Duration::from_secs(20));
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+#[test]
+fn an_unresolvable_target_fails_within_one_timeout() {
+    let server = Server::start(DnsConfig::default());
+    let resolver = server.dns().to_string();
+    let timeout = Duration::from_secs(3);
+    let mut args = target_args(&server);
+    args.extend(
+        [
+            "--target",
+            "nope.rpcbench.test",
+            "--names",
+            "ip,cached,uncached",
+        ]
+        .map(String::from),
+    );
+    args.extend(["--timeout", "3s", "--format", "json"].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let started = Instant::now();
+    let (code, stdout, stderr) = rpcbench(&args);
+    // The responder answers NXDOMAIN at once; the bound is the one --timeout the check
+    // may take, never a timeout per call.
+    assert!(started.elapsed() < timeout, "took {:?}", started.elapsed());
     assert_eq!(code, Some(1), "{stderr}");
-    let r = report(&stdout);
-    assert_eq!(r.runs.len(), 12, "every transport in both modes still ran");
-    for run in &r.runs {
-        assert_eq!(run.calls, 5);
-        assert_eq!(
-            run.errors.get("dns"),
-            Some(&5),
-            "{} {}: {:?}",
-            run.transport,
-            run.addr_mode,
-            run.errors
-        );
-        assert_eq!(
-            run.calls,
-            run.ok + run.lost + run.mismatched + run.error_total()
-        );
-    }
+    assert!(
+        stdout.is_empty(),
+        "no report for a run that could not start: {stdout}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
     assert!(
         stderr.contains("nope.rpcbench.test") && stderr.contains(&resolver),
         "the message names the name and the resolver: {stderr}"
     );
-    assert!(server.server.stats().dns.requests > 0);
+    assert!(stderr.contains("NXDOMAIN"), "{stderr}");
 }
 
 #[test]
-fn a_silent_resolver_times_out_and_is_counted() {
+fn a_silent_resolver_fails_within_one_timeout() {
     let server = Server::start(DnsConfig::default());
     // A UDP socket that reads nothing and answers nothing.
     let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
     let resolver = silent.local_addr().unwrap().to_string();
     let tcp = server.server.tcp_addr.unwrap().port().to_string();
     let http = server.server.http_addr.unwrap().port().to_string();
+    let timeout = Duration::from_secs(1);
     let started = Instant::now();
     let (code, stdout, stderr) = rpcbench(&[
         "--target",
@@ -319,38 +314,119 @@ fn a_silent_resolver_times_out_and_is_counted() {
         "--resolver",
         &resolver,
         "--names",
-        "cached,uncached",
-        "--transports",
-        "tcp,http-fresh,curl-fresh",
-        "-n",
-        "2",
-        "--warmup",
-        "0",
+        "ip,cached,uncached",
         "--timeout",
-        "300ms",
+        "1s",
         "--format",
         "json",
     ]);
-    // 6 runs x 2 calls x 300 ms, plus start-up: bounded, never a hang.
+    // Every mode's check runs at once: one timeout in all, plus start-up, not one per mode.
     assert!(
-        started.elapsed() < Duration::from_secs(15),
+        started.elapsed() < 2 * timeout,
         "took {:?}",
         started.elapsed()
     );
     assert_eq!(code, Some(1), "{stderr}");
-    let r = report(&stdout);
-    for run in &r.runs {
-        assert_eq!(
-            run.errors.values().sum::<u64>(),
-            2,
-            "{} {}: {:?}",
-            run.transport,
-            run.addr_mode,
-            run.errors
-        );
-        assert!(run.errors.contains_key("dns_timeout"), "{:?}", run.errors);
-    }
+    assert!(stdout.is_empty(), "{stdout}");
     assert!(stderr.contains(&resolver), "{stderr}");
+}
+
+#[test]
+fn a_mode_the_name_does_not_resolve_in_is_left_out_and_fails_the_run() {
+    // The embedded server's address is known (mode ip needs no lookup), but the resolver
+    // given for mode uncached never answers, so only mode ip can run.
+    let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let resolver = silent.local_addr().unwrap().to_string();
+    let (code, stdout, stderr) = rpcbench(&[
+        "--resolver",
+        &resolver,
+        "--names",
+        "ip,uncached",
+        "--transports",
+        "tcp,http-fresh",
+        "-n",
+        "5",
+        "--warmup",
+        "1",
+        "--timeout",
+        "500ms",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(1), "a mode left out fails the run: {stderr}");
+    let r = report(&stdout);
+    assert_eq!(r.runs.len(), 2, "both transports ran in mode ip");
+    for run in &r.runs {
+        assert_eq!(run.ok, 5, "{run:?}");
+        assert_eq!(run.addr_mode.to_string(), "ip");
+    }
+    assert!(
+        stderr.contains("mode uncached not run") && stderr.contains(&resolver),
+        "{stderr}"
+    );
+}
+
+/// Runs `kinds` against a name that `names` cannot resolve; every call must be counted
+/// as an error of `kind`, none lost, none ok.
+fn assert_counted_lookup_failures(
+    server: &Server,
+    names: Names,
+    kinds: &[TransportKind],
+    config: &RunConfig,
+    error: &str,
+) {
+    let names = Arc::new(names);
+    for &kind in kinds {
+        let endpoint = Endpoint {
+            names: names.clone(),
+            tcp_port: server.server.tcp_addr.unwrap().port(),
+            http_port: server.server.http_addr.unwrap().port(),
+        };
+        let run = run_transport(kind, &endpoint, config, Arc::new(AtomicU64::new(0)));
+        let t = &run.tally;
+        assert_eq!(t.calls(), config.calls, "{kind}");
+        assert_eq!(
+            t.errors.get(error),
+            Some(&config.calls),
+            "{kind}: {:?}",
+            t.errors
+        );
+        assert_eq!(t.ok + t.lost + t.mismatched, 0, "{kind}");
+        assert!(run.dns_error.is_some(), "{kind}: the failure is worded");
+    }
+}
+
+#[test]
+fn lookups_that_fail_during_a_run_are_counted_per_call() {
+    // The name check before a run catches a dead name; these are the failures that come
+    // later (a record removed, a resolver gone quiet), counted call by call.
+    let server = Server::start(DnsConfig::default());
+    let config = RunConfig {
+        calls: 4,
+        warmup: 0,
+        timeout: Duration::from_millis(300),
+        ..RunConfig::default()
+    };
+    let nxdomain = Names::new_mode(
+        AddrMode::Uncached,
+        "nope.rpcbench.test",
+        Family::V4,
+        ResolverAddr::At(server.dns()),
+        config.timeout,
+    )
+    .unwrap();
+    assert_counted_lookup_failures(&server, nxdomain, &TransportKind::ALL, &config, "dns");
+    let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let quiet = Names::new_mode(
+        AddrMode::Uncached,
+        DEFAULT_DNS_NAME,
+        Family::V4,
+        ResolverAddr::At(silent.local_addr().unwrap()),
+        config.timeout,
+    )
+    .unwrap();
+    let config = RunConfig { calls: 2, ..config };
+    assert_counted_lookup_failures(&server, quiet, &FRESH, &config, "dns_timeout");
 }
 
 /// A small deterministic generator (xorshift), so failures can be replayed.
@@ -422,13 +498,10 @@ fn garbage_packets_are_counted_and_the_responder_keeps_answering() {
 
 /// `system` mode against the responder through a private resolv.conf: a network
 /// namespace whose `/etc/netns/NAME/resolv.conf` points at the responder on port 53 inside
-/// it. Needs root (CI runs as root); elsewhere it says why it was skipped.
+/// it. Needs root: `.ci/run` runs it as root with `--include-ignored`.
 #[test]
+#[ignore = "needs root"]
 fn system_resolver_through_a_private_resolv_conf() {
-    if !nix::unistd::Uid::effective().is_root() {
-        eprintln!("skipped: needs root to create a network namespace (CI runs as root)");
-        return;
-    }
     if Command::new("ip").arg("-V").output().is_err() {
         panic!("root but no `ip` command: install iproute2 (.ci/run does)");
     }

@@ -2,19 +2,16 @@
 //! in-process on loopback and compares every transport against it.
 
 use super::report::{CompareArgs, ReportArgs};
-use super::{EXIT_FAILED, EXIT_OK, one_line, parse_bytes, parse_duration, parse_rate};
+use super::{EXIT_FAILED, EXIT_OK, one_line, parse_bytes, parse_positive_duration, parse_rate};
+use crate::bench::{BenchOutcome, BenchSpec, Observer};
 use crate::render::{self, Format};
-use crate::report::{ConfigRecord, Environment, Report, RunRecord, rfc3339_now};
-use crate::resolve::{AddrMode, Family, Names, ResolverAddr};
-use crate::runner::{RunConfig, TransportRun, run_transport};
-use crate::server::dns::{DEFAULT_DNS_NAME, DnsConfig};
-use crate::server::stats::StatsSnapshot;
-use crate::server::{EchoServer, ServerConfig};
-use crate::transport::{Endpoint, TransportKind};
-use anyhow::{Context, bail};
+use crate::resolve::{AddrMode, Family};
+use crate::runner::RunConfig;
+use crate::transport::TransportKind;
+use anyhow::Context;
 use clap::Parser;
 use std::io::{IsTerminal, Write};
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -57,11 +54,11 @@ pub struct BenchArgs {
     /// HTTP port of the target.
     #[arg(long, default_value_t = 7080)]
     pub http_port: u16,
-    /// Measured calls per transport.
-    #[arg(short = 'n', long = "calls", default_value_t = 1000)]
+    /// Measured calls per transport (at least 1).
+    #[arg(short = 'n', long = "calls", default_value_t = 1000, value_parser = parse_calls)]
     pub calls: u64,
-    /// Run each transport for this long instead of -n calls (e.g. 10s).
-    #[arg(long, value_parser = parse_duration)]
+    /// Run each transport for this long instead of -n calls (e.g. 10s; more than 0).
+    #[arg(long, value_parser = parse_positive_duration)]
     pub duration: Option<Duration>,
     /// Calls per transport before measuring starts; never counted.
     #[arg(long, default_value_t = 100)]
@@ -79,8 +76,8 @@ pub struct BenchArgs {
     /// Ask the server to wait this many microseconds before each reply.
     #[arg(long, default_value_t = 0)]
     pub delay_us: u32,
-    /// Longest a call may take before it counts as lost (e.g. 5s, 200ms).
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    /// Longest a call may take before it counts as lost (e.g. 5s, 200ms; more than 0).
+    #[arg(long, default_value = "5s", value_parser = parse_positive_duration)]
     pub timeout: Duration,
     /// Start calls at this many per second over all workers, on a fixed schedule (as
     /// fortio -qps, wrk2 -R), instead of back to back. Calls that start more than one
@@ -119,6 +116,22 @@ pub struct BenchArgs {
 }
 
 impl BenchArgs {
+    /// The run these arguments describe.
+    pub fn spec(&self) -> BenchSpec {
+        BenchSpec {
+            target: self.target.clone(),
+            tcp_port: self.tcp_port,
+            http_port: self.http_port,
+            run: self.run_config(),
+            transports: self.transports.clone(),
+            names: self.names.clone(),
+            resolver: self.resolver,
+            family: self.family,
+            rounds: self.rounds,
+            command: std::env::args().collect(),
+        }
+    }
+
     /// The per-call settings these arguments describe.
     pub fn run_config(&self) -> RunConfig {
         RunConfig {
@@ -155,13 +168,21 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Parses `-n`: a whole number of calls, at least 1 (a run of no calls measures nothing).
+fn parse_calls(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("{text:?} is not a number of calls (at least 1)")),
+    }
+}
+
 /// A benchmark run, mapped to its exit status.
 fn run_bench(args: &BenchArgs) -> anyhow::Result<u8> {
-    let report = run(args)?;
-    Ok(if report.failed() > args.max_lost {
-        EXIT_FAILED
-    } else {
+    let outcome = run(args)?;
+    Ok(if outcome.passed(args.max_lost) {
         EXIT_OK
+    } else {
+        EXIT_FAILED
     })
 }
 
@@ -173,169 +194,17 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-/// The embedded echo server (with its DNS responder) and the runtime it runs on.
-struct Embedded {
-    rt: tokio::runtime::Runtime,
-    server: EchoServer,
-}
-
-impl Embedded {
-    fn start() -> anyhow::Result<Embedded> {
-        // One server thread: the client's workers need the other CPU of a small machine.
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("rpcbench-echo")
-            .enable_all()
-            .build()
-            .context("cannot start the embedded server's runtime")?;
-        let config = ServerConfig {
-            dns: Some(DnsConfig::default()),
-            ..ServerConfig::loopback_any_port()
-        };
-        let server = rt
-            .block_on(EchoServer::start(config))
-            .context("cannot start the embedded echo server")?;
-        Ok(Embedded { rt, server })
+/// Runs the comparison ([`crate::bench::run`]) and writes the output.
+pub fn run(args: &BenchArgs) -> anyhow::Result<BenchOutcome> {
+    let spec = args.spec();
+    let mut progress = ProgressBar::new(!args.no_progress && std::io::stderr().is_terminal());
+    let outcome = crate::bench::run(&spec, &mut progress)?;
+    let report = &outcome.report;
+    // Modes left out, and name-lookup failures during the run, are said once each on
+    // stderr, whatever the output format.
+    for skipped in &outcome.skipped {
+        eprintln!("rpcbench: {}: mode {} not run", skipped.why, skipped.mode);
     }
-}
-
-/// What the run calls and how it finds it.
-struct Plan {
-    /// The name (or IP literal) being called.
-    name: String,
-    /// How the report names the target.
-    label: String,
-    tcp_port: u16,
-    http_port: u16,
-    resolver: ResolverAddr,
-    modes: Vec<AddrMode>,
-    /// Mode `ip`'s address, looked up once for the whole run (shared by every transport).
-    ip: Option<Arc<Names>>,
-}
-
-impl Plan {
-    fn new(args: &BenchArgs, embedded: Option<&Embedded>) -> anyhow::Result<Plan> {
-        let (name, label, tcp_port, http_port, resolver, default_modes, known_ip) = match embedded {
-            Some(e) => {
-                let tcp = e.server.tcp_addr.context("embedded tcp listener")?;
-                let http = e.server.http_addr.context("embedded http listener")?;
-                let dns = e.server.dns_addr.context("embedded dns responder")?;
-                (
-                    DEFAULT_DNS_NAME.to_string(),
-                    format!("embedded ({DEFAULT_DNS_NAME} = {}, DNS at {dns})", tcp.ip()),
-                    tcp.port(),
-                    http.port(),
-                    args.resolver
-                        .map_or(ResolverAddr::At(dns), ResolverAddr::At),
-                    vec![AddrMode::Ip, AddrMode::Cached, AddrMode::Uncached],
-                    Some(tcp.ip()),
-                )
-            }
-            None => {
-                let host = args.target.clone().context("no target")?;
-                let is_ip = host.parse::<IpAddr>().is_ok();
-                let modes = if is_ip {
-                    vec![AddrMode::Ip]
-                } else {
-                    vec![AddrMode::Ip, AddrMode::System]
-                };
-                if args.tcp_port == 0 || args.http_port == 0 {
-                    bail!("--tcp-port and --http-port must not be 0");
-                }
-                let resolver = args.resolver.map_or(ResolverAddr::System, ResolverAddr::At);
-                (
-                    host.clone(),
-                    host,
-                    args.tcp_port,
-                    args.http_port,
-                    resolver,
-                    modes,
-                    None,
-                )
-            }
-        };
-        let modes = args.names.clone().unwrap_or(default_modes);
-        let ip = if modes.contains(&AddrMode::Ip) {
-            Some(Arc::new(match known_ip {
-                Some(ip) => Names::fixed(ip),
-                None => Names::new_mode(AddrMode::Ip, &name, args.family, resolver, args.timeout)?,
-            }))
-        } else {
-            None
-        };
-        Ok(Plan {
-            name,
-            label,
-            tcp_port,
-            http_port,
-            resolver,
-            modes,
-            ip,
-        })
-    }
-
-    /// A fresh endpoint for one transport run: its own resolver, so caches start cold and
-    /// the query count is the run's own.
-    fn endpoint(&self, mode: AddrMode, args: &BenchArgs) -> anyhow::Result<Endpoint> {
-        let names = match (mode, &self.ip) {
-            (AddrMode::Ip, Some(ip)) => ip.clone(),
-            _ => Arc::new(Names::new_mode(
-                mode,
-                &self.name,
-                args.family,
-                self.resolver,
-                args.timeout,
-            )?),
-        };
-        Ok(Endpoint {
-            names,
-            tcp_port: self.tcp_port,
-            http_port: self.http_port,
-        })
-    }
-}
-
-/// Runs the whole comparison and writes the output; returns the report.
-pub fn run(args: &BenchArgs) -> anyhow::Result<Report> {
-    let embedded = match &args.target {
-        None => Some(Embedded::start()?),
-        Some(_) => None,
-    };
-    let plan = Plan::new(args, embedded.as_ref())?;
-    let config = args.run_config();
-    let started = rfc3339_now();
-    let jobs: Vec<(TransportKind, AddrMode)> = args
-        .transports
-        .iter()
-        .flat_map(|&k| plan.modes.iter().map(move |&m| (k, m)))
-        .collect();
-    let runs = run_all(&jobs, args, &plan, &config)?;
-    let report = Report {
-        rpcbench: env!("CARGO_PKG_VERSION").to_string(),
-        started,
-        target: plan.label.clone(),
-        command: std::env::args().collect(),
-        config: ConfigRecord::new(
-            &config,
-            args.rounds,
-            &args.transports,
-            &plan.modes,
-            args.family,
-            &plan.resolver.to_string(),
-            plan.tcp_port,
-            plan.http_port,
-        ),
-        environment: Environment::detect(),
-        server: match &embedded {
-            Some(e) => Some(e.server.stats()),
-            None => fetch_server_stats(&plan, args.timeout),
-        },
-        runs: runs.iter().map(RunRecord::new).collect(),
-    };
-    if let Some(e) = embedded {
-        let _ = e.rt.block_on(e.server.shutdown(Duration::from_secs(1)));
-    }
-    // Name-lookup failures are said once each on stderr, whatever the output format.
     let mut said = std::collections::BTreeSet::new();
     for why in report.runs.iter().filter_map(|r| r.dns_error.as_ref()) {
         if said.insert(why) {
@@ -346,128 +215,78 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Report> {
         let file = std::fs::File::create(path)
             .with_context(|| format!("cannot create {}", path.display()))?;
         let mut w = std::io::BufWriter::new(file);
-        render::render(&report, Format::Json, &mut w)
+        render::render(report, Format::Json, &mut w)
             .and_then(|()| w.flush())
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     let mut stdout = std::io::stdout().lock();
-    render::render(&report, args.format, &mut stdout)?;
+    render::render(report, args.format, &mut stdout)?;
     stdout.flush()?;
-    Ok(report)
+    Ok(outcome)
 }
 
-/// Asks a remote server for its counters and settings (`GET /stats`); `None` when it
-/// cannot be asked, which is worth a warning but not a failed run.
-fn fetch_server_stats(plan: &Plan, timeout: Duration) -> Option<StatsSnapshot> {
-    let host = plan
-        .ip
-        .as_ref()
-        .map_or_else(|| plan.name.clone(), |n| n.host());
-    let host = if host.contains(':') {
-        format!("[{host}]")
-    } else {
-        host
-    };
-    let url = format!("http://{host}:{}/stats", plan.http_port);
-    let mut body = Vec::new();
-    let fetched = (|| -> Result<u32, curl::Error> {
-        let mut easy = curl::easy::Easy::new();
-        easy.url(&url)?;
-        easy.timeout(timeout)?;
-        easy.signal(false)?;
-        let mut transfer = easy.transfer();
-        transfer.write_function(|data| {
-            body.extend_from_slice(data);
-            Ok(data.len())
-        })?;
-        transfer.perform()?;
-        drop(transfer);
-        easy.response_code()
-    })();
-    match fetched.map(|code| (code, serde_json::from_slice::<StatsSnapshot>(&body))) {
-        Ok((200, Ok(stats))) => Some(stats),
-        other => {
-            tracing::warn!("could not read the server's /stats at {url}: {other:?}");
-            None
-        }
-    }
-}
-
-/// Runs every (transport, address mode) job `rounds` times, reversing the order every
-/// other round so drift over time hits each alike, and merges the rounds per job.
-fn run_all(
-    jobs: &[(TransportKind, AddrMode)],
-    args: &BenchArgs,
-    plan: &Plan,
-    config: &RunConfig,
-) -> anyhow::Result<Vec<TransportRun>> {
-    let mut merged: Vec<Option<TransportRun>> = vec![None; jobs.len()];
-    let show = !args.no_progress && std::io::stderr().is_terminal();
-    for round in 0..args.rounds {
-        let order: Vec<usize> = if round % 2 == 0 {
-            (0..jobs.len()).collect()
-        } else {
-            (0..jobs.len()).rev().collect()
-        };
-        for i in order {
-            let (kind, mode) = jobs[i];
-            let endpoint = plan.endpoint(mode, args)?;
-            let run = with_progress(show, &format!("{kind} {mode}"), config, |done| {
-                run_transport(kind, &endpoint, config, done)
-            });
-            match &mut merged[i] {
-                Some(m) => m.merge(&run),
-                slot @ None => *slot = Some(run),
-            }
-        }
-    }
-    Ok(merged.into_iter().flatten().collect())
-}
-
-/// Runs `f`, showing a progress bar on stderr fed from the counter `f` updates.
-fn with_progress<T>(
+/// A progress bar on stderr per job, fed from the job's call counter by a thread of its
+/// own, so the bar stays off the workers' hot path.
+struct ProgressBar {
     show: bool,
-    label: &str,
-    config: &RunConfig,
-    f: impl FnOnce(Arc<AtomicU64>) -> T,
-) -> T {
-    let done = Arc::new(AtomicU64::new(0));
-    if !show {
-        return f(done);
+    /// The job being shown: its stop flag and the thread drawing it.
+    current: Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)>,
+}
+
+/// How often the bar is redrawn.
+const PROGRESS_TICK: Duration = Duration::from_millis(100);
+
+impl ProgressBar {
+    fn new(show: bool) -> ProgressBar {
+        ProgressBar {
+            show,
+            current: None,
+        }
     }
-    let bar = match config.duration {
-        Some(d) => indicatif::ProgressBar::new(d.as_secs().max(1)),
-        None => indicatif::ProgressBar::new(config.calls),
-    };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{prefix:>15} {wide_bar} {pos}/{len} {msg} ETA {eta}",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    bar.set_prefix(label.to_string());
-    let stop = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        s.spawn(|| {
+}
+
+impl Observer for ProgressBar {
+    fn job_started(&mut self, label: &str, config: &RunConfig, done: Arc<AtomicU64>) {
+        if !self.show {
+            return;
+        }
+        let duration = config.duration;
+        let bar = match duration {
+            Some(d) => indicatif::ProgressBar::new(d.as_secs().max(1)),
+            None => indicatif::ProgressBar::new(config.calls),
+        };
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{prefix:>15} {wide_bar} {pos}/{len} {msg} ETA {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar.set_prefix(label.to_string());
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let drawing = std::thread::spawn(move || {
             let started = std::time::Instant::now();
-            // Polling a counter keeps the bar off the workers' hot path.
-            while !stop.load(Relaxed) {
+            while !stopped.load(Relaxed) {
                 let n = done.load(Relaxed);
                 let rate = n as f64 / started.elapsed().as_secs_f64().max(1e-9);
-                if config.duration.is_some() {
-                    bar.set_position(started.elapsed().as_secs());
-                } else {
-                    bar.set_position(n);
-                }
+                bar.set_position(match duration {
+                    Some(_) => started.elapsed().as_secs(),
+                    None => n,
+                });
                 bar.set_message(format!("{rate:.0} calls/s"));
-                std::thread::sleep(Duration::from_millis(100));
+                std::thread::sleep(PROGRESS_TICK);
             }
             bar.finish_and_clear();
         });
-        let result = f(done.clone());
-        stop.store(true, Relaxed);
-        result
-    })
+        self.current = Some((stop, drawing));
+    }
+
+    fn job_finished(&mut self) {
+        if let Some((stop, drawing)) = self.current.take() {
+            stop.store(true, Relaxed);
+            let _ = drawing.join();
+        }
+    }
 }
 
 #[cfg(test)]

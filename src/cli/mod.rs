@@ -43,6 +43,15 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(value * scale).map_err(|e| format!("{text:?}: {e}"))
 }
 
+/// Parses a duration that must be more than zero: a timeout of 0 fails every call, and a
+/// run of 0 s measures nothing, so both are usage errors rather than runs.
+pub fn parse_positive_duration(text: &str) -> Result<Duration, String> {
+    match parse_duration(text)? {
+        d if d.is_zero() => Err(format!("{text:?} must be more than 0")),
+        d => Ok(d),
+    }
+}
+
 /// Parses a call rate per second, from one call per 1000 s to one per nanosecond.
 pub fn parse_rate(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
@@ -111,6 +120,10 @@ mod tests {
         assert!(parse_duration("fast").is_err());
         assert!(parse_duration("5 parsecs").is_err());
         assert!(parse_duration("-1s").is_err());
+        assert_eq!(parse_positive_duration("1ms"), Ok(Duration::from_millis(1)));
+        for zero in ["0", "0s", "0ms", "0.0s"] {
+            assert!(parse_positive_duration(zero).is_err(), "{zero:?} accepted");
+        }
     }
 
     #[test]

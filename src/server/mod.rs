@@ -6,12 +6,14 @@
 //! finish within a grace period, and returns the final counters.
 
 pub mod dns;
+mod handle;
 mod http;
 mod pool;
 mod registry;
 pub mod stats;
 mod tcp;
 
+pub use handle::{ServerHandle, StartHandleError};
 use stats::{ProtoCounters, Reject, Stats, StatsSnapshot};
 use std::net::SocketAddr;
 use std::sync::Arc;

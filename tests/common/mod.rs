@@ -5,7 +5,7 @@
 //!
 //! What is here:
 //!
-//! - [`TestServer`]: an in-process [`EchoServer`] on `127.0.0.1:0`, running on its own
+//! - [`TestServer`]: an in-process echo server ([`ServerHandle`]) on `127.0.0.1:0`, running on its own
 //!   tokio runtime, with its real addresses and live counters.
 //! - [`FrameClient`]: a blocking raw-TCP client speaking the length-prefixed postcard
 //!   frames of [`rpcbench::wire`], counting the bytes it sends and receives.
@@ -23,7 +23,7 @@
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use rpcbench::server::stats::StatsSnapshot;
-use rpcbench::server::{EchoServer, ServerConfig};
+use rpcbench::server::{ServerConfig, ServerHandle};
 use rpcbench::wire::{self, LEN_PREFIX, Request, Response};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -109,40 +109,31 @@ pub fn config() -> ServerConfig {
     ServerConfig::loopback_any_port()
 }
 
-/// An [`EchoServer`] running on its own multi-thread tokio runtime.
-///
-/// Create it from a plain `#[test]` (not from inside an async context); run async client
-/// code with `server.block_on(...)` or on a runtime of your own. Dropping it stops the
-/// runtime without waiting, which is allowed anywhere.
+/// The library's [`ServerHandle`] with both listeners' addresses at hand and a few test
+/// conveniences. Create it from a plain `#[test]` (not from inside an async context); run
+/// async client code with `server.block_on(...)` or on a runtime of your own. Dropping it
+/// stops the server.
 pub struct TestServer {
-    rt: Option<tokio::runtime::Runtime>,
-    server: Option<EchoServer>,
+    handle: ServerHandle,
     /// The raw TCP listener's real address.
     pub tcp: SocketAddr,
     /// The HTTP listener's real address.
     pub http: SocketAddr,
 }
 
+/// Runtime threads of a test server: two, so a test's client tasks spawned on the same
+/// runtime cannot starve the server.
+const TEST_SERVER_THREADS: usize = 2;
+
 impl TestServer {
     /// Starts a server with `config`; both listeners must be enabled.
     pub fn start(config: ServerConfig) -> TestServer {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("cannot build the server runtime");
-        let server = rt
-            .block_on(EchoServer::start(config))
+        let handle = ServerHandle::start(config, TEST_SERVER_THREADS)
             .expect("the echo server did not start");
-        let tcp = server.tcp_addr.expect("the tcp listener is off");
-        let http = server.http_addr.expect("the http listener is off");
+        let tcp = handle.tcp_addr.expect("the tcp listener is off");
+        let http = handle.http_addr.expect("the http listener is off");
         assert!(tcp.ip().is_loopback() && http.ip().is_loopback());
-        TestServer {
-            rt: Some(rt),
-            server: Some(server),
-            tcp,
-            http,
-        }
+        TestServer { handle, tcp, http }
     }
 
     /// Starts a server with the default limits.
@@ -152,17 +143,17 @@ impl TestServer {
 
     /// The server's runtime, e.g. to spawn client tasks next to it.
     pub fn runtime(&self) -> &tokio::runtime::Runtime {
-        self.rt.as_ref().expect("runtime present until drop")
+        self.handle.runtime()
     }
 
     /// Runs `fut` to completion on the server's runtime.
     pub fn block_on<F: std::future::Future>(&self, fut: F) -> F::Output {
-        self.runtime().block_on(fut)
+        self.handle.block_on(fut)
     }
 
     /// The live counters (same data as `GET /stats`).
     pub fn stats(&self) -> StatsSnapshot {
-        self.server.as_ref().expect("server running").stats()
+        self.handle.stats()
     }
 
     /// Polls the counters until `done` holds, for up to `within`; returns the last snapshot
@@ -189,18 +180,8 @@ impl TestServer {
     }
 
     /// Stops the server gracefully; returns the totals and whether it drained in time.
-    pub fn shutdown(mut self, grace: Duration) -> (StatsSnapshot, bool) {
-        let server = self.server.take().expect("server running");
-        self.runtime().block_on(server.shutdown(grace))
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        drop(self.server.take());
-        if let Some(rt) = self.rt.take() {
-            rt.shutdown_background();
-        }
+    pub fn shutdown(self, grace: Duration) -> (StatsSnapshot, bool) {
+        self.handle.shutdown(grace)
     }
 }
 

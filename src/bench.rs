@@ -1,0 +1,397 @@
+//! A whole benchmark run as one library call: what the client does between parsing its
+//! arguments and printing the result.
+//!
+//! [`run`] starts the embedded server when there is no target, works out the plan (the
+//! name being called, its ports, the address modes, the resolver), checks once that the
+//! name resolves in each mode, runs every (transport, mode) job for the rounds asked for
+//! (reversing the order every other round), merges the rounds, asks the server for its
+//! counters and assembles the [`Report`]. The command line keeps only clap, the progress
+//! bar and the exit status; tests call this directly.
+
+use crate::report::{ConfigRecord, Environment, Report, RunRecord, rfc3339_now};
+use crate::resolve::{AddrMode, Family, Names, ResolveNameError, ResolverAddr};
+use crate::runner::{RunConfig, TransportRun, run_transport};
+use crate::server::dns::{DEFAULT_DNS_NAME, DnsConfig};
+use crate::server::stats::StatsSnapshot;
+use crate::server::{ServerConfig, ServerHandle, StartHandleError};
+use crate::transport::{Endpoint, TransportKind};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
+
+/// Runtime threads of the embedded server: one, because the client's workers need the
+/// other CPU of a small machine.
+const EMBEDDED_SERVER_THREADS: usize = 1;
+/// How long the embedded server may finish requests in flight once the run is over.
+const EMBEDDED_SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+
+/// Everything a run needs to know: what to call, how, and how much.
+#[derive(Debug, Clone)]
+pub struct BenchSpec {
+    /// The host to call (IP literal or name); `None` starts the embedded server.
+    pub target: Option<String>,
+    /// The target's raw TCP port (ignored for the embedded server).
+    pub tcp_port: u16,
+    /// The target's HTTP port (ignored for the embedded server).
+    pub http_port: u16,
+    /// What each call asks for and how many calls there are.
+    pub run: RunConfig,
+    /// Transports to run, in order.
+    pub transports: Vec<TransportKind>,
+    /// Address modes; `None` picks the defaults (see [`default_modes`]).
+    pub names: Option<Vec<AddrMode>>,
+    /// The DNS server for `cached` and `uncached` (default: resolv.conf's, or the embedded
+    /// responder).
+    pub resolver: Option<SocketAddr>,
+    /// Address families to look up.
+    pub family: Family,
+    /// How many times the whole list runs.
+    pub rounds: u32,
+    /// The command line, recorded in the report.
+    pub command: Vec<String>,
+}
+
+/// Watches a run from outside, e.g. to draw a progress bar. Every method has a do-nothing
+/// default, and `()` watches nothing.
+pub trait Observer {
+    /// A (transport, mode) job starts; `done` counts its finished calls as they happen.
+    fn job_started(&mut self, _label: &str, _config: &RunConfig, _done: Arc<AtomicU64>) {}
+    /// The job that last started is over.
+    fn job_finished(&mut self) {}
+}
+
+impl Observer for () {}
+
+/// An address mode left out of the run because the target's name did not resolve in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedMode {
+    pub mode: AddrMode,
+    /// Why, worded for a person: the name, the resolver and the failure.
+    pub why: String,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct BenchOutcome {
+    pub report: Report,
+    /// Modes not run because the name did not resolve in them (the run then fails).
+    pub skipped: Vec<SkippedMode>,
+}
+
+impl BenchOutcome {
+    /// True when every call came back verified (up to `max_lost` failures) and every mode
+    /// asked for could run.
+    pub fn passed(&self, max_lost: u64) -> bool {
+        self.skipped.is_empty() && self.report.failed() <= max_lost
+    }
+}
+
+/// Why a run could not happen at all.
+#[derive(Debug, thiserror::Error)]
+pub enum RunBenchError {
+    /// The embedded echo server did not start.
+    #[error("cannot start the embedded echo server")]
+    StartServer(#[source] StartHandleError),
+    /// Name resolution could not be set up (not: a name that does not resolve).
+    #[error(transparent)]
+    Resolve(#[from] ResolveNameError),
+    /// A port of the target is 0.
+    #[error("--tcp-port and --http-port must not be 0")]
+    ZeroPort,
+    /// The target's name resolved in none of the address modes asked for.
+    #[error("{}", unique_reasons(.0))]
+    Unresolvable(Vec<SkippedMode>),
+}
+
+/// The distinct reasons of skipped modes, joined: modes that failed the same way (`ip` and
+/// `system` both ask getaddrinfo) are said once.
+fn unique_reasons(skipped: &[SkippedMode]) -> String {
+    let mut reasons: Vec<&str> = Vec::new();
+    for s in skipped {
+        if !reasons.contains(&s.why.as_str()) {
+            reasons.push(&s.why);
+        }
+    }
+    reasons.join("; ")
+}
+
+/// The address modes run when none are asked for: `ip`, plus `system` when the target is
+/// a name; for the embedded server, `ip`, `cached` and `uncached` against its responder.
+pub fn default_modes(target: Option<&str>) -> Vec<AddrMode> {
+    match target {
+        None => vec![AddrMode::Ip, AddrMode::Cached, AddrMode::Uncached],
+        Some(host) if host.parse::<IpAddr>().is_ok() => vec![AddrMode::Ip],
+        Some(_) => vec![AddrMode::Ip, AddrMode::System],
+    }
+}
+
+/// Runs the whole comparison and returns the report; prints nothing.
+pub fn run(spec: &BenchSpec, observer: &mut dyn Observer) -> Result<BenchOutcome, RunBenchError> {
+    let embedded = match spec.target {
+        None => Some(start_embedded()?),
+        Some(_) => None,
+    };
+    let (plan, skipped) = Plan::new(spec, embedded.as_ref())?;
+    let started = rfc3339_now();
+    let jobs: Vec<(TransportKind, AddrMode)> = spec
+        .transports
+        .iter()
+        .flat_map(|&k| plan.modes.iter().map(move |&m| (k, m)))
+        .collect();
+    let runs = run_jobs(&jobs, spec, &plan, observer)?;
+    let server = match &embedded {
+        Some(e) => Some(e.stats()),
+        None => fetch_server_stats(&plan, spec.run.timeout),
+    };
+    if let Some(e) = embedded {
+        let _ = e.shutdown(EMBEDDED_SHUTDOWN_GRACE);
+    }
+    let report = Report {
+        rpcbench: env!("CARGO_PKG_VERSION").to_string(),
+        started,
+        target: plan.label.clone(),
+        command: spec.command.clone(),
+        config: ConfigRecord::new(
+            &spec.run,
+            spec.rounds,
+            &spec.transports,
+            &plan.modes,
+            spec.family,
+            &plan.resolver.to_string(),
+            plan.tcp_port,
+            plan.http_port,
+        ),
+        environment: Environment::detect(),
+        server,
+        runs: runs.iter().map(RunRecord::new).collect(),
+    };
+    Ok(BenchOutcome { report, skipped })
+}
+
+/// The embedded echo server, with a DNS responder, on free loopback ports.
+fn start_embedded() -> Result<ServerHandle, RunBenchError> {
+    let config = ServerConfig {
+        dns: Some(DnsConfig::default()),
+        ..ServerConfig::loopback_any_port()
+    };
+    ServerHandle::start(config, EMBEDDED_SERVER_THREADS).map_err(RunBenchError::StartServer)
+}
+
+/// What the run calls and how it finds it.
+struct Plan {
+    /// The name (or IP literal) being called.
+    name: String,
+    /// How the report names the target.
+    label: String,
+    tcp_port: u16,
+    http_port: u16,
+    resolver: ResolverAddr,
+    /// The modes that will run: those asked for, less those the name did not resolve in.
+    modes: Vec<AddrMode>,
+    /// Mode `ip`'s address, looked up once for the whole run (shared by every transport).
+    ip: Option<Arc<Names>>,
+}
+
+impl Plan {
+    /// Works out the plan and checks that the name resolves in each mode; returns the
+    /// modes that did not, or an error when none did.
+    fn new(
+        spec: &BenchSpec,
+        embedded: Option<&ServerHandle>,
+    ) -> Result<(Plan, Vec<SkippedMode>), RunBenchError> {
+        let modes = spec
+            .names
+            .clone()
+            .unwrap_or_else(|| default_modes(spec.target.as_deref()));
+        let timeout = spec.run.timeout;
+        let mut plan = match (embedded, &spec.target) {
+            (Some(e), _) => {
+                // The embedded server always has all three; `start_embedded` enables them.
+                let (tcp, http, dns) = (
+                    e.tcp_addr.expect("embedded tcp listener"),
+                    e.http_addr.expect("embedded http listener"),
+                    e.dns_addr.expect("embedded dns responder"),
+                );
+                Plan {
+                    name: DEFAULT_DNS_NAME.to_string(),
+                    label: format!("embedded ({DEFAULT_DNS_NAME} = {}, DNS at {dns})", tcp.ip()),
+                    tcp_port: tcp.port(),
+                    http_port: http.port(),
+                    resolver: ResolverAddr::At(spec.resolver.unwrap_or(dns)),
+                    modes,
+                    ip: Some(Arc::new(Names::fixed(tcp.ip()))),
+                }
+            }
+            (None, target) => {
+                if spec.tcp_port == 0 || spec.http_port == 0 {
+                    return Err(RunBenchError::ZeroPort);
+                }
+                let host = target.clone().unwrap_or_default();
+                Plan {
+                    name: host.clone(),
+                    label: host,
+                    tcp_port: spec.tcp_port,
+                    http_port: spec.http_port,
+                    resolver: spec.resolver.map_or(ResolverAddr::System, ResolverAddr::At),
+                    modes,
+                    ip: None,
+                }
+            }
+        };
+        let skipped = plan.preflight(spec.family, timeout)?;
+        if plan.modes.is_empty() {
+            return Err(RunBenchError::Unresolvable(skipped));
+        }
+        Ok((plan, skipped))
+    }
+
+    /// Resolves the name once in every mode, all at once, so the whole check takes one
+    /// `--timeout` at most. A mode the name does not resolve in is taken out of the run:
+    /// every one of its calls would fail the same way, each waiting up to `--timeout`.
+    /// Mode `ip` keeps its lookup as the run's address.
+    fn preflight(
+        &mut self,
+        family: Family,
+        timeout: Duration,
+    ) -> Result<Vec<SkippedMode>, RunBenchError> {
+        let deadline = Instant::now() + timeout;
+        let (name, resolver, known_ip) = (&self.name, self.resolver, self.ip.clone());
+        let checked: Vec<(AddrMode, Result<Arc<Names>, RunBenchError>, Option<String>)> =
+            std::thread::scope(|scope| {
+                let checks: Vec<_> = self
+                    .modes
+                    .iter()
+                    .map(|&mode| {
+                        let known_ip = known_ip.clone();
+                        let check = scope.spawn(move || {
+                            let names = match (mode, known_ip) {
+                                (AddrMode::Ip, Some(ip)) => ip,
+                                _ => Arc::new(Names::new_mode(
+                                    mode, name, family, resolver, timeout,
+                                )?),
+                            };
+                            let failed = names
+                                .lookup(deadline)
+                                .err()
+                                .map(|e| names.first_error().unwrap_or_else(|| e.to_string()));
+                            Ok::<_, RunBenchError>((names, failed))
+                        });
+                        (mode, check)
+                    })
+                    .collect();
+                checks
+                    .into_iter()
+                    .map(|(mode, check)| match check.join() {
+                        Ok(Ok((names, failed))) => (mode, Ok(names), failed),
+                        Ok(Err(e)) => (mode, Err(e), None),
+                        Err(panic) => std::panic::resume_unwind(panic),
+                    })
+                    .collect()
+            });
+        let mut skipped = Vec::new();
+        let mut modes = Vec::new();
+        for (mode, names, failed) in checked {
+            let names = names?;
+            match failed {
+                Some(why) => skipped.push(SkippedMode { mode, why }),
+                None => {
+                    if mode == AddrMode::Ip {
+                        self.ip = Some(names);
+                    }
+                    modes.push(mode);
+                }
+            }
+        }
+        self.modes = modes;
+        Ok(skipped)
+    }
+
+    /// A fresh endpoint for one transport run: its own resolver, so caches start cold and
+    /// the query count is the run's own.
+    fn endpoint(&self, mode: AddrMode, spec: &BenchSpec) -> Result<Endpoint, RunBenchError> {
+        let names = match (mode, &self.ip) {
+            (AddrMode::Ip, Some(ip)) => ip.clone(),
+            _ => Arc::new(Names::new_mode(
+                mode,
+                &self.name,
+                spec.family,
+                self.resolver,
+                spec.run.timeout,
+            )?),
+        };
+        Ok(Endpoint {
+            names,
+            tcp_port: self.tcp_port,
+            http_port: self.http_port,
+        })
+    }
+}
+
+/// Runs every (transport, address mode) job `rounds` times, reversing the order every
+/// other round so drift over time hits each alike, and merges the rounds per job.
+fn run_jobs(
+    jobs: &[(TransportKind, AddrMode)],
+    spec: &BenchSpec,
+    plan: &Plan,
+    observer: &mut dyn Observer,
+) -> Result<Vec<TransportRun>, RunBenchError> {
+    let mut merged: Vec<Option<TransportRun>> = vec![None; jobs.len()];
+    for round in 0..spec.rounds {
+        let order: Vec<usize> = if round % 2 == 0 {
+            (0..jobs.len()).collect()
+        } else {
+            (0..jobs.len()).rev().collect()
+        };
+        for i in order {
+            let (kind, mode) = jobs[i];
+            let endpoint = plan.endpoint(mode, spec)?;
+            let done = Arc::new(AtomicU64::new(0));
+            observer.job_started(&format!("{kind} {mode}"), &spec.run, done.clone());
+            let run = run_transport(kind, &endpoint, &spec.run, done);
+            observer.job_finished();
+            match &mut merged[i] {
+                Some(m) => m.merge(&run),
+                slot @ None => *slot = Some(run),
+            }
+        }
+    }
+    Ok(merged.into_iter().flatten().collect())
+}
+
+/// Asks a remote server for its counters and settings (`GET /stats`); `None` when it
+/// cannot be asked, which is worth a log line but not a failed run.
+fn fetch_server_stats(plan: &Plan, timeout: Duration) -> Option<StatsSnapshot> {
+    let host = plan
+        .ip
+        .as_ref()
+        .map_or_else(|| plan.name.clone(), |n| n.host());
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host
+    };
+    let url = format!("http://{host}:{}/stats", plan.http_port);
+    let mut body = Vec::new();
+    let fetched = (|| -> Result<u32, curl::Error> {
+        let mut easy = curl::easy::Easy::new();
+        easy.url(&url)?;
+        easy.timeout(timeout)?;
+        easy.signal(false)?;
+        let mut transfer = easy.transfer();
+        transfer.write_function(|data| {
+            body.extend_from_slice(data);
+            Ok(data.len())
+        })?;
+        transfer.perform()?;
+        drop(transfer);
+        easy.response_code()
+    })();
+    match fetched.map(|code| (code, serde_json::from_slice::<StatsSnapshot>(&body))) {
+        Ok((200, Ok(stats))) => Some(stats),
+        other => {
+            tracing::warn!("could not read the server's /stats at {url}: {other:?}");
+            None
+        }
+    }
+}
