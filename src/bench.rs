@@ -178,6 +178,13 @@ fn start_embedded() -> Result<ServerHandle, RunBenchError> {
     ServerHandle::start(config, EMBEDDED_SERVER_THREADS).map_err(RunBenchError::StartServer)
 }
 
+/// One mode's name check: the resolver it set up, and why the lookup failed, if it did.
+struct Checked {
+    mode: AddrMode,
+    names: Arc<Names>,
+    failed: Option<String>,
+}
+
 /// What the run calls and how it finds it.
 struct Plan {
     /// The name (or IP literal) being called.
@@ -257,53 +264,56 @@ impl Plan {
     ) -> Result<Vec<SkippedMode>, RunBenchError> {
         let deadline = Instant::now() + timeout;
         let (name, resolver, known_ip) = (&self.name, self.resolver, self.ip.clone());
-        let checked: Vec<(AddrMode, Result<Arc<Names>, RunBenchError>, Option<String>)> =
-            std::thread::scope(|scope| {
-                let checks: Vec<_> = self
-                    .modes
-                    .iter()
-                    .map(|&mode| {
-                        let known_ip = known_ip.clone();
-                        let check = scope.spawn(move || {
-                            let names = match (mode, known_ip) {
-                                (AddrMode::Ip, Some(ip)) => ip,
-                                _ => Arc::new(Names::new_mode(
-                                    mode, name, family, resolver, timeout,
-                                )?),
-                            };
-                            let failed = names
-                                .lookup(deadline)
-                                .err()
-                                .map(|e| names.first_error().unwrap_or_else(|| e.to_string()));
-                            Ok::<_, RunBenchError>((names, failed))
-                        });
-                        (mode, check)
+        let checked: Vec<Result<Checked, RunBenchError>> = std::thread::scope(|scope| {
+            let checks: Vec<_> = self
+                .modes
+                .iter()
+                .map(|&mode| {
+                    let known_ip = known_ip.clone();
+                    scope.spawn(move || {
+                        let names = match (mode, known_ip) {
+                            (AddrMode::Ip, Some(ip)) => ip,
+                            _ => Arc::new(Names::new_mode(mode, name, family, resolver, timeout)?),
+                        };
+                        let failed = names
+                            .lookup(deadline)
+                            .err()
+                            .map(|e| names.first_error().unwrap_or_else(|| e.to_string()));
+                        Ok(Checked {
+                            mode,
+                            names,
+                            failed,
+                        })
                     })
-                    .collect();
-                checks
-                    .into_iter()
-                    .map(|(mode, check)| match check.join() {
-                        Ok(Ok((names, failed))) => (mode, Ok(names), failed),
-                        Ok(Err(e)) => (mode, Err(e), None),
-                        Err(panic) => std::panic::resume_unwind(panic),
-                    })
-                    .collect()
-            });
+                })
+                .collect();
+            checks
+                .into_iter()
+                .map(|check| {
+                    check
+                        .join()
+                        .unwrap_or_else(|p| std::panic::resume_unwind(p))
+                })
+                .collect()
+        });
         let mut skipped = Vec::new();
-        let mut modes = Vec::new();
-        for (mode, names, failed) in checked {
-            let names = names?;
+        self.modes.clear();
+        for check in checked {
+            let Checked {
+                mode,
+                names,
+                failed,
+            } = check?;
             match failed {
                 Some(why) => skipped.push(SkippedMode { mode, why }),
                 None => {
                     if mode == AddrMode::Ip {
                         self.ip = Some(names);
                     }
-                    modes.push(mode);
+                    self.modes.push(mode);
                 }
             }
         }
-        self.modes = modes;
         Ok(skipped)
     }
 
