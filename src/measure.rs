@@ -146,8 +146,16 @@ pub enum Outcome {
 /// Everything one worker, or one merged transport run, measured.
 #[derive(Debug, Clone, Default)]
 pub struct Tally {
-    /// Latency of every ok call.
+    /// Latency of every ok call, from its actual start.
     pub latency: Hist,
+    /// Under an open schedule (`--rate`): latency of every ok call from when it was due,
+    /// so a call that had to wait for an earlier one counts that wait (coordinated
+    /// omission corrected, as wrk2 does). `None` for back-to-back runs, where calls are
+    /// due when they start.
+    pub latency_intended: Option<Hist>,
+    /// Time spent inside calls, every outcome: divided by the run's wall time, the mean
+    /// number of calls in flight (the concurrency achieved).
+    pub busy: Duration,
     /// One histogram per [`Phase`], same order as `Phase::ALL`.
     pub phases: [Hist; Phase::ALL.len()],
     pub ok: u64,
@@ -171,6 +179,14 @@ pub struct Tally {
 }
 
 impl Tally {
+    /// An empty tally with the histograms `config` needs.
+    pub fn for_config(config: &crate::runner::RunConfig) -> Tally {
+        Tally {
+            latency_intended: config.rate.map(|_| Hist::default()),
+            ..Tally::default()
+        }
+    }
+
     /// Calls counted: always `ok + lost + mismatched + errors`.
     pub fn calls(&self) -> u64 {
         self.ok + self.lost + self.mismatched + self.errors.values().sum::<u64>()
@@ -220,6 +236,12 @@ impl Tally {
 impl AddAssign<&Tally> for Tally {
     fn add_assign(&mut self, other: &Tally) {
         self.latency += &other.latency;
+        match (&mut self.latency_intended, &other.latency_intended) {
+            (Some(mine), Some(theirs)) => *mine += theirs,
+            (mine @ None, Some(theirs)) => *mine = Some(theirs.clone()),
+            (_, None) => {}
+        }
+        self.busy += other.busy;
         for (mine, theirs) in self.phases.iter_mut().zip(&other.phases) {
             *mine += theirs;
         }

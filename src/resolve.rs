@@ -318,6 +318,14 @@ impl Names {
                             LookupNameError::NoAddress,
                             "the name has no address record of the family asked for".into(),
                         )),
+                        // The resolver's own timeout can fire just before ours: the same
+                        // failure, counted the same way.
+                        Ok(Err(hickory_resolver::net::NetError::Timeout)) => {
+                            Err((LookupNameError::Timeout, "no answer in time".into()))
+                        }
+                        Ok(Err(_)) if Instant::now() >= deadline => {
+                            Err((LookupNameError::Timeout, "no answer in time".into()))
+                        }
                         Ok(Err(e)) => Err((LookupNameError::Other, e.to_string())),
                         Ok(Ok(lookup)) => {
                             let fresh = {

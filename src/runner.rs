@@ -17,11 +17,13 @@ use std::time::{Duration, Instant};
 /// How much work a run does and what each call asks for.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
-    /// Measured calls per transport (shared among workers); ignored when `duration` is set.
+    /// Measured calls per transport, divided evenly among the workers; ignored when
+    /// `duration` is set.
     pub calls: u64,
     /// Run each transport for this long instead of a fixed number of calls.
     pub duration: Option<Duration>,
-    /// Uncounted calls before measuring, spread over the workers.
+    /// Uncounted calls before measuring, spread over the workers, at least one each
+    /// unless this is 0 (see [`warmup_share`]).
     pub warmup: u64,
     /// Workers, each with its own connection or handle.
     pub concurrency: usize,
@@ -71,6 +73,18 @@ pub struct TransportRun {
 }
 
 impl TransportRun {
+    /// Mean calls in flight over the measured window: time spent in calls over wall time.
+    /// Below the workers asked for when some sat idle (a worker that finished its share
+    /// early, a pacer waiting for the next slot, a slow start).
+    pub fn achieved_concurrency(&self) -> f64 {
+        let wall = self.elapsed.as_secs_f64();
+        if wall > 0.0 {
+            self.tally.busy.as_secs_f64() / wall
+        } else {
+            0.0
+        }
+    }
+
     /// Adds another run of the same transport (from another round).
     pub fn merge(&mut self, other: &TransportRun) {
         self.tally += &other.tally;
@@ -86,10 +100,27 @@ impl TransportRun {
 struct Shared {
     /// Next seq to hand out; unique over the whole process so that no two calls match.
     next_seq: &'static AtomicU64,
-    /// Measured calls claimed so far.
-    claimed: AtomicU64,
     /// Calls finished, for the progress bar.
     done: Arc<AtomicU64>,
+}
+
+/// Worker `index`'s share of `total` calls split over `workers`: the remainder goes one
+/// each to the first workers, so shares differ by one at most.
+pub fn share(total: u64, workers: usize, index: usize) -> u64 {
+    let workers = workers.max(1) as u64;
+    total / workers + u64::from((index as u64) < total % workers)
+}
+
+/// Worker `index`'s warm-up calls: its share of `warmup`, but at least one, so that every
+/// worker has connected and made a call before the clock starts and no measured call of a
+/// persistent transport pays for a connect. `--warmup 0` means none at all, for a reader
+/// who wants the first call's cost in the figures.
+pub fn warmup_share(warmup: u64, workers: usize, index: usize) -> u64 {
+    if warmup == 0 {
+        0
+    } else {
+        share(warmup, workers, index).max(1)
+    }
 }
 
 /// Seqs are unique within the process, across transports and rounds, so a reply that
@@ -106,7 +137,6 @@ pub fn run_transport(
     let workers = config.concurrency.max(1);
     let shared = Shared {
         next_seq: &NEXT_SEQ,
-        claimed: AtomicU64::new(0),
         done,
     };
     // Workers and this thread meet here once warm-up is over, so the clock starts for all
@@ -117,8 +147,8 @@ pub fn run_transport(
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|i| {
-                let warmup = config.warmup / workers as u64
-                    + u64::from((i as u64) < config.warmup % workers as u64);
+                let warmup = warmup_share(config.warmup, workers, i);
+                let calls = share(config.calls, workers, i);
                 let (shared, start_line) = (&shared, &start_line);
                 std::thread::Builder::new()
                     .name(format!("{kind}-{i}"))
@@ -126,6 +156,7 @@ pub fn run_transport(
                         let ctx = WorkerCtx {
                             config,
                             warmup,
+                            calls,
                             pacer: Pacer::new(config.rate, workers, i),
                             shared,
                             start_line,
@@ -162,6 +193,8 @@ struct WorkerCtx<'a> {
     config: &'a RunConfig,
     /// This worker's share of the warm-up calls.
     warmup: u64,
+    /// This worker's share of the measured calls (unless the run has a duration).
+    calls: u64,
     /// Its share of the schedule under `--rate`.
     pacer: Option<Pacer>,
     shared: &'a Shared,
@@ -181,6 +214,7 @@ fn worker<T: Transport>(mut transport: T, ctx: WorkerCtx<'_>) -> Tally {
     let WorkerCtx {
         config,
         warmup,
+        calls,
         mut pacer,
         shared,
         start_line,
@@ -189,27 +223,34 @@ fn worker<T: Transport>(mut transport: T, ctx: WorkerCtx<'_>) -> Tally {
     let mut scratch = Tally::default();
     for _ in 0..warmup {
         let seq = shared.next_seq.fetch_add(1, Relaxed);
-        one_call(&mut transport, config, seq, &mut payload, &mut scratch);
+        one_call(
+            &mut transport,
+            config,
+            seq,
+            None,
+            &mut payload,
+            &mut scratch,
+        );
     }
-    let mut tally = Tally::default();
+    let mut tally = Tally::for_config(config);
     let duplicates_in_warmup = transport.duplicates();
     start_line.wait();
     let start = Instant::now();
     let deadline = config.duration.map(|d| start + d);
     let cpu_before = thread_cpu();
+    let mut made = 0u64;
     loop {
         let more = match deadline {
             Some(deadline) => Instant::now() < deadline,
-            None => shared.claimed.fetch_add(1, Relaxed) < config.calls,
+            None => made < calls,
         };
         if !more {
             break;
         }
-        if let Some(p) = &mut pacer {
-            p.wait(start, &mut tally.late);
-        }
+        made += 1;
+        let due = pacer.as_mut().map(|p| p.wait(start, &mut tally.late));
         let seq = shared.next_seq.fetch_add(1, Relaxed);
-        one_call(&mut transport, config, seq, &mut payload, &mut tally);
+        one_call(&mut transport, config, seq, due, &mut payload, &mut tally);
         shared.done.fetch_add(1, Relaxed);
     }
     let cpu_after = thread_cpu();
@@ -246,8 +287,9 @@ impl Pacer {
         })
     }
 
-    /// Waits until the next call is due.
-    fn wait(&mut self, start: Instant, late: &mut u64) {
+    /// Waits until the next call is due, and returns when that was: the intended start,
+    /// from which the corrected latency is timed.
+    fn wait(&mut self, start: Instant, late: &mut u64) -> Instant {
         let due = start + self.offset + self.interval * self.n;
         self.n = self.n.saturating_add(1);
         let now = Instant::now();
@@ -256,15 +298,20 @@ impl Pacer {
         } else if now - due > self.interval {
             *late += 1;
         }
+        due
     }
 }
 
-/// Makes, times, verifies and counts one call.
+/// Makes, times, verifies and counts one call. `due` is when an open schedule meant the
+/// call to start (`--rate`); a call that starts late is then also timed from `due`, which
+/// is what a user of a service called at that rate would have waited (wrk2's correction
+/// for coordinated omission).
 #[inline]
 fn one_call<T: Transport>(
     transport: &mut T,
     config: &RunConfig,
     seq: u64,
+    due: Option<Instant>,
     payload: &mut Vec<u8>,
     tally: &mut Tally,
 ) {
@@ -286,7 +333,11 @@ fn one_call<T: Transport>(
     };
     if outcome == Outcome::Ok {
         transport.end_call();
-        tally.latency.record(started.elapsed());
+        let ended = Instant::now();
+        tally.latency.record(ended - started);
+        if let (Some(due), Some(hist)) = (due, &mut tally.latency_intended) {
+            hist.record(ended.saturating_duration_since(due));
+        }
         if let Some(d) = phases.dns {
             tally.record_phase(Phase::Dns, d);
         }
@@ -304,6 +355,7 @@ fn one_call<T: Transport>(
         // the next call on a clean one.
         transport.reset();
     }
+    tally.busy += started.elapsed();
     tally.count(seq, outcome);
 }
 

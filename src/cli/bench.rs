@@ -9,7 +9,7 @@ use crate::resolve::{AddrMode, Family};
 use crate::runner::RunConfig;
 use crate::transport::TransportKind;
 use anyhow::Context;
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -116,6 +116,17 @@ pub struct BenchArgs {
 }
 
 impl BenchArgs {
+    /// Checks what one flag's parser cannot see: how flags fit together.
+    pub fn check(&self) -> Result<(), String> {
+        if self.duration.is_none() && self.calls < u64::from(self.concurrency) {
+            return Err(format!(
+                "-n {} is fewer calls than -c {} workers: every worker must make calls",
+                self.calls, self.concurrency
+            ));
+        }
+        Ok(())
+    }
+
     /// The run these arguments describe.
     pub fn spec(&self) -> BenchSpec {
         BenchSpec {
@@ -151,8 +162,11 @@ impl BenchArgs {
 /// Parses arguments, runs, prints, and maps the result to an exit status.
 pub fn main() -> ExitCode {
     crate::init_tracing();
-    let cli = Cli::parse();
+    let cli: Cli = super::parse_or_exit();
     let args = cli.bench;
+    if let Err(why) = args.check() {
+        super::usage_exit(Cli::command().error(clap::error::ErrorKind::ArgumentConflict, why));
+    }
     let done = match &cli.command {
         Some(Command::Report(r)) => super::report::report(r),
         Some(Command::Compare(c)) => super::report::compare(c),

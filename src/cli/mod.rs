@@ -99,6 +99,40 @@ pub fn parse_bytes(text: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("{text:?} is too large (at most 4 GiB - 1)"))
 }
 
+/// Parses the command line as `T`, or exits: 0 after `--help` or `--version`, and 2
+/// with one line on stderr for bad usage (clap's own message, without its usage block,
+/// so a script's log shows what was wrong in one line).
+pub fn parse_or_exit<T: clap::Parser>() -> T {
+    T::try_parse().unwrap_or_else(|e| usage_exit(e))
+}
+
+/// Exits for a clap error as [`parse_or_exit`] does.
+pub fn usage_exit(e: clap::Error) -> ! {
+    use clap::error::ErrorKind::{
+        DisplayHelp, DisplayHelpOnMissingArgumentOrSubcommand, DisplayVersion,
+    };
+    if matches!(
+        e.kind(),
+        DisplayHelp | DisplayVersion | DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit();
+    }
+    // clap's message, its hints (`[possible values: …]`, `tip: …`) folded onto the same
+    // line; the usage block and the pointer to --help left out.
+    let text = e.render().to_string();
+    let mut parts = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        if !line.is_empty() {
+            parts.push(line);
+        }
+    }
+    eprintln!("{}", parts.join(" "));
+    std::process::exit(EXIT_USAGE.into());
+}
+
 /// Prints an error chain on one line, the way both binaries report failures.
 pub fn one_line(err: &anyhow::Error) -> String {
     err.chain()
