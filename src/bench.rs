@@ -128,45 +128,112 @@ pub fn default_modes(target: Option<&str>) -> Vec<AddrMode> {
 
 /// Runs the whole comparison and returns the report; prints nothing.
 pub fn run(spec: &BenchSpec, observer: &mut dyn Observer) -> Result<BenchOutcome, RunBenchError> {
-    let embedded = match spec.target {
-        None => Some(start_embedded()?),
-        Some(_) => None,
-    };
-    let (plan, skipped) = Plan::new(spec, embedded.as_ref())?;
+    let session = Session::open(spec)?;
     let started = rfc3339_now();
-    let jobs: Vec<(TransportKind, AddrMode)> = spec
-        .transports
-        .iter()
-        .flat_map(|&k| plan.modes.iter().map(move |&m| (k, m)))
-        .collect();
-    let runs = run_jobs(&jobs, spec, &plan, observer)?;
-    let server = match &embedded {
-        Some(e) => Some(e.stats()),
-        None => fetch_server_stats(&plan, spec.run.timeout),
-    };
-    if let Some(e) = embedded {
-        let _ = e.shutdown(EMBEDDED_SHUTDOWN_GRACE);
-    }
-    let report = Report {
-        rpcbench: env!("CARGO_PKG_VERSION").to_string(),
-        started,
-        target: plan.label.clone(),
-        command: spec.command.clone(),
-        config: ConfigRecord::new(
-            &spec.run,
-            spec.rounds,
-            &spec.transports,
-            &plan.modes,
-            spec.family,
-            &plan.resolver.to_string(),
-            plan.tcp_port,
-            plan.http_port,
-        ),
-        environment: Environment::detect(),
-        server,
-        runs: runs.iter().map(RunRecord::new).collect(),
-    };
+    let runs = session.run(spec, &spec.run, observer)?;
+    let server = session.server_stats(spec.run.timeout);
+    let report = session.report(spec, started, server, &runs);
+    let skipped = session.close();
     Ok(BenchOutcome { report, skipped })
+}
+
+/// What stays the same over many runs against one target: the embedded server, if there
+/// is one, and the plan (name, ports, resolver, the modes the name resolved in). A plain
+/// run opens one for its runs; a sweep keeps one for all its steps.
+pub struct Session {
+    embedded: Option<ServerHandle>,
+    plan: Plan,
+    skipped: Vec<SkippedMode>,
+}
+
+impl Session {
+    /// Starts the embedded server when there is no target, and checks the name once in
+    /// every mode, all at once, within one `--timeout`.
+    pub fn open(spec: &BenchSpec) -> Result<Session, RunBenchError> {
+        let embedded = match spec.target {
+            None => Some(start_embedded()?),
+            Some(_) => None,
+        };
+        let (plan, skipped) = Plan::new(spec, embedded.as_ref())?;
+        Ok(Session {
+            embedded,
+            plan,
+            skipped,
+        })
+    }
+
+    /// How reports name the target.
+    pub fn label(&self) -> &str {
+        &self.plan.label
+    }
+
+    /// The address modes that run (those asked for, less those left out).
+    pub fn modes(&self) -> &[AddrMode] {
+        &self.plan.modes
+    }
+
+    /// Runs every (transport, mode) job of `spec` with the per-call settings `config`,
+    /// for `spec.rounds` rounds.
+    pub fn run(
+        &self,
+        spec: &BenchSpec,
+        config: &RunConfig,
+        observer: &mut dyn Observer,
+    ) -> Result<Vec<TransportRun>, RunBenchError> {
+        let jobs: Vec<(TransportKind, AddrMode)> = spec
+            .transports
+            .iter()
+            .flat_map(|&k| self.plan.modes.iter().map(move |&m| (k, m)))
+            .collect();
+        run_jobs(&jobs, spec, config, &self.plan, observer)
+    }
+
+    /// The server's counters now: read directly from the embedded server, else asked for
+    /// with `GET /stats` (`None` when the server cannot be asked).
+    pub fn server_stats(&self, timeout: Duration) -> Option<StatsSnapshot> {
+        match &self.embedded {
+            Some(e) => Some(e.stats()),
+            None => fetch_server_stats(&self.plan, timeout),
+        }
+    }
+
+    /// The report of `runs`, made with `spec`, started at `started`.
+    pub fn report(
+        &self,
+        spec: &BenchSpec,
+        started: String,
+        server: Option<StatsSnapshot>,
+        runs: &[TransportRun],
+    ) -> Report {
+        let plan = &self.plan;
+        Report {
+            rpcbench: env!("CARGO_PKG_VERSION").to_string(),
+            started,
+            target: plan.label.clone(),
+            command: spec.command.clone(),
+            config: ConfigRecord::new(
+                &spec.run,
+                spec.rounds,
+                &spec.transports,
+                &plan.modes,
+                spec.family,
+                &plan.resolver.to_string(),
+                plan.tcp_port,
+                plan.http_port,
+            ),
+            environment: Environment::detect(),
+            server,
+            runs: runs.iter().map(RunRecord::new).collect(),
+        }
+    }
+
+    /// Stops the embedded server; returns the modes that were left out.
+    pub fn close(self) -> Vec<SkippedMode> {
+        if let Some(e) = self.embedded {
+            let _ = e.shutdown(EMBEDDED_SHUTDOWN_GRACE);
+        }
+        self.skipped
+    }
 }
 
 /// The embedded echo server, with a DNS responder, on free loopback ports.
@@ -343,6 +410,7 @@ impl Plan {
 fn run_jobs(
     jobs: &[(TransportKind, AddrMode)],
     spec: &BenchSpec,
+    config: &RunConfig,
     plan: &Plan,
     observer: &mut dyn Observer,
 ) -> Result<Vec<TransportRun>, RunBenchError> {
@@ -357,8 +425,8 @@ fn run_jobs(
             let (kind, mode) = jobs[i];
             let endpoint = plan.endpoint(mode, spec)?;
             let done = Arc::new(AtomicU64::new(0));
-            observer.job_started(&format!("{kind} {mode}"), &spec.run, done.clone());
-            let run = run_transport(kind, &endpoint, &spec.run, done);
+            observer.job_started(&format!("{kind} {mode}"), config, done.clone());
+            let run = run_transport(kind, &endpoint, config, done);
             observer.job_finished();
             match &mut merged[i] {
                 Some(m) => m.merge(&run),

@@ -12,6 +12,7 @@
 //! - [`report`]: the serialisable result (JSON) that every renderer reads.
 //! - [`render`]: one renderer per output format (table, json, csv, markdown).
 //! - [`site`]: the comparison report: findings, truth checks, SVG charts, README and HTML.
+//! - [`sweep`]: steps over rates, concurrency or payload sizes; capacity under a latency objective.
 //! - [`compare`]: p50/p99 of two reports side by side, to catch regressions in CI.
 //! - [`cli`]: command-line front ends for both binaries (`bin/` only calls into here).
 //!
@@ -28,6 +29,7 @@ pub mod resolve;
 pub mod runner;
 pub mod server;
 pub mod site;
+pub mod sweep;
 pub mod transport;
 pub mod wire;
 

@@ -38,6 +38,9 @@ pub enum Command {
     Report(ReportArgs),
     /// Compare two JSON results: p50 and p99 per transport and mode.
     Compare(CompareArgs),
+    /// Step each transport over offered rates, concurrency levels or payload sizes, and
+    /// find its capacity under a latency objective (--slo p99=2ms).
+    Sweep(Box<super::sweep::SweepArgs>),
 }
 
 /// The arguments of a benchmark run (`rpcbench` without a subcommand).
@@ -64,9 +67,9 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 100)]
     pub warmup: u64,
     /// Workers, each a thread with its own connection or handle (at most 1024: each
-    /// worker keeps about 1 MB of histograms).
-    #[arg(short = 'c', long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
-    pub concurrency: u16,
+    /// worker keeps about 1 MB of histograms). `rpcbench sweep` takes a list (1,4,16).
+    #[arg(short = 'c', long, default_value = "1", value_delimiter = ',', value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub concurrency: Vec<u16>,
     /// Request payload in bytes (KiB/MiB suffixes allowed).
     #[arg(long, default_value = "64", value_parser = parse_bytes)]
     pub payload: u32,
@@ -118,13 +121,22 @@ pub struct BenchArgs {
 impl BenchArgs {
     /// Checks what one flag's parser cannot see: how flags fit together.
     pub fn check(&self) -> Result<(), String> {
-        if self.duration.is_none() && self.calls < u64::from(self.concurrency) {
+        if self.concurrency.len() > 1 {
+            return Err("a list of -c values is for `rpcbench sweep`".to_string());
+        }
+        let workers = self.workers();
+        if self.duration.is_none() && self.calls < workers as u64 {
             return Err(format!(
-                "-n {} is fewer calls than -c {} workers: every worker must make calls",
-                self.calls, self.concurrency
+                "-n {} is fewer calls than -c {workers} workers: every worker must make calls",
+                self.calls
             ));
         }
         Ok(())
+    }
+
+    /// The workers of a plain run: the first (for a plain run, the only) `-c` value.
+    pub fn workers(&self) -> usize {
+        self.concurrency.first().copied().map_or(1, usize::from)
     }
 
     /// The run these arguments describe.
@@ -149,7 +161,7 @@ impl BenchArgs {
             calls: self.calls,
             duration: self.duration,
             warmup: self.warmup,
-            concurrency: self.concurrency.into(),
+            concurrency: self.workers(),
             payload: self.payload,
             reply: self.reply,
             delay_us: self.delay_us,
@@ -170,6 +182,7 @@ pub fn main() -> ExitCode {
     let done = match &cli.command {
         Some(Command::Report(r)) => super::report::report(r),
         Some(Command::Compare(c)) => super::report::compare(c),
+        Some(Command::Sweep(s)) => super::sweep::sweep(s),
         None => run_bench(&args),
     };
     match done {
@@ -211,7 +224,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 /// Runs the comparison ([`crate::bench::run`]) and writes the output.
 pub fn run(args: &BenchArgs) -> anyhow::Result<BenchOutcome> {
     let spec = args.spec();
-    let mut progress = ProgressBar::new(!args.no_progress && std::io::stderr().is_terminal());
+    let mut progress = ProgressBar::for_stderr(args);
     let outcome = crate::bench::run(&spec, &mut progress)?;
     let report = &outcome.report;
     // Modes left out, and name-lookup failures during the run, are said once each on
@@ -241,7 +254,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<BenchOutcome> {
 
 /// A progress bar on stderr per job, fed from the job's call counter by a thread of its
 /// own, so the bar stays off the workers' hot path.
-struct ProgressBar {
+pub(super) struct ProgressBar {
     show: bool,
     /// The job being shown: its stop flag and the thread drawing it.
     current: Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)>,
@@ -251,9 +264,10 @@ struct ProgressBar {
 const PROGRESS_TICK: Duration = Duration::from_millis(100);
 
 impl ProgressBar {
-    fn new(show: bool) -> ProgressBar {
+    /// Shown on stderr when it is a terminal, unless `--no-progress`.
+    pub(super) fn for_stderr(args: &BenchArgs) -> ProgressBar {
         ProgressBar {
-            show,
+            show: !args.no_progress && std::io::stderr().is_terminal(),
             current: None,
         }
     }

@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod echo;
 pub mod report;
+pub mod sweep;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -52,12 +53,21 @@ pub fn parse_positive_duration(text: &str) -> Result<Duration, String> {
     }
 }
 
-/// Parses a call rate per second, from one call per 1000 s to one per nanosecond.
+/// Parses a call rate per second, from one call per 1000 s to one per nanosecond, with an
+/// optional `k` (thousand) or `m` (million) suffix: `200`, `0.5`, `5k`, `1.5m`.
 pub fn parse_rate(text: &str) -> Result<f64, String> {
-    match text.trim().parse::<f64>() {
+    let lower = text.trim().to_ascii_lowercase();
+    let (number, scale) = match lower.strip_suffix('k') {
+        Some(n) => (n, 1e3),
+        None => match lower.strip_suffix('m') {
+            Some(n) => (n, 1e6),
+            None => (lower.as_str(), 1.0),
+        },
+    };
+    match number.parse::<f64>().map(|r| r * scale) {
         Ok(r) if (1e-3..=1e9).contains(&r) => Ok(r),
         _ => Err(format!(
-            "{text:?} is not a rate (calls per second from 0.001 to 1e9, e.g. 200 or 0.5)"
+            "{text:?} is not a rate (calls per second from 0.001 to 1e9, e.g. 200, 0.5 or 5k)"
         )),
     }
 }
@@ -174,6 +184,8 @@ mod tests {
     fn rates() {
         assert_eq!(parse_rate("200"), Ok(200.0));
         assert_eq!(parse_rate("0.5"), Ok(0.5));
+        assert_eq!(parse_rate("5k"), Ok(5000.0));
+        assert_eq!(parse_rate("1.5M"), Ok(1.5e6));
         for bad in ["0", "-5", "NaN", "inf", "1e10", "0.0001", "fast", ""] {
             assert!(parse_rate(bad).is_err(), "{bad:?} accepted");
         }

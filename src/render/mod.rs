@@ -7,6 +7,7 @@
 mod csv;
 mod json;
 mod markdown;
+pub mod sweep;
 mod table;
 
 use crate::measure::{Phase, Summary};

@@ -1,0 +1,128 @@
+//! `rpcbench sweep`: the command line of [`crate::sweep`].
+
+use super::bench::BenchArgs;
+use super::{EXIT_FAILED, EXIT_OK, parse_bytes, parse_positive_duration, parse_rate};
+use crate::sweep::{self, Axis, Slo, SweepReport, SweepSpec};
+use anyhow::Context;
+use std::io::Write;
+use std::time::Duration;
+
+/// Steps each transport over offered rates, worker counts (`-c 1,4,16`) or payload
+/// sizes, or finds its capacity under a latency objective.
+///
+/// Exit status: 0 when every step's calls came back verified (or, with --slo, when every
+/// series has a capacity), 1 otherwise, 2 for bad usage.
+#[derive(Debug, clap::Args)]
+pub struct SweepArgs {
+    #[command(flatten)]
+    pub bench: BenchArgs,
+    /// Offered rates, calls per second over all workers, increasing (e.g. 1k,5k,10k,20k).
+    #[arg(long, value_delimiter = ',', value_parser = parse_rate, conflicts_with = "payloads")]
+    pub rates: Option<Vec<f64>>,
+    /// Request payload sizes, increasing (e.g. 64,1k,16k,256k,1m).
+    #[arg(long, value_delimiter = ',', value_parser = parse_bytes)]
+    pub payloads: Option<Vec<u32>>,
+    /// Latency objective, pNN=DURATION (e.g. p99=2ms). With --rates, the capacity is the
+    /// highest listed rate that meets it; without an axis, the rate is searched for.
+    #[arg(long)]
+    pub slo: Option<Slo>,
+    /// How long each step runs.
+    #[arg(long, default_value = "2s", value_parser = parse_positive_duration)]
+    pub step_duration: Duration,
+}
+
+impl SweepArgs {
+    /// The sweep these arguments describe, or why they do not describe one.
+    pub fn spec(&self) -> Result<SweepSpec, String> {
+        let levels = &self.bench.concurrency;
+        let mut axes = Vec::new();
+        if let Some(r) = &self.rates {
+            axes.push(Axis::Rates(r.clone()));
+        }
+        if let Some(p) = &self.payloads {
+            axes.push(Axis::Payloads(p.clone()));
+        }
+        if levels.len() > 1 {
+            axes.push(Axis::Concurrency(
+                levels.iter().map(|&c| c.into()).collect(),
+            ));
+        }
+        if axes.len() > 1 {
+            return Err(
+                "a sweep varies one thing: give one of --rates, --payloads or a -c list".into(),
+            );
+        }
+        let axis = axes.pop();
+        if axis.is_none() && self.slo.is_none() {
+            return Err(
+                "a sweep needs --rates, --payloads, a -c list, or --slo to search for the capacity"
+                    .into(),
+            );
+        }
+        if let Some(a) = &axis {
+            a.check()?;
+        }
+        if self.bench.duration.is_some() {
+            return Err("a sweep runs each step for --step-duration, not --duration".into());
+        }
+        let mut bench = self.bench.spec();
+        bench.run.concurrency = self.bench.workers();
+        Ok(SweepSpec {
+            bench,
+            axis,
+            slo: self.slo,
+            step_duration: self.step_duration,
+        })
+    }
+}
+
+/// Runs the sweep, prints its steps, writes `--out`, and maps the result to a status.
+pub fn sweep(args: &SweepArgs) -> anyhow::Result<u8> {
+    let spec = match args.spec() {
+        Ok(spec) => spec,
+        Err(why) => {
+            use clap::CommandFactory;
+            super::usage_exit(
+                super::bench::Cli::command().error(clap::error::ErrorKind::ArgumentConflict, why),
+            );
+        }
+    };
+    let mut progress = super::bench::ProgressBar::for_stderr(&args.bench);
+    let report = sweep::run(&spec, &mut progress)?;
+    if let Some(path) = &args.bench.out {
+        let file = std::fs::File::create(path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        let mut w = std::io::BufWriter::new(file);
+        serde_json::to_writer_pretty(&mut w, &report)
+            .map_err(std::io::Error::from)
+            .and_then(|()| writeln!(w))
+            .and_then(|()| w.flush())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let mut stdout = std::io::stdout().lock();
+    match args.bench.format {
+        crate::render::Format::Json => {
+            serde_json::to_writer_pretty(&mut stdout, &report).map_err(std::io::Error::from)?;
+            writeln!(stdout)?;
+        }
+        _ => crate::render::sweep::write(&report, &mut stdout)?,
+    }
+    stdout.flush()?;
+    Ok(if passed(&report, spec.slo.is_some()) {
+        EXIT_OK
+    } else {
+        EXIT_FAILED
+    })
+}
+
+/// With an objective, every series must have a capacity; without, every step's calls
+/// must all have come back verified.
+fn passed(report: &SweepReport, with_slo: bool) -> bool {
+    report.series.iter().all(|s| {
+        if with_slo {
+            s.capacity_per_s.is_some() || s.steps.iter().any(|st| st.meets_slo == Some(true))
+        } else {
+            s.steps.iter().all(|st| st.run.failed() == 0)
+        }
+    })
+}

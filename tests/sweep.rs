@@ -1,0 +1,223 @@
+//! `rpcbench sweep` end to end, against the embedded server: the steps it writes, the
+//! corrected latency, the capacity search against a server whose capacity is known, and
+//! the usage errors. Nothing here is gated on speed: the capacity check rests on a 2 ms
+//! server delay, which no machine can beat.
+
+use rpcbench::sweep::SweepReport;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Runs `rpcbench sweep ARGS --format json`; returns the exit code, the report (if the
+/// output parsed) and stderr.
+fn sweep(args: &[&str]) -> (Option<i32>, Option<SweepReport>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcbench"))
+        .arg("sweep")
+        .args(args)
+        .args(["--format", "json", "--no-progress"])
+        .output()
+        .expect("run rpcbench sweep");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    (
+        out.status.code(),
+        serde_json::from_str(&stdout).ok(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn three_rates_make_three_steps_and_the_corrected_latency_is_never_lower() {
+    let (code, report, stderr) = sweep(&[
+        "--transports",
+        "tcp,http-keepalive",
+        "--names",
+        "ip",
+        "--rates",
+        "200,400,800",
+        "--slo",
+        "p99=1s",
+        "--step-duration",
+        "500ms",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let report = report.expect("JSON on stdout");
+    assert_eq!(report.axis, "rate");
+    assert_eq!(report.series.len(), 2);
+    for series in &report.series {
+        let offered: Vec<Option<f64>> = series.steps.iter().map(|s| s.offered_per_s).collect();
+        assert_eq!(
+            offered,
+            [Some(200.0), Some(400.0), Some(800.0)],
+            "{}",
+            series.transport
+        );
+        for step in &series.steps {
+            let run = &step.run;
+            assert_eq!(
+                run.calls, run.ok,
+                "{}: every call verified",
+                series.transport
+            );
+            // Timed from when it was due, a call can only be as slow or slower.
+            let corrected = step.slo_latency_us.expect("corrected p99");
+            let actual = run.latency_us.expect("latency").p99;
+            assert!(
+                corrected >= actual,
+                "{} at {:?}/s: corrected p99 {corrected} < actual {actual}",
+                series.transport,
+                step.offered_per_s
+            );
+            assert_eq!(step.meets_slo, Some(true), "{step:?}");
+        }
+        assert_eq!(
+            series.capacity_per_s,
+            Some(800.0),
+            "the highest listed rate that passed"
+        );
+    }
+}
+
+#[test]
+fn the_capacity_search_finds_what_one_connection_with_a_2ms_delay_can_take() {
+    // One connection, 2 ms per call at the server: at most 500 calls/s, whatever the
+    // machine. Pinned to one CPU, as every measurement should be; the embedded server
+    // runs in the same process.
+    let started = Instant::now();
+    let out = Command::new("taskset")
+        .args(["-c", "0"])
+        .arg(env!("CARGO_BIN_EXE_rpcbench"))
+        .args([
+            "sweep",
+            "--transports",
+            "tcp",
+            "--names",
+            "ip",
+            "-c",
+            "1",
+            "--delay-us",
+            "2000",
+            "--slo",
+            "p99=10ms",
+            "--step-duration",
+            "2s",
+            "--format",
+            "json",
+            "--no-progress",
+        ])
+        .output()
+        .expect("run taskset rpcbench sweep");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let report: SweepReport =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert_eq!(report.axis, "search");
+    let series = &report.series[0];
+    let capacity = series.capacity_per_s.expect("a capacity was found");
+    let steps: Vec<String> = series
+        .steps
+        .iter()
+        .map(|s| {
+            format!(
+                "{:?} -> {:?} ({:?})",
+                s.offered_per_s, s.meets_slo, s.why_not
+            )
+        })
+        .collect();
+    // The first step is closed loop, then a ramp and bisection: a handful of steps.
+    assert_eq!(series.steps[0].offered_per_s, None);
+    // What the server can take here: 2 ms of delay plus this machine's own cost per call,
+    // which a loaded machine makes larger. Physics puts it at 500/s at most.
+    let flat_out = series.steps[0].achieved_per_s;
+    assert!(flat_out <= 500.0, "closed loop {flat_out:.0}/s beats a 2 ms delay");
+    assert!(
+        capacity <= 500.0 * 1.1 && capacity >= 0.9 * flat_out,
+        "capacity {capacity:.0}/s, expected 500/s (here {flat_out:.0}/s closed loop) within 10%; steps:\n{}",
+        steps.join("\n")
+    );
+    assert!(series.steps.len() <= 20, "{}", steps.join("\n"));
+    assert!(started.elapsed() < Duration::from_secs(120));
+}
+
+#[test]
+fn payload_steps_report_goodput_both_ways() {
+    let (code, report, stderr) = sweep(&[
+        "--transports",
+        "tcp,http-keepalive",
+        "--names",
+        "ip",
+        "--payloads",
+        "64,16k,256k",
+        "--step-duration",
+        "300ms",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let report = report.expect("JSON on stdout");
+    assert_eq!(report.axis, "payload");
+    for series in &report.series {
+        let sizes: Vec<u32> = series.steps.iter().map(|s| s.payload_bytes).collect();
+        assert_eq!(sizes, [64, 16 << 10, 256 << 10]);
+        for step in &series.steps {
+            assert!(step.run.ok > 0 && step.run.failed() == 0, "{step:?}");
+            // Goodput is bytes of verified calls over the wall time, each way.
+            let expected =
+                step.run.ok as f64 * f64::from(step.payload_bytes) / step.run.elapsed_s / 1e6;
+            assert!((step.goodput_out_mb_s - expected).abs() <= 1e-9 * expected.max(1.0));
+            assert_eq!(step.goodput_in_mb_s, step.goodput_out_mb_s, "an echo");
+            assert_eq!(step.meets_slo, None);
+        }
+    }
+}
+
+#[test]
+fn concurrency_steps_run_each_worker_count() {
+    let (code, report, stderr) = sweep(&[
+        "--transports",
+        "tcp",
+        "--names",
+        "ip",
+        "-c",
+        "1,2,4",
+        "--step-duration",
+        "300ms",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let report = report.expect("JSON on stdout");
+    assert_eq!(report.axis, "concurrency");
+    let steps = &report.series[0].steps;
+    let levels: Vec<usize> = steps.iter().map(|s| s.concurrency).collect();
+    assert_eq!(levels, [1, 2, 4]);
+    for step in steps {
+        assert_eq!(step.run.workers, step.concurrency);
+        assert_eq!(
+            step.run.connects, step.concurrency as u64,
+            "one connection per worker"
+        );
+    }
+}
+
+#[test]
+fn bad_sweeps_are_usage_errors() {
+    for bad in [
+        &["--rates", "5k,1k"][..],
+        &["--rates", "1k,1k"],
+        &["--rates", "0"],
+        &["--rates", "-5"],
+        &["--slo", "p99"],
+        &["--slo", "p100=1ms"],
+        &["--slo", "fast"],
+        &["-c", "4,2"],
+        &["--payloads", "64,64"],
+        &["--rates", "1k", "--payloads", "64"],
+        &[],
+        &["--rates", "1k", "--duration", "1s"],
+    ] {
+        let started = Instant::now();
+        let (code, _, stderr) = sweep(bad);
+        assert_eq!(code, Some(2), "{bad:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{bad:?}: one line: {stderr}");
+        assert!(stderr.starts_with("error: "), "{bad:?}: {stderr}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{bad:?}: at once"
+        );
+    }
+}
