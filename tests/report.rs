@@ -1,7 +1,8 @@
 //! `rpcbench report` and `rpcbench compare` on real results from the real binary.
 
-use rpcbench::render::{SUMMARY_HEADERS, phase_rows, summary_rows};
+use rpcbench::render::{RenderOptions, phase_grid, summary_grid};
 use rpcbench::report::Report;
+use rpcbench::transport::TransportKind;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -140,16 +141,17 @@ fn report_pages_hold_the_json_figures_and_every_chart() {
                 .collect()
         })
         .collect();
+    let summary = summary_grid(&report, &RenderOptions::WIDE);
     let header_at = rows
         .iter()
-        .position(|r| r == &SUMMARY_HEADERS)
+        .position(|r| r == &summary.headers)
         .expect("summary table");
-    let expected = summary_rows(&report);
+    let expected = summary.rows;
     assert_eq!(
         rows[header_at + 1..header_at + 1 + expected.len()],
         expected[..]
     );
-    for phase_row in phase_rows(&report) {
+    for phase_row in phase_grid(&report, &RenderOptions::WIDE).rows {
         assert!(rows.contains(&phase_row), "phase row {phase_row:?}");
     }
     // Seed 004's five cases, with today's figures beside them.
@@ -203,7 +205,7 @@ fn report_pages_hold_the_json_figures_and_every_chart() {
         );
     }
     // The same colour for a transport in every chart.
-    let colour = rpcbench::site::svg::transport_colour("http-fresh");
+    let colour = rpcbench::site::svg::transport_colour(TransportKind::HttpFresh);
     for name in ["percentiles.svg", "mean-p99.svg", "dns.svg"] {
         assert!(
             std::fs::read_to_string(site.join(name))
@@ -232,9 +234,15 @@ fn report_pages_hold_the_json_figures_and_every_chart() {
         );
     }
     assert!(
-        html.contains(&expected[0][10]),
+        html.contains(&format!("<td>{}</td>", expected[0][11])),
         "the tables are in the page"
     );
+    // The inputs hold no DNS delay: that check is listed as not run, with the reason.
+    assert!(
+        readme.contains("- not run: DNS delay: no run against a server with --dns-delay"),
+        "{readme}"
+    );
+    assert!(readme.contains("## Peers\n\nNot measured"), "{readme}");
 }
 
 #[test]
@@ -267,7 +275,7 @@ fn compare_flags_a_regression_and_passes_identical_files() {
     let run = worse
         .runs
         .iter_mut()
-        .find(|r| r.transport == "http-keepalive")
+        .find(|r| r.transport == TransportKind::HttpKeepalive)
         .unwrap();
     let lat = run.latency_us.as_mut().unwrap();
     lat.p50 *= 1.2;
@@ -309,4 +317,155 @@ fn compare_flags_a_regression_and_passes_identical_files() {
         err.contains("/nonexistent.json") && !err.contains("panicked"),
         "{err}"
     );
+}
+
+/// A paced run alone (`--rate`, no delay anywhere) builds a report: it is the baseline, and
+/// the checks it cannot support are listed as not run, with the reason, without failing.
+#[test]
+fn report_accepts_a_paced_run_alone_and_lists_what_it_did_not_check() {
+    let dir = Scratch::new("paced");
+    let paced = results(
+        &dir.0,
+        "paced.json",
+        &[
+            "--rate",
+            "400",
+            "-n",
+            "40",
+            "--names",
+            "ip",
+            "--transports",
+            "tcp",
+        ],
+    );
+    let site = dir.0.join("site");
+    let out = rpcbench(&[
+        "report",
+        paced.to_str().unwrap(),
+        "--out",
+        site.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for reason in [
+        "not run: server delay: no run with --delay-us among the inputs",
+        "not run: DNS delay: no run against a server with --dns-delay among the inputs",
+    ] {
+        assert!(stdout.contains(reason), "{reason}:\n{stdout}");
+        let readme = std::fs::read_to_string(site.join("README.md")).unwrap();
+        assert!(readme.contains(&format!("- {reason}")), "{readme}");
+    }
+    // A delayed run with nothing to compare it with: not run either, still exit 0.
+    let delayed = results(
+        &dir.0,
+        "delay.json",
+        &[
+            "--delay-us",
+            "1000",
+            "-n",
+            "20",
+            "--names",
+            "ip",
+            "--transports",
+            "tcp",
+        ],
+    );
+    let out = rpcbench(&[
+        "report",
+        delayed.to_str().unwrap(),
+        "--out",
+        site.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("not run: server delay: no run without a delay among the inputs"),
+        "{stdout}"
+    );
+    // An unreadable input is the one thing that fails a report.
+    let missing = rpcbench(&[
+        "report",
+        "/nonexistent.json",
+        "--out",
+        site.to_str().unwrap(),
+    ]);
+    assert_eq!(missing.status.code(), Some(1));
+}
+
+/// Peer figures are raw round means; the report takes the medians and judges them against
+/// the one limit, shows the verdict, and does not let it set the exit status.
+#[test]
+fn peers_are_judged_once_and_do_not_gate_the_report() {
+    let dir = Scratch::new("peers");
+    let base = results(
+        &dir.0,
+        "base.json",
+        &[
+            "-n",
+            "40",
+            "--names",
+            "ip",
+            "--transports",
+            "tcp,http-keepalive",
+        ],
+    );
+    let peers = dir.0.join("peers.json");
+    let limit = rpcbench::site::PEER_RATIO_LIMIT;
+    // tcp: medians 15 and 12 (a disturbed round on each side does not decide); within.
+    // http-keepalive: medians 2 × limit of the peer's; above.
+    let json = serde_json::json!({
+        "placement": "same core (CPU 0)",
+        "pairs": [
+            {
+                "transport": "tcp",
+                "peer": "sockperf ping-pong",
+                "command": "sockperf ping-pong --tcp",
+                "rpcbench_round_means_us": [15.0, 90.0, 14.0],
+                "peer_round_means_us": [12.0, 11.0, 80.0]
+            },
+            {
+                "transport": "http-keepalive",
+                "peer": "wrk -t1 -c1 (1/rps)",
+                "command": "wrk -t1 -c1",
+                "rpcbench_round_means_us": [20.0 * 2.0 * limit],
+                "peer_round_means_us": [20.0]
+            }
+        ]
+    });
+    std::fs::write(&peers, serde_json::to_vec_pretty(&json).unwrap()).unwrap();
+    let site = dir.0.join("site");
+    let out = rpcbench(&[
+        "report",
+        base.to_str().unwrap(),
+        "--peers",
+        peers.to_str().unwrap(),
+        "--out",
+        site.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "peers never fail a report:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("within: tcp against sockperf ping-pong: 15.0 µs against 12.0 µs, 1.25×"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("ABOVE: http-keepalive against wrk"),
+        "{stdout}"
+    );
+    let readme = std::fs::read_to_string(site.join("README.md")).unwrap();
+    let rows: Vec<&str> = readme
+        .lines()
+        .filter(|l| l.starts_with("| tcp | sockperf") || l.starts_with("| http-keepalive | wrk"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{readme}");
+    assert!(rows[1].ends_with("| no |"), "{}", rows[1]);
 }

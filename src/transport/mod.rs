@@ -23,7 +23,20 @@ use std::time::{Duration, Instant};
 pub use http::SEQ_HEADER;
 
 /// Which way a call travels. The names are the same everywhere: CLI, tables, JSON.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
 pub enum TransportKind {
     /// One persistent TCP connection per worker, length-prefixed postcard frames.
     Tcp,
