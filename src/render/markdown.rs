@@ -5,6 +5,7 @@ use super::{Grid, NAME_COLUMNS, RenderOptions, phase_grid, problem_lines, summar
 use crate::report::Report;
 use std::io::{self, Write};
 
+/// Writes the summary table, the phase table and the failed calls.
 pub fn write(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     write_table(out, &summary_grid(report, &RenderOptions::WIDE))?;
     writeln!(out)?;

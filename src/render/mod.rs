@@ -6,9 +6,13 @@
 //! the terminal shows the columns that fit its width ([`RenderOptions`]), the others all of
 //! them. CSV (`csv.rs`) is one tidy table in fixed units, for programs.
 
+/// One tidy table in fixed units.
 mod csv;
+/// The whole report.
 mod json;
+/// Every column, for pasting.
 mod markdown;
+/// As wide as the terminal.
 mod table;
 pub mod units;
 
@@ -106,26 +110,47 @@ const GAP: usize = 2;
 /// One column of the summary table. [`SummaryColumn::ALL`] is the order they stand in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SummaryColumn {
+    /// The transport's name.
     Transport,
+    /// The address mode.
     Mode,
+    /// Measured calls.
     Calls,
+    /// Calls that did not end ok.
     Failed,
+    /// Verified replies.
     Ok,
+    /// Calls past the timeout or cut off.
     Lost,
+    /// Replies with the wrong seq or bytes.
     Mism,
+    /// Calls failed by an error, of any kind.
     Err,
+    /// Connections opened, warm-up included.
     Connects,
+    /// Wall time of the measured calls.
     Total,
+    /// Calls per second of wall time.
     CallsPerS,
+    /// Mean latency of ok calls.
     Mean,
+    /// Median latency.
     P50,
+    /// 90th percentile.
     P90,
+    /// 99th percentile.
     P99,
+    /// 99.9th percentile.
     P999,
+    /// Slowest ok call.
     Max,
+    /// Standard deviation of the latency.
     Stddev,
+    /// Mean over the smallest mean of the report.
     Fastest,
+    /// Client CPU time in user mode.
     CpuUser,
+    /// Client CPU time in the kernel.
     CpuSys,
 }
 
@@ -433,6 +458,7 @@ pub fn problem_lines(report: &Report) -> Vec<String> {
         .collect()
 }
 
+/// One run's failures: counts by kind, the first seqs of each, lateness, the DNS error.
 fn problem_line(r: &RunRecord) -> String {
     let seqs = |v: &[u64]| {
         let shown: Vec<String> = v.iter().take(SHOWN_SEQS).map(u64::to_string).collect();

@@ -14,10 +14,13 @@ use std::io::{self, Write};
 
 /// Between the parts of the heading.
 const SEPARATOR: &str = " · ";
-/// Starts a finding; its further lines are indented by as much.
+/// Starts a finding.
 const BULLET: &str = "- ";
+/// Indents a finding's further lines by as much as its bullet.
 const HANGING: &str = "  ";
 
+/// Writes the heading, the tables that fit, the failed calls, the findings and, for an
+/// unpinned run, how to pin it.
 pub fn write(report: &Report, options: &RenderOptions, out: &mut dyn Write) -> io::Result<()> {
     let width = options.width;
     let mut lines = pack(&heading(report), width);

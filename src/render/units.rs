@@ -10,15 +10,19 @@
 /// run-to-run noise on one host allows; more would be noise printed as fact.
 const SIGNIFICANT: i32 = 3;
 
-/// Microseconds in a millisecond, and in a second.
+/// Microseconds in a millisecond.
 const US_PER_MS: f64 = 1e3;
+/// Microseconds in a second.
 const US_PER_S: f64 = 1e6;
 
 /// A unit a duration is shown in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unit {
+    /// Microseconds, below 1 ms.
     Micros,
+    /// Milliseconds, from 1 ms.
     Millis,
+    /// Seconds, from 1 s.
     Seconds,
 }
 

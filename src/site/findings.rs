@@ -29,6 +29,7 @@ fn ip_mean(report: &Report, transport: TransportKind) -> Option<f64> {
     mean(report, transport, AddrMode::Ip)
 }
 
+/// The mean of `transport` under `mode` in `report`, µs.
 fn mean(report: &Report, transport: TransportKind, mode: AddrMode) -> Option<f64> {
     Some(find(report, transport, mode)?.latency_us?.mean)
 }

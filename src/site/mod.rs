@@ -15,7 +15,9 @@
 //! one, else the first input). A check the inputs cannot support is listed as not run,
 //! with the reason, and does not fail the report.
 
+/// The sentences at the top of a report and after a run's table.
 mod findings;
+/// README.md and index.html.
 mod page;
 pub mod svg;
 
@@ -239,6 +241,7 @@ fn find(r: &Report, transport: TransportKind, mode: AddrMode) -> Option<&RunReco
         .find(|x| x.transport == transport && x.addr_mode == mode)
 }
 
+/// A run's mean latency in ms, as seed 004 states its figures.
 fn mean_ms(r: &RunRecord) -> Option<f64> {
     r.latency_us.map(|l| l.mean / 1e3)
 }
@@ -278,6 +281,7 @@ struct Roles {
 }
 
 impl Roles {
+    /// Reads the roles from the inputs' own settings.
     fn of(inputs: &[&Report]) -> Roles {
         Roles {
             back_to_back: inputs

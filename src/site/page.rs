@@ -228,6 +228,7 @@ fn family(f: crate::resolve::Family) -> String {
         .map_or_else(String::new, |v| v.get_name().to_string())
 }
 
+/// The client, the server, the DNS responder and the settings, as a list.
 fn environment(r: &Report) -> String {
     let e = &r.environment;
     let mut out = String::new();
@@ -414,6 +415,7 @@ fn html_tables(out: &mut String, r: &Report) {
     }
 }
 
+/// One grid as an HTML table, every cell escaped.
 fn html_table(out: &mut String, grid: &Grid) {
     out.push_str("<table><tr>");
     for h in &grid.headers {
