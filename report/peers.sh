@@ -10,9 +10,14 @@
 #   curl-reuse      one curl process POSTing 64 bytes to the same URL 1000 times on one
 #                   connection; the mean of its per-transfer %{time_total}
 #
-# rpcbench runs `--names ip --transports T -n CALLS --warmup 200 --format json` against the
-# same rpcbench-echo (--threads 1); its figure is runs[0].latency_us.mean. A pair passes when
-# rpcbench's mean is at most 1.3 times the peer's.
+# rpcbench runs `--names ip --transports T -n CALLS --warmup 200 --format csv` against the
+# same rpcbench-echo (--threads 1); its figure is the mean_us column of its one row.
+#
+# This script only measures: it writes every round's mean for both sides (--json FILE, the
+# `Peers` shape of src/site/mod.rs), and `rpcbench report --peers FILE` takes the medians and
+# judges each pair against PEER_RATIO_LIMIT in src/site/mod.rs, the one place the limit is
+# written. The script ends by showing that verdict, from rpcbench itself. Peer ratios are
+# benchmarks, not tests: host noise moves them.
 #
 # Debian packages it needs (for .ci/run): sockperf wrk apache2-utils curl python3 iproute2
 # util-linux (plus cargo to build rpcbench, rpcbench-echo and examples/crr_ref).
@@ -25,10 +30,11 @@
 #   --curl-fetches N        curl transfers in its one process (default 1000)
 #   --seconds S             sockperf -t and wrk -d (default 5)
 #   --rounds R              measure every pair R times, the peer first in odd rounds and
-#                           rpcbench first in even ones; a figure is the median of its R means
-#                           (default 1)
+#                           rpcbench first in even ones; the report takes the median of each
+#                           side's R round means (default 1)
 #   --raw DIR               also keep every tool's raw output (and rpcbench's JSON) in DIR
-#   --json FILE             also write the pairs as JSON (the Peers shape of src/site/mod.rs)
+#   --json FILE             write the round means as JSON (the Peers shape of src/site/mod.rs;
+#                           without it they go to a temporary file, for the verdict only)
 #   --server-ip IP          address the servers listen on and the clients call (default
 #                           127.0.0.1)
 #   --server-exec PREFIX    command prefix for the servers, e.g. "ip netns exec rb-srv"
@@ -41,8 +47,9 @@
 # the default ephemeral range (28232 ports): set net.ipv4.tcp_tw_reuse=1 in the client's namespace there, or
 # lower --calls.
 #
-# Exit status: 0 when every pair was measured (whether or not it passes: the table, and
-# `rpcbench report --peers FILE`, judge), 1 when a tool or a call failed, 2 bad usage.
+# Exit status: 0 when every pair was measured (whatever the ratios: `rpcbench report --peers
+# FILE` judges them, and not in its exit status either), 1 when a tool or a call failed,
+# 2 bad usage.
 #
 # Servers listen on port 0 (rpcbench-echo and crr_ref print the port they got) or, for
 # sockperf, on a port found free just before, never on a fixed port. Every process the script
@@ -311,22 +318,21 @@ keep() {
     [[ -z $raw_dir ]] || cp "$1" "$raw_dir/round${round}_$(basename "$1")"
 }
 
+# Runs rpcbench on one transport; prints its mean from the CSV row, read by column name.
 rb_run() {
-    local transport=$1 file="$tmp/rpcbench_$1.json"
+    local transport=$1 file="$tmp/rpcbench_$1.json" csv="$tmp/rpcbench_$1.csv" mean
     local cmd=("${cli[@]}" "$rb_bin" --target "$server_ip" --tcp-port "$echo_tcp_port"
         --http-port "$echo_http_port" --names ip --transports "$transport" -n "$calls"
-        --warmup 200 --format json --no-progress)
+        --warmup 200 --format csv --out "$file" --no-progress)
     echo "  $(show "${cmd[@]}")" >&2
-    "${cmd[@]}" >"$file" || die "rpcbench $transport failed (exit $?)"
+    "${cmd[@]}" >"$csv" || die "rpcbench $transport failed (exit $?)"
     keep "$file"
-    python3 - "$file" "$calls" <<'PY'
-import json, sys
-run = json.load(open(sys.argv[1]))["runs"][0]
-calls = int(sys.argv[2])
-if run["ok"] != calls:
-    sys.exit(f"rpcbench {run['transport']}: {run['ok']} ok of {calls} calls")
-print(run["latency_us"]["mean"])
-PY
+    mean=$(awk -F, -v calls="$calls" '
+        NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+        $col["ok"] != calls { print "rpcbench " $1 ": " $col["ok"] " ok of " calls " calls" > "/dev/stderr"; exit 1 }
+        { print $col["mean_us"] }' "$csv") || die "rpcbench $transport lost calls"
+    [[ -n $mean ]] || die "cannot read rpcbench's CSV:"$'\n'"$(cat "$csv")"
+    echo "$mean"
 }
 
 sp_cmd=("${cli[@]}" sockperf ping-pong --tcp -i "$server_ip" -p "$sockperf_port" -m 64
@@ -434,14 +440,6 @@ for ((round = 1; round <= rounds; round++)); do
     done
 done
 
-# The median of a figure's round means: one round disturbed by the host (it happens, for
-# either side) does not decide a pair once there are three rounds or more.
-med() {
-    local -a vals
-    read -ra vals <<<"$1"
-    printf '%s\n' "${vals[@]}" | sort -g | awk '{ v[NR] = $1 }
-        END { printf "%.3f", (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
-}
 commands=(
     "server: $(show "${sp_srv_cmd[@]}"); client: $(show "${sp_cmd[@]}")"
     "server: $(show "${crr_srv_cmd[@]}"); client: $(crr_client_cmd "$crr_port")"
@@ -450,26 +448,19 @@ commands=(
     "$(show "${ab_cmd[@]}") # $(basename "$body_file"): 64 bytes"
     "$(show "${curl_cmd[@]}") # config: silent, data-binary = \"@$(basename "$body_file")\" (64 bytes), header = \"Content-Type: application/octet-stream\", write-out = \"%{http_code} %{time_total} %{num_connects}\\n\", then $curl_fetches times: url = \"$echo_url\", output = \"/dev/null\""
 )
-entries=() # "transport<TAB>peer<TAB>peer_mean_us<TAB>rpcbench_mean_us<TAB>command"
-for i in "${!pairs[@]}"; do
-    IFS='|' read -r t name fn <<<"${pairs[$i]}"
-    entries+=("$t"$'\t'"$name"$'\t'"$(med "${peer_vals[$fn]}")"$'\t'"$(med "${rb_vals[$t]}")"$'\t'"${commands[$i]}")
+# ---- figures ----------------------------------------------------------------------------
+# The raw round means only; rpcbench judges them below.
+printf '%-15s %-38s  %s\n' transport peer "round means µs: rpcbench | peer"
+printf '%-15s %-38s  %s\n' --------------- -------------------------------------- \
+    --------------------------------
+# Round means to the nanosecond, for reading (the JSON keeps them as measured).
+ns() { awk '{ for (i = 1; i <= NF; i++) printf " %.3f", $i }' <<<"$1"; }
+for p in "${pairs[@]}"; do
+    IFS='|' read -r t name fn <<<"$p"
+    printf '%-15s %-38s %s |%s\n' "$t" "$name" "$(ns "${rb_vals[$t]}")" "$(ns "${peer_vals[$fn]}")"
 done
 read -r curl_wall curl_conns < <(awk '{ w += $1; c += $2; n++ } END { printf "%.3f %d\n", w / n, c / n }' "$tmp/curl.wall")
-
-# ---- table ------------------------------------------------------------------------------
-printf '%-15s %12s  %-38s %12s %7s  %s\n' transport "rpcbench µs" peer "peer µs" ratio pass
-printf '%-15s %12s  %-38s %12s %7s  %s\n' --------------- ------------ \
-    -------------------------------------- ------------ ------- ----
-failed=0
-for e in "${entries[@]}"; do
-    IFS=$'\t' read -r t p pm rm _ <<<"$e"
-    ratio=$(awk -v a="$rm" -v b="$pm" 'BEGIN { printf "%.3f", a / b }')
-    if awk -v r="$ratio" 'BEGIN { exit !(r <= 1.3) }'; then ok=yes; else ok=NO failed=1; fi
-    printf '%-15s %12.2f  %-38s %12.2f %7s  %s\n' "$t" "$rm" "$p" "$pm" "$ratio" "$ok"
-done
 echo
-echo "ratio = rpcbench mean / peer mean; pass when <= 1.3; each figure is the median of its $rounds round mean(s)."
 echo "curl-reuse peer: mean of curl's per-transfer %{time_total}; the wall time of the whole"
 echo "  curl process divided by $curl_fetches was $curl_wall µs ($curl_conns connect(s) per process)."
 echo "load avg:   $(cut -d' ' -f1-3 /proc/loadavg) (after the runs)"
@@ -479,26 +470,51 @@ echo "cpu busy:   $(join -j 1 <(echo "$cpu_before") <(cpu_jiffies) |
     awk '{ printf "%s%s %.0f%%", sep, $1, ($4 - $2) / ($5 - $3) * 100; sep = ", " }') (during the runs)"
 echo
 echo "peer commands:"
-for e in "${entries[@]}"; do
-    IFS=$'\t' read -r t _ _ _ c <<<"$e"
-    printf '  %-15s %s\n' "$t" "$c"
+for i in "${!pairs[@]}"; do
+    IFS='|' read -r t _ _ <<<"${pairs[$i]}"
+    printf '  %-15s %s\n' "$t" "${commands[$i]}"
 done
 
 # ---- JSON -------------------------------------------------------------------------------
-if [[ -n $json_out ]]; then
-    printf '%s\n' "${entries[@]}" | python3 -c '
-import json, sys
-entries = []
-for line in sys.stdin.read().splitlines():
-    t, p, pm, rm, c = line.split("\t")
-    entries.append({"transport": t, "peer": p, "peer_mean_us": round(float(pm), 3),
-                    "rpcbench_mean_us": round(float(rm), 3), "command": c})
-with open(sys.argv[2], "w") as f:
-    json.dump({"placement": sys.argv[1], "entries": entries}, f, indent=2, ensure_ascii=False)
-    f.write("\n")
-' "$placement" "$json_out"
-    echo "wrote $json_out" >&2
-fi
-if ((failed)); then
-    echo "peers.sh: at least one rpcbench figure is more than 1.3 times its peer" >&2
-fi
+# A JSON string: backslashes, quotes and control characters escaped.
+json_str() {
+    local s=$1
+    s=${s//\\/\\\\}
+    s=${s//\"/\\\"}
+    s=${s//$'\t'/\\t}
+    s=${s//$'\n'/\\n}
+    s=${s//$'\r'/\\r}
+    printf '"%s"' "$s"
+}
+# A JSON array of the numbers in a blank-separated list.
+json_nums() {
+    local -a v
+    read -ra v <<<"$1"
+    local IFS=,
+    printf '[%s]' "${v[*]}"
+}
+[[ -n $json_out ]] || json_out="$tmp/peers.json"
+{
+    printf '{\n  "placement": %s,\n  "pairs": [' "$(json_str "$placement")"
+    sep=""
+    for i in "${!pairs[@]}"; do
+        IFS='|' read -r t name fn <<<"${pairs[$i]}"
+        printf '%s\n    {\n      "transport": %s,\n      "peer": %s,\n      "command": %s,\n' \
+            "$sep" "$(json_str "$t")" "$(json_str "$name")" "$(json_str "${commands[$i]}")"
+        printf '      "rpcbench_round_means_us": %s,\n      "peer_round_means_us": %s\n    }' \
+            "$(json_nums "${rb_vals[$t]}")" "$(json_nums "${peer_vals[$fn]}")"
+        sep=","
+    done
+    printf '\n  ]\n}\n'
+} >"$json_out"
+echo "wrote $json_out" >&2
+
+# ---- verdict ----------------------------------------------------------------------------
+# rpcbench judges: the medians and the ratio limit live in src/site/mod.rs only. Its last
+# runs here are the report's inputs; only the peer lines are of interest.
+rb_json=()
+for t in "${!rb_done[@]}"; do rb_json+=("$tmp/rpcbench_$t.json"); done
+echo
+"$rb_bin" report "${rb_json[@]}" --peers "$json_out" --out "$tmp/report" >"$tmp/report.out" ||
+    die "rpcbench report failed: $(cat "$tmp/report.out")"
+sed -n '/^peers (/,$p' "$tmp/report.out"

@@ -2,13 +2,15 @@
 //! mode) row, old against new, for users who run rpcbench in their CI.
 
 use crate::report::Report;
+use crate::resolve::AddrMode;
+use crate::transport::TransportKind;
 use std::io::{self, Write};
 
 /// One matched row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompareRow {
-    pub transport: String,
-    pub addr_mode: String,
+    pub transport: TransportKind,
+    pub addr_mode: AddrMode,
     /// (base, new) in µs.
     pub p50: (f64, f64),
     pub p99: (f64, f64),
@@ -50,8 +52,8 @@ pub fn compare(base: &Report, new: &Report) -> Comparison {
             .find(|b| b.transport == n.transport && b.addr_mode == n.addr_mode);
         match (b.and_then(|b| b.latency_us), n.latency_us) {
             (Some(bl), Some(nl)) if bl.p50 > 0.0 && bl.p99 > 0.0 => out.rows.push(CompareRow {
-                transport: n.transport.clone(),
-                addr_mode: n.addr_mode.clone(),
+                transport: n.transport,
+                addr_mode: n.addr_mode,
                 p50: (bl.p50, nl.p50),
                 p99: (bl.p99, nl.p99),
             }),

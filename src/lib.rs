@@ -10,8 +10,9 @@
 //! - [`measure`]: HDR histograms and per-call outcome tallies, merged across workers.
 //! - [`resolve`]: address modes: IP literal, getaddrinfo, hickory with and without cache.
 //! - [`report`]: the serialisable result (JSON) that every renderer reads.
-//! - [`render`]: one renderer per output format (table, json, csv, markdown).
-//! - [`site`]: the comparison report: findings, truth checks, SVG charts, README and HTML.
+//! - [`render`]: one renderer per output format (table, json, csv, markdown), and `units.rs`.
+//! - [`site`]: the comparison report: findings (also after the table), truth checks, peers,
+//!   SVG charts, README and HTML.
 //! - [`sweep`]: steps over rates, concurrency or payload sizes; capacity under a latency objective.
 //! - [`compare`]: p50/p99 of two reports side by side, to catch regressions in CI.
 //! - [`cli`]: command-line front ends for both binaries (`bin/` only calls into here).

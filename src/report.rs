@@ -2,8 +2,10 @@
 //! every renderer reads. `tests/fixtures/report.json` holds its committed shape.
 
 use crate::measure::{Phase, Summary};
+use crate::resolve::{AddrMode, Family};
 use crate::runner::{RunConfig, TransportRun};
 use crate::server::stats::StatsSnapshot;
+use crate::transport::TransportKind;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -49,11 +51,11 @@ pub struct ConfigRecord {
     /// `--rate`: calls started per second over all workers; `null` for back to back.
     pub rate_per_s: Option<f64>,
     pub rounds: u32,
-    pub transports: Vec<String>,
+    pub transports: Vec<TransportKind>,
     /// Address modes run, e.g. `["ip", "cached", "uncached"]`.
-    pub names: Vec<String>,
+    pub names: Vec<AddrMode>,
     /// Address families asked for: `4`, `6` or `any`.
-    pub family: String,
+    pub family: Family,
     /// Where `cached` and `uncached` sent their queries.
     pub resolver: String,
     pub tcp_port: u16,
@@ -66,14 +68,13 @@ impl ConfigRecord {
     pub fn new(
         config: &RunConfig,
         rounds: u32,
-        transports: &[crate::transport::TransportKind],
-        names: &[crate::resolve::AddrMode],
-        family: crate::resolve::Family,
+        transports: &[TransportKind],
+        names: &[AddrMode],
+        family: Family,
         resolver: &str,
         tcp_port: u16,
         http_port: u16,
     ) -> ConfigRecord {
-        use clap::ValueEnum;
         ConfigRecord {
             calls: config.calls,
             duration_s: config.duration.map(|d| d.as_secs_f64()),
@@ -85,11 +86,9 @@ impl ConfigRecord {
             timeout_s: config.timeout.as_secs_f64(),
             rate_per_s: config.rate,
             rounds,
-            transports: transports.iter().map(|t| t.name().to_string()).collect(),
-            names: names.iter().map(|m| m.name().to_string()).collect(),
-            family: family
-                .to_possible_value()
-                .map_or_else(String::new, |v| v.get_name().to_string()),
+            transports: transports.to_vec(),
+            names: names.to_vec(),
+            family,
             resolver: resolver.to_string(),
             tcp_port,
             http_port,
@@ -143,10 +142,10 @@ impl Environment {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunRecord {
-    pub transport: String,
+    pub transport: TransportKind,
     /// How the target's name was turned into an address: `ip`, `system`, `cached` or
     /// `uncached`.
-    pub addr_mode: String,
+    pub addr_mode: AddrMode,
     pub workers: usize,
     /// Every measured call: `ok + lost + mismatched + sum(errors)`.
     pub calls: u64,
@@ -211,8 +210,8 @@ impl RunRecord {
         let t = &run.tally;
         let elapsed = run.elapsed.as_secs_f64();
         RunRecord {
-            transport: run.kind.name().to_string(),
-            addr_mode: run.mode.name().to_string(),
+            transport: run.kind,
+            addr_mode: run.mode,
             workers: run.workers,
             calls: t.calls(),
             ok: t.ok,

@@ -15,7 +15,20 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 /// How a name becomes an address. The names are the same everywhere: CLI, tables, JSON.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
 pub enum AddrMode {
     /// An IP literal: a name given as target is resolved once before the run.
     Ip,
@@ -46,15 +59,20 @@ impl std::fmt::Display for AddrMode {
 }
 
 /// Which address families a lookup asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 pub enum Family {
     /// IPv4 only (A queries).
     #[value(name = "4")]
+    #[serde(rename = "4")]
     V4,
     /// IPv6 only (AAAA queries).
     #[value(name = "6")]
+    #[serde(rename = "6")]
     V6,
     /// Both (A and AAAA queries); the first address answered is used.
+    #[serde(rename = "any")]
     Any,
 }
 

@@ -78,12 +78,14 @@ impl std::str::FromStr for Slo {
 }
 
 impl std::fmt::Display for Slo {
+    /// `p99 <= 2.00 ms`: the percentile as it was written, the bound in its unit.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Rounded to a millionth, so 0.999 prints as 99.9 and not 99.89999999999999.
+        let percent = (self.quantile * 100.0 * 1e6).round() / 1e6;
         write!(
             f,
-            "p{}<={}us",
-            self.quantile * 100.0,
-            self.bound.as_secs_f64() * 1e6
+            "p{percent} <= {}",
+            crate::render::units::duration(self.bound.as_secs_f64() * 1e6)
         )
     }
 }
@@ -488,8 +490,10 @@ mod tests {
         let slo: Slo = "p99=2ms".parse().unwrap();
         assert_eq!(slo.quantile, 0.99);
         assert_eq!(slo.bound, Duration::from_millis(2));
+        assert_eq!(slo.to_string(), "p99 <= 2.00 ms");
         let slo: Slo = "p99.9=500us".parse().unwrap();
         assert!((slo.quantile - 0.999).abs() < 1e-12);
+        assert_eq!(slo.to_string(), "p99.9 <= 500 µs");
         assert_eq!("P50=1s".parse::<Slo>().unwrap().quantile, 0.5);
         for bad in [
             "", "p99", "99=2ms", "p100=1ms", "p0=1ms", "p99=0ms", "p99=fast", "px=1ms",

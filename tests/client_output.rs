@@ -1,7 +1,9 @@
 //! The client's output formats, checked against each other and against the committed JSON
 //! fixture (`tests/fixtures/report.json`), using the real binary and its embedded server.
 
-use rpcbench::render::{SUMMARY_HEADERS, phase_headers, phase_rows, summary_rows};
+use rpcbench::render::{
+    CSV_HEADERS, Format, RenderOptions, SummaryColumn, phase_grid, render, summary_grid,
+};
 use rpcbench::report::Report;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -117,38 +119,98 @@ fn json_matches_the_committed_fixture() {
     assert_eq!(typed.rpcbench, env!("CARGO_PKG_VERSION"));
 }
 
+/// The committed fixture reads into the typed model and writes back byte for byte: the
+/// enums (transport, address mode, family) serialise as the strings they always were.
 #[test]
-fn csv_rows_match_the_report() {
-    let (stdout, report) = run("csv");
-    let mut blocks = stdout.split("\n\n");
-    let summary: Vec<Vec<String>> = blocks
-        .next()
-        .unwrap()
-        .lines()
-        .map(|l| l.split(',').map(str::to_string).collect())
-        .collect();
-    assert_eq!(summary[0], SUMMARY_HEADERS);
-    assert_eq!(summary[1..], summary_rows(&report)[..]);
-    let phases: Vec<Vec<String>> = blocks
-        .next()
-        .unwrap()
-        .lines()
-        .map(|l| l.split(',').map(str::to_string).collect())
-        .collect();
-    assert_eq!(phases[0], phase_headers());
-    assert_eq!(phases[1..], phase_rows(&report)[..]);
-    assert_eq!(
-        summary.len(),
-        19,
-        "a header and six transports in three address modes"
+fn fixture_round_trips_byte_for_byte() {
+    let fixture: Report = serde_json::from_str(FIXTURE).expect("fixture is a Report");
+    let mut written = Vec::new();
+    render(&fixture, Format::Json, &RenderOptions::WIDE, &mut written).unwrap();
+    assert!(
+        String::from_utf8(written).unwrap() == FIXTURE,
+        "the JSON of tests/fixtures/report.json changed when read and written back"
     );
 }
 
-/// Splits a markdown or box-drawn table row into trimmed cells.
-fn cells(line: &str, sep: char) -> Vec<String> {
+/// Splits CSV text into rows of cells (no cell is ever quoted).
+fn csv_rows(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect()
+}
+
+/// A CSV cell as a number, `None` for an empty one.
+fn number(cell: &str) -> Option<f64> {
+    (!cell.is_empty()).then(|| cell.parse().unwrap_or_else(|_| panic!("{cell:?}")))
+}
+
+#[test]
+fn csv_is_one_table_that_equals_the_json() {
+    let (stdout, report) = run("csv");
+    let rows = csv_rows(&stdout);
+    let header = &rows[0];
+    assert_eq!(header[..CSV_HEADERS.len()], CSV_HEADERS);
+    assert!(
+        rows.iter().all(|r| r.len() == header.len()),
+        "every line has {} fields",
+        header.len()
+    );
+    assert_eq!(
+        rows.iter().filter(|r| *r == header).count(),
+        1,
+        "the header comes once"
+    );
+    assert_eq!(
+        rows.len(),
+        1 + report.runs.len(),
+        "a row per run, nothing else"
+    );
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| h == name)
+            .unwrap_or_else(|| panic!("no column {name}"))
+    };
+    for (row, r) in rows[1..].iter().zip(&report.runs) {
+        let cell = |name: &str| row[col(name)].as_str();
+        assert_eq!(cell("transport"), r.transport.to_string());
+        assert_eq!(cell("mode"), r.addr_mode.to_string());
+        for (name, value) in [
+            ("calls", r.calls),
+            ("ok", r.ok),
+            ("lost", r.lost),
+            ("mismatched", r.mismatched),
+            ("errors", r.error_total()),
+            ("connects", r.connects),
+            ("dns_queries", r.dns_queries),
+        ] {
+            assert_eq!(cell(name), value.to_string(), "{name}");
+        }
+        let lat = r.latency_us.expect("latency");
+        for (name, value) in [
+            ("elapsed_s", Some(r.elapsed_s)),
+            ("calls_per_s", Some(r.calls_per_s)),
+            ("mean_us", Some(lat.mean)),
+            ("p50_us", Some(lat.p50)),
+            ("p99_us", Some(lat.p99)),
+            ("max_us", Some(lat.max)),
+            ("cpu_user_s", Some(r.cpu_user_s)),
+            ("dns_mean_us", r.phases_us.dns.map(|s| s.mean)),
+            ("connect_p99_us", r.phases_us.connect.map(|s| s.p99)),
+            ("first_byte_mean_us", r.phases_us.first_byte.map(|s| s.mean)),
+            ("server_p99_us", r.phases_us.server.map(|s| s.p99)),
+        ] {
+            // Full precision both ways: the very same numbers, not rounded copies.
+            assert_eq!(number(cell(name)), value, "{} {name}", r.transport);
+        }
+    }
+}
+
+/// Splits a markdown table row into trimmed cells.
+fn cells(line: &str) -> Vec<String> {
     line.trim()
-        .trim_matches(sep)
-        .split(sep)
+        .trim_matches('|')
+        .split('|')
         .map(|c| c.trim().to_string())
         .collect()
 }
@@ -159,45 +221,177 @@ fn markdown_rows_match_the_report() {
     let rows: Vec<Vec<String>> = stdout
         .lines()
         .filter(|l| l.starts_with('|') && !l.starts_with("| ---"))
-        .map(|l| cells(l, '|'))
+        .map(cells)
         .collect();
-    let summary = summary_rows(&report);
-    let phases = phase_rows(&report);
+    let summary = summary_grid(&report, &RenderOptions::WIDE);
+    let phases = phase_grid(&report, &RenderOptions::WIDE);
     let n = report.runs.len();
-    assert_eq!(rows[0], SUMMARY_HEADERS);
-    assert_eq!(rows[1..=n], summary[..]);
-    assert_eq!(rows[n + 1], phase_headers());
-    assert_eq!(rows[n + 2..], phases[..]);
+    assert_eq!(
+        summary.headers.len(),
+        SummaryColumn::ALL.len(),
+        "every column"
+    );
+    assert_eq!(rows[0], summary.headers);
+    assert_eq!(rows[1..=n], summary.rows[..]);
+    assert_eq!(rows[n + 1], phases.headers);
+    assert_eq!(rows[n + 2..], phases.rows[..]);
+}
+
+/// The header line of the first table in `text`: the line above the first rule.
+fn header_line(text: &str) -> &str {
+    let lines: Vec<&str> = text.lines().collect();
+    let rule = lines
+        .iter()
+        .position(|l| l.starts_with('─'))
+        .expect("a table");
+    lines[rule - 1]
+}
+
+/// True for a header naming a duration statistic, which must say its unit.
+fn is_duration_header(h: &str) -> bool {
+    let stat = h.split(' ').next().unwrap_or_default();
+    [
+        "mean", "p50", "p90", "p99", "p99.9", "max", "stddev", "total",
+    ]
+    .contains(&stat)
+        || ["dns", "connect", "first", "server"].contains(&stat)
 }
 
 #[test]
-fn table_rows_match_the_report() {
-    let (stdout, report) = run("table");
-    // comfy-table's borders-only preset separates columns with runs of spaces.
-    let rows: Vec<Vec<String>> = stdout
-        .lines()
-        .filter(|l| l.starts_with('│'))
-        .map(|l| {
-            l.trim_matches('│')
-                .split("  ")
-                .map(str::trim)
-                .filter(|c| !c.is_empty())
-                .map(str::to_string)
-                .collect()
-        })
-        .collect();
-    let summary = summary_rows(&report);
-    assert_eq!(
-        rows.len(),
-        2 * (summary.len() + 1),
-        "two tables, each with a header"
-    );
-    for (row, expected) in rows[1..=summary.len()].iter().zip(&summary) {
-        assert_eq!(row, expected);
+fn the_table_fits_80_100_and_120_columns_and_names_its_units() {
+    let fixture: Report = serde_json::from_str(FIXTURE).unwrap();
+    let mut shown = Vec::new();
+    for width in [80, 100, 120] {
+        let options = RenderOptions { width, wide: false };
+        let mut out = Vec::new();
+        render(&fixture, Format::Table, &options, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= width,
+                "{} columns at width {width}:\n{line}",
+                line.chars().count()
+            );
+        }
+        for grid in [
+            summary_grid(&fixture, &options),
+            phase_grid(&fixture, &options),
+        ] {
+            for h in grid.headers.iter().filter(|h| is_duration_header(h)) {
+                assert!(
+                    h.ends_with(" µs") || h.ends_with(" ms") || h.ends_with(" s"),
+                    "{h:?} names no unit"
+                );
+            }
+            // The rendered table shows exactly these headers.
+            assert!(
+                grid.headers.iter().all(|h| text.contains(h.as_str())),
+                "{:?} at {width}:\n{text}",
+                grid.headers
+            );
+        }
+        let headers = summary_grid(&fixture, &options).headers;
+        assert!(header_line(&text).starts_with("transport"), "{text}");
+        for must in ["transport", "mode", "mean µs", "p99 µs", "failed"] {
+            assert!(
+                headers.iter().any(|h| h == must),
+                "{must} at {width}: {headers:?}"
+            );
+        }
+        shown.push(headers.len());
+        // Findings after the tables, wrapped like everything else.
+        let table_end = text.rfind('─').unwrap();
+        assert!(text[table_end..].contains("- No call was lost"), "{text}");
     }
-    assert!(stdout.contains("lost-call check: every call came back verified"));
-    for header in SUMMARY_HEADERS {
-        assert!(stdout.contains(header), "{header}");
+    assert!(
+        shown.windows(2).all(|w| w[0] <= w[1]),
+        "wider shows more: {shown:?}"
+    );
+    // --wide: every column, whatever the width.
+    let wide = summary_grid(
+        &fixture,
+        &RenderOptions {
+            width: 80,
+            wide: true,
+        },
+    );
+    assert_eq!(wide.headers.len(), SummaryColumn::ALL.len());
+    let mut out = Vec::new();
+    render(
+        &fixture,
+        Format::Table,
+        &RenderOptions {
+            width: 80,
+            wide: true,
+        },
+        &mut out,
+    )
+    .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    for h in &wide.headers {
+        assert!(text.contains(h.as_str()), "--wide lacks {h}");
+    }
+    assert!(!text.contains("--wide adds"), "nothing is left out");
+}
+
+/// Cells of a terminal table row: runs of two spaces or more separate them.
+fn table_cells(line: &str) -> Vec<String> {
+    line.split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_plain_run_prints_its_table_then_its_findings() {
+    let args = [
+        "-n",
+        "50",
+        "--warmup",
+        "5",
+        "--transports",
+        "tcp,http-keepalive",
+    ];
+    let (stdout, report, code) = run_args_env("findings", &args, &[("COLUMNS", "100")]);
+    assert_eq!(code, Some(0), "{stdout}");
+    let options = RenderOptions {
+        width: 100,
+        wide: false,
+    };
+    let grid = summary_grid(&report, &options);
+    let lines: Vec<&str> = stdout.lines().collect();
+    let header_at = lines
+        .iter()
+        .position(|l| table_cells(l) == grid.headers)
+        .unwrap_or_else(|| panic!("no summary header {:?}:\n{stdout}", grid.headers));
+    for (line, expected) in lines[header_at + 2..].iter().zip(&grid.rows) {
+        assert_eq!(&table_cells(line), expected);
+    }
+    assert!(lines.iter().all(|l| l.chars().count() <= 100), "{stdout}");
+    // The findings, the same sentences the report computes, after the last table.
+    let last_rule = lines.iter().rposition(|l| l.starts_with('─')).unwrap();
+    let after = lines[last_rule..].join("\n");
+    let findings = rpcbench::site::findings(&report, &[], None);
+    assert!(findings.len() >= 3, "{findings:?}");
+    for f in &findings {
+        let first_words: String = f.split(' ').take(4).collect::<Vec<_>>().join(" ");
+        assert!(
+            after.contains(&first_words),
+            "{first_words:?} after the tables:\n{stdout}"
+        );
+    }
+    let calls: u64 = report.runs.iter().map(|r| r.calls).sum();
+    assert!(
+        after.contains(&format!("- No call was lost: all {calls} measured calls")),
+        "{after}"
+    );
+    // An unpinned run says so, with the command that pins it.
+    if report.environment.cpu_affinity.contains(['-', ',']) {
+        assert!(
+            after.contains("not pinned") && after.contains("taskset -c 0"),
+            "{after}"
+        );
     }
 }
 
@@ -247,6 +441,11 @@ fn bad_usage_exits_2() {
 /// Runs `rpcbench` with its embedded server and the given arguments; returns stdout, the
 /// JSON report and the exit code.
 fn run_args(tag: &str, args: &[&str]) -> (String, Report, Option<i32>) {
+    run_args_env(tag, args, &[])
+}
+
+/// [`run_args`] with more environment variables.
+fn run_args_env(tag: &str, args: &[&str], env: &[(&str, &str)]) -> (String, Report, Option<i32>) {
     let dir = std::env::temp_dir().join(format!("rpcbench-out-{}-{tag}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join("report.json");
@@ -254,6 +453,7 @@ fn run_args(tag: &str, args: &[&str]) -> (String, Report, Option<i32>) {
         .args(args)
         .arg("--out")
         .arg(&out)
+        .envs(env.iter().copied())
         .output()
         .expect("run rpcbench");
     let report: Report = serde_json::from_slice(&std::fs::read(&out).unwrap_or_default())

@@ -222,8 +222,8 @@ fn system_resolver_through_getaddrinfo_on_localhost() {
     assert_eq!(r.runs.len(), 6);
     for run in &r.runs {
         assert_eq!(
-            (run.addr_mode.as_str(), run.ok),
-            ("system", 20),
+            (run.addr_mode, run.ok),
+            (AddrMode::System, 20),
             "{}",
             run.transport
         );
@@ -236,7 +236,7 @@ fn system_resolver_through_getaddrinfo_on_localhost() {
     let fresh = r
         .runs
         .iter()
-        .find(|r| r.transport == "tcp-connect")
+        .find(|r| r.transport == TransportKind::TcpConnect)
         .unwrap();
     assert_eq!(fresh.dns_queries, 22, "one getaddrinfo per new connection");
     assert!(fresh.phases_us.dns.is_some());
@@ -533,8 +533,8 @@ http=$(awk '$2=="http"{{split($3,a,":"); print a[2]}}' "$out")
     let r = report(&String::from_utf8_lossy(&out.stdout));
     for run in &r.runs {
         assert_eq!(
-            (run.addr_mode.as_str(), run.ok),
-            ("system", 20),
+            (run.addr_mode, run.ok),
+            (AddrMode::System, 20),
             "{}: {stderr}",
             run.transport
         );
@@ -542,13 +542,17 @@ http=$(awk '$2=="http"{{split($3,a,":"); print a[2]}}' "$out")
     let fresh = r
         .runs
         .iter()
-        .find(|r| r.transport == "tcp-connect")
+        .find(|r| r.transport == TransportKind::TcpConnect)
         .unwrap();
     let dns = fresh.phases_us.dns.expect("dns phase");
     // getaddrinfo went to our responder, which answers 5 ms late: every fresh call pays it.
     assert!(dns.mean >= 5_000.0, "dns phase {dns:?} µs");
     assert_eq!(fresh.dns_queries, 21);
-    let persistent = r.runs.iter().find(|r| r.transport == "tcp").unwrap();
+    let persistent = r
+        .runs
+        .iter()
+        .find(|r| r.transport == TransportKind::Tcp)
+        .unwrap();
     assert_eq!(persistent.dns_queries, 1);
 }
 

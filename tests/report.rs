@@ -1,7 +1,8 @@
 //! `rpcbench report` and `rpcbench compare` on real results from the real binary.
 
-use rpcbench::render::{SUMMARY_HEADERS, phase_rows, summary_rows};
+use rpcbench::render::{RenderOptions, phase_grid, summary_grid};
 use rpcbench::report::Report;
+use rpcbench::transport::TransportKind;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -53,6 +54,29 @@ fn results(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
     path
 }
 
+/// Runs `rpcbench report INPUTS... EXTRA... --out SITE`; returns its exit status, and its
+/// stdout followed by its stderr.
+fn report(inputs: &[&Path], extra: &[&str], site: &Path) -> (Option<i32>, String) {
+    let mut args = vec!["report"];
+    args.extend(inputs.iter().map(|p| p.to_str().unwrap()));
+    args.extend_from_slice(extra);
+    args.extend(["--out", site.to_str().unwrap()]);
+    let out = rpcbench(&args);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text)
+}
+
+/// The arguments of a small run of one kind of call by IP, plus `extra`.
+fn small<'a>(transports: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["-n", "40", "--names", "ip", "--transports", transports];
+    args.extend_from_slice(extra);
+    args
+}
+
 fn load(path: &Path) -> Report {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
@@ -99,17 +123,10 @@ fn report_pages_hold_the_json_figures_and_every_chart() {
         &["--delay-us", "5000", "--names", "ip", "-n", "40"],
     );
     let site = dir.0.join("site");
-    let out = rpcbench(&[
-        "report",
-        base.to_str().unwrap(),
-        delayed.to_str().unwrap(),
-        "--out",
-        site.to_str().unwrap(),
-    ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    // The delay check may fail on a noisy machine; the report is written either way and
-    // the exit status says which.
-    assert!(matches!(out.status.code(), Some(0 | 1)), "{stderr}");
+    let (status, text) = report(&[&base, &delayed], &[], &site);
+    // The delay check may fail on a noisy machine (5 ms is no physics margin); the report
+    // is written either way and the exit status says which.
+    assert!(matches!(status, Some(0 | 1)), "{text}");
     let report = load(&base);
 
     // README.md: findings, charts, and the client's markdown tables with the JSON's figures.
@@ -140,16 +157,17 @@ fn report_pages_hold_the_json_figures_and_every_chart() {
                 .collect()
         })
         .collect();
+    let summary = summary_grid(&report, &RenderOptions::WIDE);
     let header_at = rows
         .iter()
-        .position(|r| r == &SUMMARY_HEADERS)
+        .position(|r| r == &summary.headers)
         .expect("summary table");
-    let expected = summary_rows(&report);
+    let expected = summary.rows;
     assert_eq!(
         rows[header_at + 1..header_at + 1 + expected.len()],
         expected[..]
     );
-    for phase_row in phase_rows(&report) {
+    for phase_row in phase_grid(&report, &RenderOptions::WIDE).rows {
         assert!(rows.contains(&phase_row), "phase row {phase_row:?}");
     }
     // Seed 004's five cases, with today's figures beside them.
@@ -203,7 +221,7 @@ fn report_pages_hold_the_json_figures_and_every_chart() {
         );
     }
     // The same colour for a transport in every chart.
-    let colour = rpcbench::site::svg::transport_colour("http-fresh");
+    let colour = rpcbench::site::svg::transport_colour(TransportKind::HttpFresh);
     for name in ["percentiles.svg", "mean-p99.svg", "dns.svg"] {
         assert!(
             std::fs::read_to_string(site.join(name))
@@ -232,9 +250,15 @@ fn report_pages_hold_the_json_figures_and_every_chart() {
         );
     }
     assert!(
-        html.contains(&expected[0][10]),
+        html.contains(&format!("<td>{}</td>", expected[0][11])),
         "the tables are in the page"
     );
+    // The inputs hold no DNS delay: that check is listed as not run, with the reason.
+    assert!(
+        readme.contains("- not run: DNS delay: no run against a server with --dns-delay"),
+        "{readme}"
+    );
+    assert!(readme.contains("## Peers\n\nNot measured"), "{readme}");
 }
 
 #[test]
@@ -267,7 +291,7 @@ fn compare_flags_a_regression_and_passes_identical_files() {
     let run = worse
         .runs
         .iter_mut()
-        .find(|r| r.transport == "http-keepalive")
+        .find(|r| r.transport == TransportKind::HttpKeepalive)
         .unwrap();
     let lat = run.latency_us.as_mut().unwrap();
     lat.p50 *= 1.2;
@@ -309,4 +333,81 @@ fn compare_flags_a_regression_and_passes_identical_files() {
         err.contains("/nonexistent.json") && !err.contains("panicked"),
         "{err}"
     );
+}
+
+/// A paced run alone (`--rate`, no delay anywhere) builds a report: it is the baseline, and
+/// the checks it cannot support are listed as not run, with the reason, without failing.
+#[test]
+fn report_accepts_a_paced_run_alone_and_lists_what_it_did_not_check() {
+    let dir = Scratch::new("paced");
+    let paced = results(&dir.0, "paced.json", &small("tcp", &["--rate", "400"]));
+    let site = dir.0.join("site");
+    let (status, text) = report(&[&paced], &[], &site);
+    assert_eq!(status, Some(0), "{text}");
+    let readme = std::fs::read_to_string(site.join("README.md")).unwrap();
+    for reason in [
+        "not run: server delay: no run with --delay-us among the inputs",
+        "not run: DNS delay: no run against a server with --dns-delay among the inputs",
+    ] {
+        assert!(text.contains(reason), "{reason}:\n{text}");
+        assert!(readme.contains(&format!("- {reason}")), "{readme}");
+    }
+    // A delayed run with nothing to compare it with: not run either, still exit 0.
+    let delayed = results(&dir.0, "delay.json", &small("tcp", &["--delay-us", "1000"]));
+    let (status, text) = report(&[&delayed], &[], &site);
+    assert_eq!(status, Some(0), "{text}");
+    assert!(
+        text.contains("not run: server delay: no run without a delay among the inputs"),
+        "{text}"
+    );
+    // An unreadable input is the one thing that fails a report.
+    let (status, text) = report(&[Path::new("/nonexistent.json")], &[], &site);
+    assert_eq!(status, Some(1), "{text}");
+}
+
+/// Peer figures are raw round means; the report takes the medians and judges them against
+/// the one limit, shows the verdict, and does not let it set the exit status.
+#[test]
+fn peers_are_judged_once_and_do_not_gate_the_report() {
+    let dir = Scratch::new("peers");
+    let base = results(&dir.0, "base.json", &small("tcp,http-keepalive", &[]));
+    let peers = dir.0.join("peers.json");
+    let limit = rpcbench::site::PEER_RATIO_LIMIT;
+    // tcp: medians 15 and 12 (a disturbed round on each side does not decide); within.
+    // http-keepalive: twice the limit; above.
+    let json = serde_json::json!({
+        "placement": "same core (CPU 0)",
+        "pairs": [
+            {
+                "transport": "tcp",
+                "peer": "sockperf ping-pong",
+                "command": "sockperf ping-pong --tcp",
+                "rpcbench_round_means_us": [15.0, 90.0, 14.0],
+                "peer_round_means_us": [12.0, 11.0, 80.0]
+            },
+            {
+                "transport": "http-keepalive",
+                "peer": "wrk -t1 -c1 (1/rps)",
+                "command": "wrk -t1 -c1",
+                "rpcbench_round_means_us": [20.0 * 2.0 * limit],
+                "peer_round_means_us": [20.0]
+            }
+        ]
+    });
+    std::fs::write(&peers, serde_json::to_vec_pretty(&json).unwrap()).unwrap();
+    let site = dir.0.join("site");
+    let (status, text) = report(&[&base], &["--peers", peers.to_str().unwrap()], &site);
+    assert_eq!(status, Some(0), "peers never fail a report:\n{text}");
+    assert!(
+        text.contains("within: tcp against sockperf ping-pong: 15.0 µs against 12.0 µs, 1.25×"),
+        "{text}"
+    );
+    assert!(text.contains("ABOVE: http-keepalive against wrk"), "{text}");
+    let readme = std::fs::read_to_string(site.join("README.md")).unwrap();
+    let rows: Vec<&str> = readme
+        .lines()
+        .filter(|l| l.starts_with("| tcp | sockperf") || l.starts_with("| http-keepalive | wrk"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{readme}");
+    assert!(rows[1].ends_with("| no |"), "{}", rows[1]);
 }

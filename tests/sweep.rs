@@ -127,7 +127,10 @@ fn the_capacity_search_finds_what_one_connection_with_a_2ms_delay_can_take() {
     // What the server can take here: 2 ms of delay plus this machine's own cost per call,
     // which a loaded machine makes larger. Physics puts it at 500/s at most.
     let flat_out = series.steps[0].achieved_per_s;
-    assert!(flat_out <= 500.0, "closed loop {flat_out:.0}/s beats a 2 ms delay");
+    assert!(
+        flat_out <= 500.0,
+        "closed loop {flat_out:.0}/s beats a 2 ms delay"
+    );
     assert!(
         capacity <= 500.0 * 1.1 && capacity >= 0.9 * flat_out,
         "capacity {capacity:.0}/s, expected 500/s (here {flat_out:.0}/s closed loop) within 10%; steps:\n{}",

@@ -99,6 +99,9 @@ pub struct BenchArgs {
     /// Also write the full JSON report to this file.
     #[arg(long)]
     pub out: Option<std::path::PathBuf>,
+    /// Show every column of the table, however wide the terminal (default: those that fit).
+    #[arg(long)]
+    pub wide: bool,
     /// Lost + mismatched + failed calls allowed before the exit status is 1.
     #[arg(long, default_value_t = 0)]
     pub max_lost: u64,
@@ -242,12 +245,17 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<BenchOutcome> {
         let file = std::fs::File::create(path)
             .with_context(|| format!("cannot create {}", path.display()))?;
         let mut w = std::io::BufWriter::new(file);
-        render::render(report, Format::Json, &mut w)
+        render::render(report, Format::Json, &render::RenderOptions::WIDE, &mut w)
             .and_then(|()| w.flush())
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     let mut stdout = std::io::stdout().lock();
-    render::render(report, args.format, &mut stdout)?;
+    render::render(
+        report,
+        args.format,
+        &render::RenderOptions::terminal(args.wide),
+        &mut stdout,
+    )?;
     stdout.flush()?;
     Ok(outcome)
 }

@@ -2,24 +2,28 @@
 
 use super::{EXIT_FAILED, EXIT_OK};
 use crate::compare;
+use crate::render;
 use crate::report::Report;
 use crate::site::{self, read_json};
 use anyhow::Context;
+use std::io::Write;
 use std::path::PathBuf;
 
 /// Turns rpcbench JSON results into a report: README.md, index.html and SVG charts.
 #[derive(Debug, clap::Args)]
 pub struct ReportArgs {
-    /// rpcbench JSON results (`--format json` or `--out`). The first without a server or
-    /// DNS delay is the baseline; runs with `--delay-us`, or against a server with
-    /// `--dns-delay`, become truth checks against it.
+    /// rpcbench JSON results (`--format json` or `--out`), any set of them. The first
+    /// without a server or DNS delay is the baseline; runs with `--delay-us`, or against a
+    /// server with `--dns-delay`, become truth checks against a run without; a check the
+    /// inputs cannot support is listed as not run.
     #[arg(required = true)]
     pub results: Vec<PathBuf>,
     /// Directory to write the report into (created if missing).
     #[arg(long)]
     pub out: PathBuf,
-    /// Peer figures (sockperf, wrk, ab, curl) measured beside rpcbench, as written by
-    /// `report/peers.sh`.
+    /// Peer figures (sockperf, wrk, ab, curl) measured beside rpcbench, round by round, as
+    /// written by `report/peers.sh --json`. Shown against the ratio limit; benchmarks, not
+    /// checks, so they do not set the exit status.
     #[arg(long)]
     pub peers: Option<PathBuf>,
 }
@@ -37,31 +41,66 @@ pub struct CompareArgs {
     pub fail_above: Option<f64>,
 }
 
-/// Builds the report. Exit 0 when built, 1 when an input is missing or invalid, or a
-/// truth check failed (the report is still written, with the failure marked).
+/// Builds the report and prints what it found, wrapped to the terminal. Exit 0 unless a
+/// truth check that ran failed (the report is still written, with the failure marked) or
+/// an input is missing or invalid.
 pub fn report(args: &ReportArgs) -> anyhow::Result<u8> {
     let site = site::build_from_files(&args.results, args.peers.as_deref(), &args.out)
         .context("cannot build the report")?;
-    println!(
+    let width = render::terminal_width();
+    let mut lines = vec![format!(
         "wrote {}/README.md and {}/index.html",
         args.out.display(),
         args.out.display()
-    );
+    )];
     for f in &site.findings {
-        println!("- {f}");
+        lines.extend(render::wrap(f, width, "- ", "  "));
     }
-    let failed: Vec<_> = site.checks.iter().filter(|c| !c.pass).collect();
-    for c in &failed {
+    lines.push("truth checks:".to_string());
+    for c in &site.checks {
+        let verdict = if c.pass { "pass" } else { "FAIL" };
+        let text = format!(
+            "{verdict}: {}: expected {}, measured {}",
+            c.what, c.expected, c.measured
+        );
+        lines.extend(render::wrap(&text, width, "  ", "    "));
+    }
+    for n in &site.not_run {
+        let text = format!("not run: {}: {}", n.check, n.reason);
+        lines.extend(render::wrap(&text, width, "  ", "    "));
+    }
+    if let Some(peers) = &site.peers {
+        lines.extend(render::wrap(
+            &format!(
+                "peers ({}; benchmarks against the {}× limit, not checks: they do not set the exit status):",
+                peers.placement,
+                site::PEER_RATIO_LIMIT
+            ),
+            width,
+            "",
+            "  ",
+        ));
+        for pair in &peers.pairs {
+            let verdict = match pair.within_limit() {
+                Some(true) => "within",
+                Some(false) => "ABOVE",
+                None => "no figures",
+            };
+            let text = format!("{verdict}: {}", pair.describe());
+            lines.extend(render::wrap(&text, width, "  ", "    "));
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    for line in lines {
+        writeln!(out, "{line}")?;
+    }
+    for c in site.checks.iter().filter(|c| !c.pass) {
         eprintln!(
             "rpcbench: truth check failed: {}: expected {}, measured {}",
             c.what, c.expected, c.measured
         );
     }
-    Ok(if failed.is_empty() {
-        EXIT_OK
-    } else {
-        EXIT_FAILED
-    })
+    Ok(if site.failed() { EXIT_FAILED } else { EXIT_OK })
 }
 
 /// Prints the comparison. Exit 1 on a regression above `--fail-above`.

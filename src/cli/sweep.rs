@@ -105,7 +105,7 @@ pub fn sweep(args: &SweepArgs) -> anyhow::Result<u8> {
             serde_json::to_writer_pretty(&mut stdout, &report).map_err(std::io::Error::from)?;
             writeln!(stdout)?;
         }
-        _ => crate::render::sweep::write(&report, &mut stdout)?,
+        _ => crate::render::sweep::write(&report, crate::render::terminal_width(), &mut stdout)?,
     }
     stdout.flush()?;
     Ok(if passed(&report, spec.slo.is_some()) {

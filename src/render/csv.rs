@@ -1,20 +1,106 @@
-//! CSV: the summary rows, a blank line, then the phase rows. Cells never contain commas or
-//! quotes (names and numbers only), so no quoting is needed; a check keeps that true.
+//! CSV: one tidy table, for programs and spreadsheets. The header comes once, then one row
+//! per transport and address mode with its phases on the same row, every number in the
+//! fixed unit its header names (`_us`, `_s`) and at full precision, so a row holds the same
+//! values as the JSON. An empty cell is a figure the run does not have. Cells never
+//! contain commas or quotes (names and numbers only), so no quoting is needed; a check
+//! keeps that true.
 
-use super::{SUMMARY_HEADERS, phase_headers, phase_rows, summary_rows};
-use crate::report::Report;
+use super::PHASE_STATS;
+use crate::measure::{Phase, Summary};
+use crate::report::{Report, RunRecord};
 use std::io::{self, Write};
 
-pub fn write(report: &Report, out: &mut dyn Write) -> io::Result<()> {
-    let headers: Vec<String> = SUMMARY_HEADERS.iter().map(|s| s.to_string()).collect();
-    write_rows(out, &headers, &summary_rows(report))?;
-    writeln!(out)?;
-    write_rows(out, &phase_headers(), &phase_rows(report))
+/// The columns before the phases: names, counts, then the latency of ok calls in µs.
+pub const CSV_HEADERS: [&str; 24] = [
+    "transport",
+    "mode",
+    "workers",
+    "calls",
+    "ok",
+    "lost",
+    "mismatched",
+    "errors",
+    "duplicated",
+    "late",
+    "connects",
+    "dns_queries",
+    "elapsed_s",
+    "calls_per_s",
+    "min_us",
+    "mean_us",
+    "p50_us",
+    "p90_us",
+    "p99_us",
+    "p999_us",
+    "max_us",
+    "stddev_us",
+    "cpu_user_s",
+    "cpu_sys_s",
+];
+
+/// The whole header: [`CSV_HEADERS`], then `<phase>_mean_us` and `<phase>_p99_us` for
+/// every phase (all of them, so that the header does not depend on the run).
+pub fn headers() -> Vec<String> {
+    let mut h: Vec<String> = CSV_HEADERS.iter().map(|s| s.to_string()).collect();
+    for phase in Phase::ALL {
+        for (stat, _) in PHASE_STATS {
+            h.push(format!("{}_{stat}_us", phase.name()));
+        }
+    }
+    h
 }
 
-fn write_rows(out: &mut dyn Write, headers: &[String], rows: &[Vec<String>]) -> io::Result<()> {
-    writeln!(out, "{}", headers.join(","))?;
-    for row in rows {
+/// A number at full precision (the shortest text that reads back as the same `f64`).
+fn num(x: f64) -> String {
+    format!("{x}")
+}
+
+/// One run's row, in [`headers`] order.
+pub fn row(r: &RunRecord) -> Vec<String> {
+    let lat = |f: fn(&Summary) -> f64| r.latency_us.as_ref().map_or(String::new(), |s| num(f(s)));
+    let mut row = vec![
+        r.transport.to_string(),
+        r.addr_mode.to_string(),
+        r.workers.to_string(),
+        r.calls.to_string(),
+        r.ok.to_string(),
+        r.lost.to_string(),
+        r.mismatched.to_string(),
+        r.error_total().to_string(),
+        r.duplicated.to_string(),
+        r.late.to_string(),
+        r.connects.to_string(),
+        r.dns_queries.to_string(),
+        num(r.elapsed_s),
+        num(r.calls_per_s),
+        lat(|s| s.min),
+        lat(|s| s.mean),
+        lat(|s| s.p50),
+        lat(|s| s.p90),
+        lat(|s| s.p99),
+        lat(|s| s.p999),
+        lat(|s| s.max),
+        lat(|s| s.stddev),
+        num(r.cpu_user_s),
+        num(r.cpu_sys_s),
+    ];
+    for phase in Phase::ALL {
+        for (_, get) in PHASE_STATS {
+            row.push(
+                r.phases_us
+                    .get(phase)
+                    .map_or(String::new(), |s| num(get(s))),
+            );
+        }
+    }
+    row
+}
+
+/// Writes the header and one row per run.
+pub fn write(report: &Report, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "{}", headers().join(","))?;
+    for r in &report.runs {
+        let row = row(r);
         debug_assert!(row.iter().all(|c| !c.contains([',', '"', '\n'])));
         writeln!(out, "{}", row.join(","))?;
     }

@@ -1,14 +1,15 @@
-//! GitHub-flavoured markdown tables, for pasting into a review or a README.
+//! GitHub-flavoured markdown tables, for pasting into a review or a README: every column
+//! (a page scrolls sideways; a terminal does not), the summary and then the phases.
 
-use super::{SUMMARY_HEADERS, phase_headers, phase_rows, problem_lines, summary_rows};
+use super::{Grid, NAME_COLUMNS, RenderOptions, phase_grid, problem_lines, summary_grid};
 use crate::report::Report;
 use std::io::{self, Write};
 
+/// Writes the summary table, the phase table and the failed calls.
 pub fn write(report: &Report, out: &mut dyn Write) -> io::Result<()> {
-    let headers: Vec<String> = SUMMARY_HEADERS.iter().map(|s| s.to_string()).collect();
-    write_table(out, &headers, &summary_rows(report))?;
+    write_table(out, &summary_grid(report, &RenderOptions::WIDE))?;
     writeln!(out)?;
-    write_table(out, &phase_headers(), &phase_rows(report))?;
+    write_table(out, &phase_grid(report, &RenderOptions::WIDE))?;
     let problems = problem_lines(report);
     if !problems.is_empty() {
         writeln!(out)?;
@@ -19,18 +20,14 @@ pub fn write(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
-/// One markdown table; numeric columns (all but the first two) right-aligned.
-pub fn write_table(
-    out: &mut dyn Write,
-    headers: &[String],
-    rows: &[Vec<String>],
-) -> io::Result<()> {
-    writeln!(out, "| {} |", headers.join(" | "))?;
-    let align: Vec<&str> = (0..headers.len())
-        .map(|i| if i < 2 { "---" } else { "---:" })
+/// One markdown table; numeric columns (all but the name columns) right-aligned.
+fn write_table(out: &mut dyn Write, grid: &Grid) -> io::Result<()> {
+    writeln!(out, "| {} |", grid.headers.join(" | "))?;
+    let align: Vec<&str> = (0..grid.headers.len())
+        .map(|i| if i < NAME_COLUMNS { "---" } else { "---:" })
         .collect();
     writeln!(out, "| {} |", align.join(" | "))?;
-    for row in rows {
+    for row in &grid.rows {
         writeln!(out, "| {} |", row.join(" | "))?;
     }
     Ok(())

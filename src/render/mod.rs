@@ -1,140 +1,449 @@
 //! Renderers: one file per output format, each writing a [`Report`] to any `io::Write`.
 //! The library never prints by itself.
 //!
-//! The table, CSV and markdown renderers all take their rows from [`summary_rows`] and
-//! [`phase_rows`], so they carry the same numbers by construction.
+//! The terminal table, markdown and the HTML report all take their cells from
+//! [`summary_grid`] and [`phase_grid`], so they carry the same numbers by construction;
+//! the terminal shows the columns that fit its width ([`RenderOptions`]), the others all of
+//! them. CSV (`csv.rs`) is one tidy table in fixed units, for programs.
 
+/// One tidy table in fixed units.
 mod csv;
+/// The whole report.
 mod json;
+/// Every column, for pasting.
 mod markdown;
+/// A sweep's steps, one table per transport.
 pub mod sweep;
+/// As wide as the terminal.
 mod table;
+pub mod units;
+
+pub use csv::CSV_HEADERS;
 
 use crate::measure::{Phase, Summary};
 use crate::report::{Report, RunRecord};
 use std::io::{self, Write};
+use units::Unit;
 
 /// An output format for the results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
-    /// Aligned tables for a terminal.
+    /// Aligned tables for a terminal, as wide as it is, then the findings.
     Table,
     /// The full report as JSON.
     Json,
-    /// One CSV row per transport (and the phase rows after a blank line).
+    /// One tidy CSV table: a row per transport and address mode, in fixed units.
     Csv,
-    /// GitHub-flavoured markdown tables.
+    /// GitHub-flavoured markdown tables, every column.
     Markdown,
 }
 
-/// Writes `report` in `format`.
-pub fn render(report: &Report, format: Format, out: &mut dyn Write) -> io::Result<()> {
+/// How wide the terminal table may be, and whether it shows every column anyway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RenderOptions {
+    /// The widest line, in columns: no line of the table output is longer.
+    pub width: usize,
+    /// Every column whatever the width (`--wide`), as markdown and HTML always show.
+    pub wide: bool,
+}
+
+/// Width when neither the terminal nor `COLUMNS` says: wider than the 80 columns of old
+/// terminals, narrower than any window a benchmark is watched in today.
+pub const DEFAULT_WIDTH: usize = 100;
+
+impl RenderOptions {
+    /// Every column, no width limit: for markdown and HTML, and for tests.
+    pub const WIDE: RenderOptions = RenderOptions {
+        width: usize::MAX,
+        wide: true,
+    };
+
+    /// The options for stdout: its terminal's width, else `COLUMNS`, else
+    /// [`DEFAULT_WIDTH`].
+    pub fn terminal(wide: bool) -> RenderOptions {
+        RenderOptions {
+            width: terminal_width(),
+            wide,
+        }
+    }
+}
+
+/// The width of the terminal on stdout, else the `COLUMNS` environment variable (which a
+/// shell sets for a pipe it knows the width of), else [`DEFAULT_WIDTH`].
+pub fn terminal_width() -> usize {
+    console::Term::stdout()
+        .size_checked()
+        .map(|(_rows, cols)| usize::from(cols))
+        .or_else(|| std::env::var("COLUMNS").ok()?.trim().parse().ok())
+        .filter(|&w| w > 0)
+        .unwrap_or(DEFAULT_WIDTH)
+}
+
+/// Writes `report` in `format`; only the table reads `options`.
+pub fn render(
+    report: &Report,
+    format: Format,
+    options: &RenderOptions,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     match format {
-        Format::Table => table::write(report, out),
+        Format::Table => table::write(report, options, out),
         Format::Json => json::write(report, out),
         Format::Csv => csv::write(report, out),
         Format::Markdown => markdown::write(report, out),
     }
 }
 
-/// Column headers of the summary table; every header names its unit.
-pub const SUMMARY_HEADERS: [&str; 20] = [
-    "transport",
-    "mode",
-    "calls",
-    "ok",
-    "lost",
-    "mism",
-    "err",
-    "connects",
-    "total s",
-    "calls/s",
-    "mean ms",
-    "p50 ms",
-    "p90 ms",
-    "p99 ms",
-    "p99.9 ms",
-    "max ms",
-    "stddev ms",
-    "× fastest",
-    "cpu user s",
-    "cpu sys s",
-];
-
-/// Milliseconds with microsecond precision, from microseconds.
-pub fn ms(us: f64) -> String {
-    format!("{:.3}", us / 1e3)
+/// A table as text cells: what every human-readable renderer lays out its own way.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Grid {
+    /// Column headers; every duration column names its unit (`mean µs`, `p99 ms`).
+    pub headers: Vec<String>,
+    /// One row per run, cells in header order.
+    pub rows: Vec<Vec<String>>,
 }
 
-/// The summary table's rows, as text cells.
-pub fn summary_rows(report: &Report) -> Vec<Vec<String>> {
-    let fastest = report.fastest_mean();
-    report
-        .runs
-        .iter()
-        .map(|r| {
-            let lat =
-                |f: fn(&Summary) -> f64| r.latency_us.as_ref().map_or("-".into(), |s| ms(f(s)));
-            let ratio = match (r.latency_us, fastest) {
-                (Some(l), Some(f)) if f > 0.0 => format!("{:.2}", l.mean / f),
-                _ => "-".into(),
-            };
-            vec![
-                r.transport.clone(),
-                r.addr_mode.clone(),
-                r.calls.to_string(),
-                r.ok.to_string(),
-                r.lost.to_string(),
-                r.mismatched.to_string(),
-                r.error_total().to_string(),
-                r.connects.to_string(),
-                format!("{:.3}", r.elapsed_s),
-                format!("{:.0}", r.calls_per_s),
-                lat(|s| s.mean),
-                lat(|s| s.p50),
-                lat(|s| s.p90),
-                lat(|s| s.p99),
-                lat(|s| s.p999),
-                lat(|s| s.max),
-                lat(|s| s.stddev),
-                ratio,
-                format!("{:.3}", r.cpu_user_s),
-                format!("{:.3}", r.cpu_sys_s),
-            ]
-        })
-        .collect()
+/// Columns before this one hold names (left-aligned); the rest numbers (right-aligned).
+pub const NAME_COLUMNS: usize = 2;
+
+/// Spaces between two columns of the terminal table.
+const GAP: usize = 2;
+
+/// One column of the summary table. [`SummaryColumn::ALL`] is the order they stand in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SummaryColumn {
+    /// The transport's name.
+    Transport,
+    /// The address mode.
+    Mode,
+    /// Measured calls.
+    Calls,
+    /// Calls that did not end ok.
+    Failed,
+    /// Verified replies.
+    Ok,
+    /// Calls past the timeout or cut off.
+    Lost,
+    /// Replies with the wrong seq or bytes.
+    Mism,
+    /// Calls failed by an error, of any kind.
+    Err,
+    /// Connections opened, warm-up included.
+    Connects,
+    /// Wall time of the measured calls.
+    Total,
+    /// Calls per second of wall time.
+    CallsPerS,
+    /// Mean latency of ok calls.
+    Mean,
+    /// Median latency.
+    P50,
+    /// 90th percentile.
+    P90,
+    /// 99th percentile.
+    P99,
+    /// 99.9th percentile.
+    P999,
+    /// Slowest ok call.
+    Max,
+    /// Standard deviation of the latency.
+    Stddev,
+    /// Mean over the smallest mean of the report.
+    Fastest,
+    /// Client CPU time in user mode.
+    CpuUser,
+    /// Client CPU time in the kernel.
+    CpuSys,
 }
 
-/// Column headers of the phase table.
-pub fn phase_headers() -> Vec<String> {
-    let mut h = vec!["transport".to_string(), "mode".to_string()];
-    for phase in Phase::ALL {
-        let name = phase.name().replace('_', " ");
-        h.push(format!("{name} mean ms"));
-        h.push(format!("{name} p99 ms"));
+/// A column's value for one run, before the column's unit is known.
+enum Cell {
+    /// Shown as is.
+    Text(String),
+    /// A duration in µs (`None`: the run has none); the column picks one unit for all.
+    Duration(Option<f64>),
+}
+
+impl SummaryColumn {
+    /// Every column, in the order they stand; `--wide`, markdown and HTML show them all.
+    pub const ALL: [SummaryColumn; 21] = [
+        SummaryColumn::Transport,
+        SummaryColumn::Mode,
+        SummaryColumn::Calls,
+        SummaryColumn::Failed,
+        SummaryColumn::Ok,
+        SummaryColumn::Lost,
+        SummaryColumn::Mism,
+        SummaryColumn::Err,
+        SummaryColumn::Connects,
+        SummaryColumn::Total,
+        SummaryColumn::CallsPerS,
+        SummaryColumn::Mean,
+        SummaryColumn::P50,
+        SummaryColumn::P90,
+        SummaryColumn::P99,
+        SummaryColumn::P999,
+        SummaryColumn::Max,
+        SummaryColumn::Stddev,
+        SummaryColumn::Fastest,
+        SummaryColumn::CpuUser,
+        SummaryColumn::CpuSys,
+    ];
+
+    /// The default set, most important first: on a terminal too narrow for all of them
+    /// (80 columns and three address modes), the last ones give way first. The answer
+    /// (mean, p99, failed calls) stays; connects and p50 are the detail.
+    pub const COMPACT: [SummaryColumn; 10] = [
+        SummaryColumn::Transport,
+        SummaryColumn::Mode,
+        SummaryColumn::Mean,
+        SummaryColumn::P99,
+        SummaryColumn::Failed,
+        SummaryColumn::Calls,
+        SummaryColumn::Max,
+        SummaryColumn::Fastest,
+        SummaryColumn::P50,
+        SummaryColumn::Connects,
+    ];
+
+    /// Columns added beyond the compact set while they fit, in this order; a group is
+    /// added whole or not at all (the split of failed calls by kind reads only together).
+    const EXTRAS: [&[SummaryColumn]; 7] = [
+        &[SummaryColumn::CallsPerS],
+        &[SummaryColumn::P90],
+        &[SummaryColumn::P999],
+        &[SummaryColumn::Stddev],
+        &[
+            SummaryColumn::Ok,
+            SummaryColumn::Lost,
+            SummaryColumn::Mism,
+            SummaryColumn::Err,
+        ],
+        &[SummaryColumn::CpuUser, SummaryColumn::CpuSys],
+        &[SummaryColumn::Total],
+    ];
+
+    /// The header without its unit.
+    pub fn name(self) -> &'static str {
+        match self {
+            SummaryColumn::Transport => "transport",
+            SummaryColumn::Mode => "mode",
+            SummaryColumn::Calls => "calls",
+            SummaryColumn::Failed => "failed",
+            SummaryColumn::Ok => "ok",
+            SummaryColumn::Lost => "lost",
+            SummaryColumn::Mism => "mism",
+            SummaryColumn::Err => "err",
+            SummaryColumn::Connects => "connects",
+            SummaryColumn::Total => "total",
+            SummaryColumn::CallsPerS => "calls/s",
+            SummaryColumn::Mean => "mean",
+            SummaryColumn::P50 => "p50",
+            SummaryColumn::P90 => "p90",
+            SummaryColumn::P99 => "p99",
+            SummaryColumn::P999 => "p99.9",
+            SummaryColumn::Max => "max",
+            SummaryColumn::Stddev => "stddev",
+            SummaryColumn::Fastest => "× fastest",
+            SummaryColumn::CpuUser => "cpu user",
+            SummaryColumn::CpuSys => "cpu sys",
+        }
     }
-    h
+
+    /// The column's value for run `r`; `fastest` is the smallest mean of the report.
+    fn cell(self, r: &RunRecord, fastest: Option<f64>) -> Cell {
+        let lat = |f: fn(&Summary) -> f64| Cell::Duration(r.latency_us.as_ref().map(f));
+        let count = |n: u64| Cell::Text(n.to_string());
+        match self {
+            SummaryColumn::Transport => Cell::Text(r.transport.to_string()),
+            SummaryColumn::Mode => Cell::Text(r.addr_mode.to_string()),
+            SummaryColumn::Calls => count(r.calls),
+            SummaryColumn::Failed => count(r.failed()),
+            SummaryColumn::Ok => count(r.ok),
+            SummaryColumn::Lost => count(r.lost),
+            SummaryColumn::Mism => count(r.mismatched),
+            SummaryColumn::Err => count(r.error_total()),
+            SummaryColumn::Connects => count(r.connects),
+            SummaryColumn::Total => Cell::Duration(Some(r.elapsed_s * 1e6)),
+            SummaryColumn::CallsPerS => Cell::Text(format!("{:.0}", r.calls_per_s)),
+            SummaryColumn::Mean => lat(|s| s.mean),
+            SummaryColumn::P50 => lat(|s| s.p50),
+            SummaryColumn::P90 => lat(|s| s.p90),
+            SummaryColumn::P99 => lat(|s| s.p99),
+            SummaryColumn::P999 => lat(|s| s.p999),
+            SummaryColumn::Max => lat(|s| s.max),
+            SummaryColumn::Stddev => lat(|s| s.stddev),
+            SummaryColumn::Fastest => Cell::Text(match (r.latency_us, fastest) {
+                (Some(l), Some(f)) if f > 0.0 => units::ratio(l.mean / f),
+                _ => "-".into(),
+            }),
+            SummaryColumn::CpuUser => Cell::Duration(Some(r.cpu_user_s * 1e6)),
+            SummaryColumn::CpuSys => Cell::Duration(Some(r.cpu_sys_s * 1e6)),
+        }
+    }
 }
 
-/// The phase table's rows: mean and p99 of each phase, `-` where the transport has none.
-pub fn phase_rows(report: &Report) -> Vec<Vec<String>> {
-    report
-        .runs
+/// A column of text built from cells: its header names the unit its durations are in.
+fn text_column(name: &str, cells: Vec<Cell>) -> (String, Vec<String>) {
+    let durations: Vec<f64> = cells
         .iter()
-        .map(|r| {
-            let mut row = vec![r.transport.clone(), r.addr_mode.clone()];
-            for phase in Phase::ALL {
-                match r.phases_us.get(phase) {
-                    Some(s) => {
-                        row.push(ms(s.mean));
-                        row.push(ms(s.p99));
-                    }
-                    None => row.extend(["-".to_string(), "-".to_string()]),
+        .filter_map(|c| match c {
+            Cell::Duration(v) => *v,
+            Cell::Text(_) => None,
+        })
+        .collect();
+    let is_duration = cells.iter().any(|c| matches!(c, Cell::Duration(_)));
+    let unit = Unit::for_column(&durations);
+    let header = if is_duration {
+        format!("{name} {}", unit.label())
+    } else {
+        name.to_string()
+    };
+    let texts = cells
+        .into_iter()
+        .map(|c| match c {
+            Cell::Text(t) => t,
+            Cell::Duration(Some(us)) => unit.format(us),
+            Cell::Duration(None) => "-".into(),
+        })
+        .collect();
+    (header, texts)
+}
+
+/// Every candidate column of a table, with the rules for which of them to show.
+struct Candidates {
+    /// (header, cells) of each column, in the order they stand.
+    columns: Vec<(String, Vec<String>)>,
+    /// Indices into `columns` of the default set, most important first.
+    compact: Vec<usize>,
+    /// Groups of indices added while they fit, in order.
+    extras: Vec<Vec<usize>>,
+}
+
+impl Candidates {
+    /// The columns to show: all of them when `wide`; else the compact set, the least
+    /// important dropped until it fits `width`, then each extra group that still fits.
+    /// The two name columns always stay, so a width below theirs cannot be met.
+    fn choose(self, options: &RenderOptions) -> Grid {
+        let widths: Vec<usize> = self
+            .columns
+            .iter()
+            .map(|(h, cells)| {
+                cells
+                    .iter()
+                    .chain(std::iter::once(h))
+                    .map(|c| c.chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let span = |chosen: &[usize]| {
+            chosen.iter().map(|&i| widths[i]).sum::<usize>() + GAP * chosen.len().saturating_sub(1)
+        };
+        let mut chosen: Vec<usize> = if options.wide {
+            (0..self.columns.len()).collect()
+        } else {
+            let mut keep = self.compact.clone();
+            while keep.len() > NAME_COLUMNS && span(&keep) > options.width {
+                keep.pop();
+            }
+            for group in &self.extras {
+                let with: Vec<usize> = keep.iter().chain(group).copied().collect();
+                if span(&with) <= options.width {
+                    keep = with;
                 }
             }
-            row
+            keep
+        };
+        chosen.sort_unstable();
+        let mut columns: Vec<Option<(String, Vec<String>)>> =
+            self.columns.into_iter().map(Some).collect();
+        let picked: Vec<(String, Vec<String>)> =
+            chosen.iter().filter_map(|&i| columns[i].take()).collect();
+        let rows = (0..picked.first().map_or(0, |(_, c)| c.len()))
+            .map(|row| picked.iter().map(|(_, c)| c[row].clone()).collect())
+            .collect();
+        Grid {
+            headers: picked.into_iter().map(|(h, _)| h).collect(),
+            rows,
+        }
+    }
+}
+
+/// The summary table: every column with `options.wide`, else what fits `options.width`.
+pub fn summary_grid(report: &Report, options: &RenderOptions) -> Grid {
+    let fastest = report.fastest_mean();
+    let columns = SummaryColumn::ALL
+        .iter()
+        .map(|col| {
+            let cells = report.runs.iter().map(|r| col.cell(r, fastest)).collect();
+            text_column(col.name(), cells)
         })
-        .collect()
+        .collect();
+    let at = |c: &SummaryColumn| {
+        SummaryColumn::ALL
+            .iter()
+            .position(|x| x == c)
+            .unwrap_or_default()
+    };
+    Candidates {
+        columns,
+        compact: SummaryColumn::COMPACT.iter().map(at).collect(),
+        extras: SummaryColumn::EXTRAS
+            .iter()
+            .map(|g| g.iter().map(at).collect())
+            .collect(),
+    }
+    .choose(options)
+}
+
+/// A statistic of a [`Summary`].
+type Stat = fn(&Summary) -> f64;
+
+/// The statistics shown per phase, by name: the mean (where the time of a mean call goes)
+/// and the p99 (where the tail comes from).
+const PHASE_STATS: [(&str, Stat); 2] = [("mean", |s| s.mean), ("p99", |s| s.p99)];
+
+/// The phase table: per phase any run saw, its mean (the default set) and its p99 (added
+/// while it fits); a phase no run has is left out rather than shown as a column of dashes.
+pub fn phase_grid(report: &Report, options: &RenderOptions) -> Grid {
+    let names =
+        |f: fn(&RunRecord) -> String| report.runs.iter().map(|r| Cell::Text(f(r))).collect();
+    let mut columns = vec![
+        text_column("transport", names(|r| r.transport.to_string())),
+        text_column("mode", names(|r| r.addr_mode.to_string())),
+    ];
+    let mut compact = vec![0, 1];
+    let mut extras = Vec::new();
+    for phase in Phase::ALL {
+        if report.runs.iter().all(|r| r.phases_us.get(phase).is_none()) {
+            continue;
+        }
+        let name = phase.name().replace('_', " ");
+        for (i, (stat, get)) in PHASE_STATS.into_iter().enumerate() {
+            let cells = report
+                .runs
+                .iter()
+                .map(|r| Cell::Duration(r.phases_us.get(phase).map(get)))
+                .collect();
+            // The mean is the default set and bears the phase's bare name (the heading
+            // says these are means); the other statistics are added while they fit.
+            let label = if i == 0 {
+                compact.push(columns.len());
+                name.clone()
+            } else {
+                extras.push(vec![columns.len()]);
+                format!("{name} {stat}")
+            };
+            columns.push(text_column(&label, cells));
+        }
+    }
+    Candidates {
+        columns,
+        compact,
+        extras,
+    }
+    .choose(options)
 }
 
 /// How many seqs of each kind the problem list shows.
@@ -151,6 +460,7 @@ pub fn problem_lines(report: &Report) -> Vec<String> {
         .collect()
 }
 
+/// One run's failures: counts by kind, the first seqs of each, lateness, the DNS error.
 fn problem_line(r: &RunRecord) -> String {
     let seqs = |v: &[u64]| {
         let shown: Vec<String> = v.iter().take(SHOWN_SEQS).map(u64::to_string).collect();
@@ -197,4 +507,72 @@ fn problem_line(r: &RunRecord) -> String {
         r.calls,
         parts.join("; ")
     )
+}
+
+/// Breaks `text` into lines of at most `width` characters at spaces, the first line
+/// starting with `first`, the others with `rest` (a hanging indent). A word longer than
+/// a line is cut, so that no line is ever wider than `width`.
+pub fn wrap(text: &str, width: usize, first: &str, rest: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = first.to_string();
+    let mut empty = true;
+    let len = |s: &str| s.chars().count();
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        let mut word = word.to_string();
+        loop {
+            let room = width.saturating_sub(len(&line) + usize::from(!empty));
+            if len(&word) <= room {
+                if !empty {
+                    line.push(' ');
+                }
+                line.push_str(&word);
+                empty = false;
+                break;
+            }
+            if !empty {
+                lines.push(std::mem::replace(&mut line, rest.to_string()));
+                empty = true;
+                continue;
+            }
+            // A word longer than a whole line: cut it (at least one character, so that
+            // even an absurdly narrow width ends).
+            let fits = width.saturating_sub(len(&line)).max(1);
+            let head: String = word.chars().take(fits).collect();
+            word = word.chars().skip(fits).collect();
+            line.push_str(&head);
+            lines.push(std::mem::replace(&mut line, rest.to_string()));
+            if word.is_empty() {
+                break;
+            }
+        }
+    }
+    if !empty {
+        lines.push(line);
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrap_keeps_to_the_width() {
+        let text = "an uncached name lookup on every new connection costs 20.1 ms per call";
+        for width in [10, 20, 33, 80] {
+            let lines = wrap(text, width, "- ", "  ");
+            assert!(
+                lines.iter().all(|l| l.chars().count() <= width),
+                "{lines:?}"
+            );
+            assert!(lines[0].starts_with("- ") && lines[1..].iter().all(|l| l.starts_with("  ")));
+            if width >= 20 {
+                // No word is longer than a line here: the text comes back whole.
+                let words: Vec<&str> = lines.iter().flat_map(|l| l.split_whitespace()).collect();
+                assert_eq!(words.join(" "), format!("- {text}"));
+            }
+        }
+        assert_eq!(wrap("abcdefgh", 3, "", ""), ["abc", "def", "gh"]);
+        assert!(wrap("", 10, "- ", "  ").is_empty());
+    }
 }

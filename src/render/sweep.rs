@@ -1,14 +1,15 @@
-//! `rpcbench sweep` as text: one table per transport, a row per step, the capacity under
-//! the objective after it.
+//! `rpcbench sweep` as text: one table per transport and mode, a row per step, then why
+//! steps missed the objective and the capacity under it. Laid out like the run table
+//! ([`super::table`]): names left, numbers right, one unit per latency column.
 
-use crate::sweep::{Series, SweepReport};
-use comfy_table::{CellAlignment, Table, presets::UTF8_BORDERS_ONLY};
+use super::units::Unit;
+use super::{Grid, NAME_COLUMNS, wrap};
+use crate::sweep::{Series, Step, SweepReport};
 use std::io::{self, Write};
 
-/// Writes every series of `report`.
-pub fn write(report: &SweepReport, out: &mut dyn Write) -> io::Result<()> {
-    writeln!(
-        out,
+/// Writes every series of `report`, no line wider than `width` but the tables.
+pub fn write(report: &SweepReport, width: usize, out: &mut dyn Write) -> io::Result<()> {
+    let heading = format!(
         "rpcbench {} sweep → {} · {} · {} s per step{}",
         report.rpcbench,
         report.target,
@@ -18,85 +19,94 @@ pub fn write(report: &SweepReport, out: &mut dyn Write) -> io::Result<()> {
             .slo
             .as_ref()
             .map_or(String::new(), |s| format!(" · objective {s}")),
-    )?;
+    );
+    for line in wrap(&heading, width, "", "  ") {
+        writeln!(out, "{line}")?;
+    }
+    let legend = "offered, achieved: calls/s over all workers (offered: open loop at that rate; closed: back to back) · payload: request bytes · p50, p99: from each call's start · slo: the objective's percentile, from when each call was due · MB/s: verified request bytes per second";
+    for line in wrap(legend, width, "", "  ") {
+        writeln!(out, "{line}")?;
+    }
     for series in &report.series {
-        write_series(series, out)?;
+        writeln!(out)?;
+        for line in series_lines(series, width) {
+            writeln!(out, "{line}")?;
+        }
     }
     Ok(())
 }
 
-fn write_series(series: &Series, out: &mut dyn Write) -> io::Result<()> {
-    writeln!(out, "{} ({})", series.transport, series.addr_mode)?;
-    let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY);
-    t.set_header([
-        "offered/s",
-        "achieved/s",
-        "-c",
-        "payload B",
-        "p50 µs",
-        "p99 µs",
-        "slo pct µs",
-        "failed",
-        "MB/s out",
-        "meets",
-    ]);
+/// The table and notes of one series.
+fn series_lines(series: &Series, width: usize) -> Vec<String> {
+    let mut lines = super::table::grid_lines(&grid(series));
     for s in &series.steps {
-        let lat = |f: fn(&crate::measure::Summary) -> f64| {
-            s.run
-                .latency_us
-                .as_ref()
-                .map_or("-".to_string(), |l| format!("{:.1}", f(l)))
-        };
-        t.add_row([
-            s.offered_per_s
-                .map_or("closed loop".to_string(), |r| format!("{r:.0}")),
-            format!("{:.0}", s.achieved_per_s),
-            s.concurrency.to_string(),
-            s.payload_bytes.to_string(),
-            lat(|l| l.p50),
-            lat(|l| l.p99),
-            s.slo_latency_us
-                .map_or("-".to_string(), |us| format!("{us:.1}")),
-            s.run.failed().to_string(),
-            format!("{:.2}", s.goodput_out_mb_s),
-            match s.meets_slo {
-                Some(true) => "yes".to_string(),
-                Some(false) => "no".to_string(),
-                None => "-".to_string(),
-            },
-        ]);
-    }
-    for (i, col) in t.column_iter_mut().enumerate() {
-        if i < 9 {
-            col.set_cell_alignment(CellAlignment::Right);
+        if let (Some(rate), Some(why)) = (s.offered_per_s, &s.why_not) {
+            lines.extend(wrap(&format!("{rate:.0}/s: {why}"), width, "  ", "    "));
         }
     }
-    writeln!(out, "{t}")?;
-    for s in series
+    let judged = series
         .steps
         .iter()
-        .filter_map(|s| s.why_not.as_ref().map(|w| (s.offered_per_s, w)))
-    {
-        if let (Some(rate), why) = s {
-            writeln!(out, "  {rate:.0}/s: {why}")?;
-        }
-    }
+        .any(|s| s.offered_per_s.is_some() && s.meets_slo.is_some());
     match series.capacity_per_s {
-        Some(c) => writeln!(out, "capacity at the objective: {c:.0} calls/s")?,
-        None if report_has_rates(series) => {
-            writeln!(out, "capacity at the objective: no rate met it")?
-        }
+        Some(c) => lines.push(format!("capacity at the objective: {c:.0} calls/s")),
+        None if judged => lines.push("capacity at the objective: no rate met it".to_string()),
         None => {}
     }
-    Ok(())
+    lines
 }
 
-/// True when the series offered rates and judged them, so a missing capacity means none
-/// passed.
-fn report_has_rates(series: &Series) -> bool {
-    series
-        .steps
+/// The steps of a series as a grid: the name columns, then what was offered and got.
+fn grid(series: &Series) -> Grid {
+    let steps = &series.steps;
+    let col = |f: fn(&Step) -> Option<f64>| -> Vec<f64> { steps.iter().filter_map(f).collect() };
+    let p50 = |s: &Step| s.run.latency_us.map(|l| l.p50);
+    let p99 = |s: &Step| s.run.latency_us.map(|l| l.p99);
+    let slo = |s: &Step| s.slo_latency_us;
+    let units = [
+        Unit::for_column(&col(p50)),
+        Unit::for_column(&col(p99)),
+        Unit::for_column(&col(slo)),
+    ];
+    let cell = |unit: Unit, v: Option<f64>| v.map_or("-".to_string(), |us| unit.format(us));
+    let headers = vec![
+        "transport".to_string(),
+        "mode".to_string(),
+        "offered".to_string(),
+        "achieved".to_string(),
+        "-c".to_string(),
+        "payload".to_string(),
+        format!("p50 {}", units[0].label()),
+        format!("p99 {}", units[1].label()),
+        format!("slo {}", units[2].label()),
+        "failed".to_string(),
+        "MB/s".to_string(),
+        "meets".to_string(),
+    ];
+    let rows = steps
         .iter()
-        .any(|s| s.offered_per_s.is_some() && s.meets_slo.is_some())
+        .map(|s| {
+            vec![
+                series.transport.to_string(),
+                series.addr_mode.clone(),
+                s.offered_per_s
+                    .map_or("closed".to_string(), |r| format!("{r:.0}")),
+                format!("{:.0}", s.achieved_per_s),
+                s.concurrency.to_string(),
+                s.payload_bytes.to_string(),
+                cell(units[0], p50(s)),
+                cell(units[1], p99(s)),
+                cell(units[2], slo(s)),
+                s.run.failed().to_string(),
+                super::units::significant(s.goodput_out_mb_s, 3),
+                match s.meets_slo {
+                    Some(true) => "yes".to_string(),
+                    Some(false) => "no".to_string(),
+                    None => "-".to_string(),
+                },
+            ]
+        })
+        .collect();
+    debug_assert_eq!(NAME_COLUMNS, 2, "transport and mode lead");
+    Grid { headers, rows }
 }

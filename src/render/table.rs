@@ -1,60 +1,219 @@
-//! Aligned tables for a terminal (comfy-table), then the problem list.
+//! Aligned tables for a terminal, as wide as it is (oha and bottom lay out by the width;
+//! ab prints the answer in a few lines): a heading, the summary, where the time goes, the
+//! calls that failed, then the findings, the same sentences `rpcbench report` writes.
+//!
+//! No line is wider than [`RenderOptions::width`]: the tables show the columns that fit
+//! (`--wide` all of them, and then only the tables may be wider), and text is wrapped.
 
-use super::{SUMMARY_HEADERS, phase_headers, phase_rows, problem_lines, summary_rows};
+use super::{
+    Grid, NAME_COLUMNS, RenderOptions, phase_grid, problem_lines, summary_grid, units, wrap,
+};
 use crate::report::Report;
-use comfy_table::{CellAlignment, Table, presets::UTF8_BORDERS_ONLY};
+use crate::site;
 use std::io::{self, Write};
 
-pub fn write(report: &Report, out: &mut dyn Write) -> io::Result<()> {
-    writeln!(
-        out,
-        "rpcbench {} → {} · {} calls/transport · {} worker(s) · payload {} B · full round trip, connect included for fresh transports",
-        report.rpcbench,
-        report.target,
-        report
-            .config
-            .duration_s
-            .map_or(report.config.calls.to_string(), |d| format!("{d}s of")),
-        report.config.concurrency,
-        report.config.payload_bytes,
-    )?;
-    writeln!(
-        out,
-        "{}",
-        table(
-            SUMMARY_HEADERS.iter().map(|s| s.to_string()).collect(),
-            summary_rows(report)
-        )
-    )?;
-    writeln!(
-        out,
-        "where the time goes (server: time the server reports; first byte: request sent to first reply byte)"
-    )?;
-    writeln!(out, "{}", table(phase_headers(), phase_rows(report)))?;
+/// Between the parts of the heading.
+const SEPARATOR: &str = " · ";
+/// Starts a finding.
+const BULLET: &str = "- ";
+/// Indents a finding's further lines by as much as its bullet.
+const HANGING: &str = "  ";
+
+/// Writes the heading, the tables that fit, the failed calls, the findings and, for an
+/// unpinned run, how to pin it.
+pub fn write(report: &Report, options: &RenderOptions, out: &mut dyn Write) -> io::Result<()> {
+    let width = options.width;
+    let mut lines = pack(&heading(report), width);
+    lines.push(String::new());
+    let summary = summary_grid(report, options);
+    lines.extend(grid_lines(&summary));
+    lines.extend(hidden_note(
+        &summary,
+        &summary_grid(report, &RenderOptions::WIDE),
+        width,
+    ));
+    let phases = phase_grid(report, options);
+    if phases.headers.len() > NAME_COLUMNS {
+        lines.push(String::new());
+        lines.extend(wrap(
+            "where the time goes: the mean of each phase over the calls that had it (dns: the name lookup; first byte: request sent to first reply byte; server: time the server reports)",
+            width,
+            "",
+            "",
+        ));
+        lines.extend(grid_lines(&phases));
+        lines.extend(hidden_note(
+            &phases,
+            &phase_grid(report, &RenderOptions::WIDE),
+            width,
+        ));
+    }
     let problems = problem_lines(report);
-    if problems.is_empty() {
-        writeln!(out, "lost-call check: every call came back verified")?;
-    } else {
-        writeln!(out, "lost-call check:")?;
-        for line in problems {
-            writeln!(out, "  {line}")?;
+    if !problems.is_empty() {
+        lines.push(String::new());
+        lines.push("lost-call check:".to_string());
+        for p in &problems {
+            lines.extend(wrap(p, width, HANGING, "    "));
         }
+    }
+    lines.push(String::new());
+    for f in site::findings(report, &[], None) {
+        lines.extend(wrap(&f, width, BULLET, HANGING));
+    }
+    if let Some(advice) = site::pinning_advice(report) {
+        lines.extend(wrap(&advice, width, "", HANGING));
+    }
+    for line in lines {
+        writeln!(out, "{line}")?;
     }
     Ok(())
 }
 
-fn table(headers: Vec<String>, rows: Vec<Vec<String>>) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY);
-    t.set_header(headers);
-    for row in rows {
-        t.add_row(row);
+/// What was run, in a few parts: the target, the calls, the settings that change what a
+/// figure means (workers, payload, delay, pacing), and what a latency includes.
+fn heading(report: &Report) -> Vec<String> {
+    let c = &report.config;
+    let mut parts = vec![
+        format!("rpcbench {} → {}", report.rpcbench, report.target),
+        match c.duration_s {
+            Some(d) => format!("{d} s per transport and mode"),
+            None => format!("{} calls per transport and mode", c.calls),
+        },
+        format!("{} worker(s)", c.concurrency),
+        format!("payload {} B", c.payload_bytes),
+    ];
+    if c.delay_us > 0 {
+        parts.push(format!(
+            "server delay {}",
+            units::duration(f64::from(c.delay_us))
+        ));
     }
-    // Numbers read best right-aligned; the two name columns stay left.
-    for (i, col) in t.column_iter_mut().enumerate() {
-        if i >= 2 {
-            col.set_cell_alignment(CellAlignment::Right);
+    if let Some(rate) = c.rate_per_s {
+        parts.push(format!("paced at {rate} calls/s"));
+    }
+    if c.rounds > 1 {
+        parts.push(format!("{} rounds merged", c.rounds));
+    }
+    parts.push("latency: full round trip, connect included for fresh transports".to_string());
+    parts
+}
+
+/// Joins parts with [`SEPARATOR`] into lines of at most `width`; a part too long for a
+/// line of its own is wrapped.
+fn pack(parts: &[String], width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for part in parts {
+        let joined = if line.is_empty() {
+            part.clone()
+        } else {
+            format!("{line}{SEPARATOR}{part}")
+        };
+        if joined.chars().count() <= width {
+            line = joined;
+            continue;
         }
+        if !line.is_empty() {
+            lines.push(std::mem::take(&mut line));
+        }
+        let mut wrapped = wrap(part, width, "", "");
+        line = wrapped.pop().unwrap_or_default();
+        lines.extend(wrapped);
     }
-    t
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// A grid as aligned text: the header, a rule, the rows; names left, numbers right, two
+/// spaces between columns.
+pub(super) fn grid_lines(grid: &Grid) -> Vec<String> {
+    let len = |s: &str| s.chars().count();
+    let widths: Vec<usize> = (0..grid.headers.len())
+        .map(|i| {
+            grid.rows
+                .iter()
+                .map(|r| len(&r[i]))
+                .chain(std::iter::once(len(&grid.headers[i])))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &[String]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(i, (c, &w))| {
+                if i < NAME_COLUMNS {
+                    format!("{c:<w$}")
+                } else {
+                    format!("{c:>w$}")
+                }
+            })
+            .collect();
+        padded.join("  ").trim_end().to_string()
+    };
+    let rule: Vec<String> = widths.iter().map(|&w| "─".repeat(w)).collect();
+    let mut out = vec![line(&grid.headers), rule.join("  ")];
+    out.extend(grid.rows.iter().map(|r| line(r)));
+    out
+}
+
+/// One line naming the columns the width left out, when it left any out.
+fn hidden_note(shown: &Grid, all: &Grid, width: usize) -> Vec<String> {
+    let hidden: Vec<&str> = all
+        .headers
+        .iter()
+        .filter(|h| !shown.headers.contains(h))
+        .map(String::as_str)
+        .collect();
+    if hidden.is_empty() {
+        return Vec::new();
+    }
+    wrap(
+        &format!("(--wide adds {})", hidden.join(", ")),
+        width,
+        "",
+        " ",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_heading_packs_into_the_width() {
+        let parts: Vec<String> = ["rpcbench 0.1.0 → host", "1000 calls", "1 worker(s)"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            pack(&parts, 100),
+            ["rpcbench 0.1.0 → host · 1000 calls · 1 worker(s)"]
+        );
+        assert_eq!(
+            pack(&parts, 36),
+            ["rpcbench 0.1.0 → host · 1000 calls", "1 worker(s)"]
+        );
+        assert!(pack(&parts, 12).iter().all(|l| l.chars().count() <= 12));
+    }
+
+    #[test]
+    fn grid_lines_align_names_left_and_numbers_right() {
+        let grid = Grid {
+            headers: vec!["transport".into(), "mode".into(), "mean µs".into()],
+            rows: vec![vec!["tcp".into(), "ip".into(), "61.2".into()]],
+        };
+        assert_eq!(
+            grid_lines(&grid),
+            [
+                "transport  mode  mean µs",
+                "─────────  ────  ───────",
+                "tcp        ip       61.2",
+            ]
+        );
+    }
 }

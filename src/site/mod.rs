@@ -1,66 +1,143 @@
 //! The comparison report: `rpcbench report RESULTS.json... --out DIR` writes
 //! `DIR/README.md`, a self-contained `DIR/index.html` and the charts as SVG files.
 //!
-//! Findings come first: a few plain sentences computed from the numbers. Then the charts,
-//! the client's tables, seed 004's table beside today's figures, the truth checks (what was
-//! injected against what was measured; rpcbench against established tools) and the
+//! Findings come first: a few plain sentences computed from the numbers ([`findings`],
+//! which the terminal table prints too). Then the charts, the client's tables, seed 004's
+//! table beside today's figures, the truth checks (what was injected against what was
+//! measured), rpcbench beside established tools (benchmarks, not checks) and the
 //! environment and commands.
 //!
-//! Inputs are rpcbench JSON reports. Their roles are read from their own contents: a run
-//! asked for a server delay (`config.delay_us > 0`) checks delays; a server that delayed DNS
-//! answers (`server.settings.dns.delay_us > 0`) checks DNS; a run without either but with
-//! `--rate` is the paced reference of the delay check; the first of the rest is the
-//! baseline everything else is compared with.
+//! Inputs are rpcbench JSON reports, any set of them. Their roles are read from their own
+//! contents: a run asked for a server delay (`config.delay_us > 0`) checks delays; a server
+//! that delayed DNS answers (`server.settings.dns.delay_us > 0`) checks DNS; a run without
+//! either is a reference, back to back or (with `--rate`) paced. The first back-to-back
+//! reference is the baseline the tables and findings start from (else the first paced
+//! one, else the first input). A check the inputs cannot support is listed as not run,
+//! with the reason, and does not fail the report.
 
+/// The sentences at the top of a report and after a run's table.
+mod findings;
+/// README.md and index.html.
 mod page;
 pub mod svg;
 
-use crate::render;
+pub use findings::{findings, pinning_advice};
+
+use crate::render::units;
 use crate::report::{Report, RunRecord};
+use crate::resolve::AddrMode;
+use crate::transport::TransportKind;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-/// Tolerance of the server-delay check: 5% of the delay plus 50 µs.
-const DELAY_TOLERANCE: (f64, f64) = (0.05, 50.0);
-/// Tolerance of the DNS-delay check: 5% of the delay plus 100 µs (a lookup adds a UDP
-/// exchange and a resolver hand-off of its own).
-const DNS_TOLERANCE: (f64, f64) = (0.05, 100.0);
+/// Share of an injected delay (server or DNS) a measurement may be off by, besides the
+/// reference run's noise: the server's timer overshoots a little (a sleep ends at or after
+/// its deadline, by the timer slack and a scheduler wake-up), and 5% of the test bed's
+/// 20 ms covers that with room, while a delay paid twice, or not at all, is far outside.
+const DELAY_SHARE: f64 = 0.05;
+
 /// rpcbench may be at most this many times slower than an established tool measuring the
-/// same thing, or the tool itself is what is being measured.
+/// same thing, or the tool itself is what is being measured. The one place the limit is
+/// written: `report/peers.sh` only measures, and this judges.
 pub const PEER_RATIO_LIMIT: f64 = 1.3;
 
-/// Figures from established tools measured on the same machines and placement, written by
-/// `report/peers.sh` (or the test bed) as JSON.
+/// Figures from established tools measured beside rpcbench on the same machines and
+/// placement, round by round, as `report/peers.sh --json` writes them. Only raw round
+/// means: the medians and the verdict are computed here, once.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Peers {
     /// Core placement the peers (and rpcbench beside them) ran with, e.g. `same core (CPU 0)`.
     pub placement: String,
-    pub entries: Vec<PeerEntry>,
+    /// One entry per (transport, peer) pair.
+    pub pairs: Vec<PeerPair>,
 }
 
-/// One peer measurement, matched to an rpcbench transport.
+/// One peer measured against one rpcbench transport, over the same rounds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PeerEntry {
+#[serde(deny_unknown_fields)]
+pub struct PeerPair {
     /// The rpcbench transport it is compared with.
-    pub transport: String,
+    pub transport: TransportKind,
     /// The tool, e.g. `sockperf ping-pong`.
     pub peer: String,
-    /// The peer's mean round trip, µs.
-    pub peer_mean_us: f64,
-    /// rpcbench's mean for the same transport in the same script run, µs.
-    pub rpcbench_mean_us: f64,
-    /// The exact command the peer ran.
+    /// The exact commands the peer (and its server) ran.
     pub command: String,
+    /// rpcbench's mean round trip for this transport in each round, µs.
+    pub rpcbench_round_means_us: Vec<f64>,
+    /// The peer's mean round trip in each round, µs.
+    pub peer_round_means_us: Vec<f64>,
 }
 
-/// One check of a figure against what it should be.
+/// The median of some figures (the mean of the middle two for an even count); `None` for
+/// none. A median of round means lets one round disturbed by the host, for either side,
+/// not decide a pair once there are three rounds or more.
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
+impl PeerPair {
+    /// rpcbench's median over the rounds, µs.
+    pub fn rpcbench_us(&self) -> Option<f64> {
+        median(&self.rpcbench_round_means_us)
+    }
+
+    /// The peer's median over the rounds, µs.
+    pub fn peer_us(&self) -> Option<f64> {
+        median(&self.peer_round_means_us)
+    }
+
+    /// rpcbench's median over the peer's.
+    pub fn ratio(&self) -> Option<f64> {
+        Some(self.rpcbench_us()? / self.peer_us().filter(|&p| p > 0.0)?)
+    }
+
+    /// Whether the ratio is within [`PEER_RATIO_LIMIT`]; `None` without figures.
+    pub fn within_limit(&self) -> Option<bool> {
+        self.ratio().map(|r| r <= PEER_RATIO_LIMIT)
+    }
+
+    /// `tcp against sockperf ping-pong: 16.3 µs against 14.8 µs, 1.10× (medians of 3
+    /// rounds)`, for lists.
+    pub fn describe(&self) -> String {
+        let what = format!("{} against {}", self.transport, self.peer);
+        match (self.rpcbench_us(), self.peer_us(), self.ratio()) {
+            (Some(rb), Some(peer), Some(ratio)) => format!(
+                "{what}: {} against {}, {}× (medians of {} round(s))",
+                units::duration(rb),
+                units::duration(peer),
+                units::ratio(ratio),
+                self.rpcbench_round_means_us.len()
+            ),
+            _ => format!("{what}: no figures"),
+        }
+    }
+}
+
+/// One check of a figure against what physics says it must be.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TruthCheck {
-    /// What is checked, e.g. `server delay 1000 µs: tcp (ip)`.
+    /// What is checked, e.g. `server delay 20000 µs: tcp (ip)`.
     pub what: String,
     pub expected: String,
     pub measured: String,
     pub pass: bool,
+}
+
+/// A truth check the inputs could not support, and why: listed, not failed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NotRun {
+    /// The check, e.g. `server delay`.
+    pub check: &'static str,
+    /// Why, e.g. `no run with --delay-us among the inputs`.
+    pub reason: String,
 }
 
 /// Everything the report shows, computed once and written twice (markdown and HTML).
@@ -72,6 +149,7 @@ pub struct Site {
     pub findings: Vec<String>,
     pub seed: Vec<SeedRow>,
     pub checks: Vec<TruthCheck>,
+    pub not_run: Vec<NotRun>,
     pub peers: Option<Peers>,
     /// The four charts, as SVG: (file name, svg).
     pub charts: Vec<(&'static str, String)>,
@@ -82,19 +160,25 @@ pub struct Site {
 pub struct SeedRow {
     pub case: &'static str,
     pub seed_ms: f64,
-    pub transport: &'static str,
-    pub mode: String,
+    pub transport: TransportKind,
+    /// The address mode today's figure comes from; `None` when none was measured.
+    pub mode: Option<AddrMode>,
     pub today_ms: Option<f64>,
 }
 
 /// Seed 004's five cases (PHP, 2007, 1000 calls each): the socket, `file_get_contents`
 /// over HTTP by IP and by host name, and curl by IP and by host name, mean ms per call.
-const SEED_004: [(&str, f64, &str, bool); 5] = [
-    ("socket", 0.47, "tcp", false),
-    ("HTTP (file_get_contents)", 4.02, "http-fresh", false),
-    ("HTTP by host name", 156.42, "http-fresh", true),
-    ("curl", 3.17, "curl-fresh", false),
-    ("curl by host name", 4.69, "curl-fresh", true),
+const SEED_004: [(&str, f64, TransportKind, bool); 5] = [
+    ("socket", 0.47, TransportKind::Tcp, false),
+    (
+        "HTTP (file_get_contents)",
+        4.02,
+        TransportKind::HttpFresh,
+        false,
+    ),
+    ("HTTP by host name", 156.42, TransportKind::HttpFresh, true),
+    ("curl", 3.17, TransportKind::CurlFresh, false),
+    ("curl by host name", 4.69, TransportKind::CurlFresh, true),
 ];
 
 /// Why a report could not be built.
@@ -110,8 +194,8 @@ pub enum BuildReportError {
         path: PathBuf,
         source: serde_json::Error,
     },
-    #[error("no baseline: every input asked for a server or DNS delay")]
-    NoBaseline,
+    #[error("no inputs: a report needs at least one rpcbench JSON result")]
+    NoInputs,
     #[error("cannot write {path}: {source}")]
     Write {
         path: PathBuf,
@@ -131,6 +215,7 @@ pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, BuildRe
     })
 }
 
+/// How late the server answered DNS queries in this run, µs (0: not delayed, or unknown).
 fn dns_delay_us(r: &Report) -> u64 {
     r.server
         .as_ref()
@@ -138,59 +223,157 @@ fn dns_delay_us(r: &Report) -> u64 {
         .map_or(0, |d| d.delay_us)
 }
 
-fn find<'a>(r: &'a Report, transport: &str, mode: &str) -> Option<&'a RunRecord> {
+/// A run asked for nothing to be slowed: a reference for the checks.
+fn is_plain(r: &Report) -> bool {
+    r.config.delay_us == 0 && dns_delay_us(r) == 0
+}
+
+/// A run whose server answered DNS late and delayed nothing else: what the DNS check and
+/// the seed's "by host name" cases read.
+fn slow_dns(r: &Report) -> bool {
+    dns_delay_us(r) > 0 && r.config.delay_us == 0
+}
+
+/// The run of `transport` under `mode` in a report.
+fn find(r: &Report, transport: TransportKind, mode: AddrMode) -> Option<&RunRecord> {
     r.runs
         .iter()
         .find(|x| x.transport == transport && x.addr_mode == mode)
 }
 
+/// A run's mean latency in ms, as seed 004 states its figures.
 fn mean_ms(r: &RunRecord) -> Option<f64> {
     r.latency_us.map(|l| l.mean / 1e3)
 }
 
+/// The noise of a reference run, µs: its p99 − p50, how far a call strays above the typical
+/// one on this path and placement (scheduler wake-ups, interrupts, a neighbour's burst).
+/// A delayed run meets the same noise, on top of the delay, so a rise within it is the
+/// delay. It comes from the data, not a constant, so a quiet host gets a tight check and a
+/// noisy one a fair one. Chosen over the standard deviation, which one stall in a thousand
+/// calls inflates (and with it the margin, until the check passes anything), and over the
+/// standard error of the mean, which assumes independent calls and so misses the drift
+/// between runs that is what a reference run is there to cancel.
+fn noise_us(r: &RunRecord) -> Option<f64> {
+    r.latency_us.map(|l| (l.p99 - l.p50).max(0.0))
+}
+
+/// The margin of a check: [`DELAY_SHARE`] of the delay plus the reference's noise.
+fn tolerance(delay_us: f64, noise_us: f64) -> f64 {
+    DELAY_SHARE * delay_us + noise_us
+}
+
+/// How `expected` reads in a check: the figure, its margin and where the margin comes from.
+fn expected_text(expected_us: f64, delay_us: f64, noise_us: f64) -> String {
+    format!(
+        "+{expected_us:.0} µs ± {:.0} ({:.0}% of {delay_us:.0} + reference noise {noise_us:.0})",
+        tolerance(delay_us, noise_us),
+        DELAY_SHARE * 100.0
+    )
+}
+
+/// The roles of the inputs, by index.
+struct Roles {
+    /// The first reference run back to back.
+    back_to_back: Option<usize>,
+    /// The first reference run paced with `--rate`.
+    paced: Option<usize>,
+}
+
+impl Roles {
+    /// Reads the roles from the inputs' own settings.
+    fn of(inputs: &[&Report]) -> Roles {
+        Roles {
+            back_to_back: inputs
+                .iter()
+                .position(|r| is_plain(r) && r.config.rate_per_s.is_none()),
+            paced: inputs
+                .iter()
+                .position(|r| is_plain(r) && r.config.rate_per_s.is_some()),
+        }
+    }
+
+    /// The input the tables and findings start from.
+    fn baseline(&self) -> usize {
+        self.back_to_back.or(self.paced).unwrap_or(0)
+    }
+}
+
+/// The truth checks the inputs support, and the ones they do not, with the reason.
+fn truth_checks(inputs: &[&Report]) -> (Vec<TruthCheck>, Vec<NotRun>) {
+    let roles = Roles::of(inputs);
+    let back_to_back = roles.back_to_back.map(|i| inputs[i]);
+    let paced = roles.paced.map(|i| inputs[i]);
+    let mut checks = Vec::new();
+    let mut not_run = Vec::new();
+    let mut judge = |check: &'static str,
+                     subjects: Vec<&Report>,
+                     missing_subject: &str,
+                     reference: Option<&Report>,
+                     run: &dyn Fn(&Report, &Report) -> Vec<TruthCheck>| {
+        let reason = if subjects.is_empty() {
+            Some(missing_subject.to_string())
+        } else if let Some(reference) = reference {
+            let found: Vec<TruthCheck> = subjects.iter().flat_map(|s| run(reference, s)).collect();
+            let none = found.is_empty();
+            checks.extend(found);
+            none.then(|| {
+                "no transport and address mode measured both with the delay and without it"
+                    .to_string()
+            })
+        } else {
+            Some("no run without a delay among the inputs to compare with".to_string())
+        };
+        if let Some(reason) = reason {
+            not_run.push(NotRun { check, reason });
+        }
+    };
+    let delayed: Vec<&Report> = inputs
+        .iter()
+        .copied()
+        .filter(|r| r.config.delay_us > 0 && dns_delay_us(r) == 0)
+        .collect();
+    judge(
+        "server delay",
+        delayed,
+        "no run with --delay-us among the inputs",
+        paced.or(back_to_back),
+        &|reference, delayed| delay_checks(reference, back_to_back, delayed),
+    );
+    let slow: Vec<&Report> = inputs.iter().copied().filter(|r| slow_dns(r)).collect();
+    judge(
+        "DNS delay",
+        slow,
+        "no run against a server with --dns-delay among the inputs",
+        back_to_back.or(paced),
+        &dns_checks,
+    );
+    (checks, not_run)
+}
+
 impl Site {
-    /// Builds the report from rpcbench JSON reports and, optionally, peer figures.
+    /// Builds the report from any set of rpcbench JSON reports and, optionally, peer
+    /// figures; fails only when there is no input at all.
     pub fn build(
         inputs: Vec<(PathBuf, Report)>,
         peers: Option<Peers>,
     ) -> Result<Site, BuildReportError> {
-        let plain = |r: &Report| r.config.delay_us == 0 && dns_delay_us(r) == 0;
-        let base_at = inputs
-            .iter()
-            .position(|(_, r)| plain(r) && r.config.rate_per_s.is_none())
-            .ok_or(BuildReportError::NoBaseline)?;
+        if inputs.is_empty() {
+            return Err(BuildReportError::NoInputs);
+        }
+        let reports: Vec<&Report> = inputs.iter().map(|(_, r)| r).collect();
+        let (checks, not_run) = truth_checks(&reports);
+        let base_at = Roles::of(&reports).baseline();
         let mut others = inputs;
         let (baseline_path, baseline) = others.remove(base_at);
-        let paced = others
-            .iter()
-            .map(|(_, r)| r)
-            .find(|r| plain(r) && r.config.rate_per_s.is_some());
-        let mut checks = Vec::new();
-        for (_, r) in &others {
-            checks.extend(delay_checks(&baseline, paced, r));
-            checks.extend(dns_checks(&baseline, r));
-        }
-        if let Some(p) = &peers {
-            checks.extend(p.entries.iter().map(|e| {
-                let ratio = e.rpcbench_mean_us / e.peer_mean_us;
-                TruthCheck {
-                    what: format!("{} against {}", e.transport, e.peer),
-                    expected: format!(
-                        "at most {PEER_RATIO_LIMIT}× the peer's {:.1} µs",
-                        e.peer_mean_us
-                    ),
-                    measured: format!("{:.1} µs, {ratio:.2}×", e.rpcbench_mean_us),
-                    pass: ratio <= PEER_RATIO_LIMIT,
-                }
-            }));
-        }
-        let seed = seed_rows(&baseline, &others);
-        let findings = findings(&baseline, &others, peers.as_ref());
+        let other_reports: Vec<&Report> = others.iter().map(|(_, r)| r).collect();
+        let seed = seed_rows(&baseline, &other_reports);
+        let findings = findings(&baseline, &other_reports, peers.as_ref());
         let runs: Vec<&RunRecord> = baseline.runs.iter().collect();
         let ip_runs: Vec<&RunRecord> = baseline
             .runs
             .iter()
-            .filter(|r| r.addr_mode == "ip")
+            .filter(|r| r.addr_mode == AddrMode::Ip)
             .collect();
         let curve_runs = if ip_runs.is_empty() {
             runs.clone()
@@ -198,9 +381,9 @@ impl Site {
             ip_runs
         };
         // The DNS chart is most telling with a slow resolver, when there is a run with one.
-        let dns_source = others
+        let dns_source = other_reports
             .iter()
-            .map(|(_, r)| r)
+            .copied()
             .find(|r| dns_delay_us(r) > 0)
             .unwrap_or(&baseline);
         let dns_runs: Vec<&RunRecord> = dns_source.runs.iter().collect();
@@ -217,9 +400,16 @@ impl Site {
             findings,
             seed,
             checks,
+            not_run,
             peers,
             charts,
         })
+    }
+
+    /// True when a truth check that ran failed: what makes `rpcbench report` exit 1. Peer
+    /// ratios are benchmarks and do not count.
+    pub fn failed(&self) -> bool {
+        self.checks.iter().any(|c| !c.pass)
     }
 
     /// Writes README.md, index.html and the SVG charts into `dir`.
@@ -239,89 +429,74 @@ impl Site {
         write("index.html", &page::html(self))?;
         Ok(())
     }
-
-    /// The baseline's summary table rows, as the client prints them.
-    pub fn summary_rows(&self) -> Vec<Vec<String>> {
-        render::summary_rows(&self.baseline)
-    }
 }
 
-/// With a server delay of D, every transport's mean should rise by D.
+/// With a server delay of D, every transport's mean should rise by D, within
+/// [`DELAY_SHARE`] of D plus the reference's noise ([`noise_us`]).
 ///
-/// The rise is taken against `paced` when there is one: the same calls without a delay,
+/// The reference is the paced run when there is one: the same calls without a delay,
 /// started D apart with `--rate`. A client that waits D for each reply sits idle for D,
 /// and on a small virtual machine the first instructions after an idle spell run slower
-/// (cold caches, a halted vCPU); a base paced D apart pays that too, so what is left is the
-/// delay alone. The rise against the back-to-back baseline is shown beside it.
-fn delay_checks(base: &Report, paced: Option<&Report>, delayed: &Report) -> Vec<TruthCheck> {
+/// (cold caches, a halted vCPU); a reference paced D apart pays that too, so what is left
+/// is the delay alone. The rise over the back-to-back run is shown beside it.
+fn delay_checks(
+    reference: &Report,
+    back_to_back: Option<&Report>,
+    delayed: &Report,
+) -> Vec<TruthCheck> {
     let d = f64::from(delayed.config.delay_us);
-    if d == 0.0 || dns_delay_us(delayed) != 0 {
-        return Vec::new();
-    }
-    let tolerance = DELAY_TOLERANCE.0 * d + DELAY_TOLERANCE.1;
-    let rise_over = |reference: &Report, r: &RunRecord| {
-        let b = find(reference, &r.transport, &r.addr_mode)?;
-        Some((r.latency_us?.mean - b.latency_us?.mean).round())
-    };
+    let paced_gap = reference.config.rate_per_s.map(|rate| 1e6 / rate);
     delayed
         .runs
         .iter()
         .filter_map(|r| {
-            let plain = rise_over(base, r);
-            let paced_rise = paced.and_then(|p| {
-                let rate = p.config.rate_per_s?;
-                Some((rise_over(p, r)?, 1e6 / rate))
-            });
-            let (rise, measured) = match (paced_rise, plain) {
-                (Some((rise, gap)), plain) => (
-                    rise,
-                    format!(
-                        "{rise:+.0} µs over calls started {gap:.0} µs apart{}",
-                        plain.map_or(String::new(), |p| format!(
-                            " ({p:+.0} µs over back-to-back calls)"
-                        ))
-                    ),
-                ),
-                (None, Some(rise)) => (rise, format!("{rise:+.0} µs")),
-                (None, None) => return None,
-            };
+            let base = find(reference, r.transport, r.addr_mode)?;
+            let rise = (r.latency_us?.mean - base.latency_us?.mean).round();
+            let noise = noise_us(base)?;
+            let plain_rise = back_to_back
+                .filter(|b| !std::ptr::eq(*b, reference))
+                .and_then(|b| find(b, r.transport, r.addr_mode))
+                .and_then(|b| Some((r.latency_us?.mean - b.latency_us?.mean).round()));
+            let mut measured = format!("{rise:+.0} µs");
+            if let Some(gap) = paced_gap {
+                measured.push_str(&format!(" over calls started {gap:.0} µs apart"));
+            }
+            if let Some(p) = plain_rise {
+                measured.push_str(&format!(" ({p:+.0} µs over back-to-back calls)"));
+            }
             Some(TruthCheck {
                 what: format!("server delay {d:.0} µs: {} ({})", r.transport, r.addr_mode),
-                expected: format!("+{d:.0} µs ± {tolerance:.0}"),
+                expected: expected_text(d, d, noise),
                 measured,
-                pass: (rise - d).abs() <= tolerance,
+                pass: (rise - d).abs() <= tolerance(d, noise),
             })
         })
         .collect()
 }
 
 /// With DNS answers D late, fresh connections under `uncached` should rise by D; under
-/// `cached`, and for persistent connections (whose lookup is in warm-up), by about nothing.
+/// `cached`, and for persistent connections (whose lookup is in warm-up), by about nothing;
+/// each within [`DELAY_SHARE`] of D plus the reference's noise.
 fn dns_checks(base: &Report, slow: &Report) -> Vec<TruthCheck> {
     let d = dns_delay_us(slow) as f64;
-    if d == 0.0 || slow.config.delay_us != 0 {
-        return Vec::new();
-    }
-    let tolerance = DNS_TOLERANCE.0 * d + DNS_TOLERANCE.1;
     slow.runs
         .iter()
-        .filter(|r| r.addr_mode == "cached" || r.addr_mode == "uncached")
+        .filter(|r| matches!(r.addr_mode, AddrMode::Cached | AddrMode::Uncached))
         .filter_map(|r| {
-            let b = find(base, &r.transport, &r.addr_mode)
-                .or_else(|| find(base, &r.transport, "ip"))?;
-            let fresh = crate::transport::TransportKind::from_name(&r.transport)
-                .is_some_and(|k| !k.persistent());
-            let expected = if fresh && r.addr_mode == "uncached" {
+            let b = find(base, r.transport, r.addr_mode)
+                .or_else(|| find(base, r.transport, AddrMode::Ip))?;
+            let expected = if !r.transport.persistent() && r.addr_mode == AddrMode::Uncached {
                 d
             } else {
                 0.0
             };
             let rise = (r.latency_us?.mean - b.latency_us?.mean).round();
+            let noise = noise_us(b)?;
             Some(TruthCheck {
                 what: format!("DNS delay {d:.0} µs: {} ({})", r.transport, r.addr_mode),
-                expected: format!("+{expected:.0} µs ± {tolerance:.0}"),
+                expected: expected_text(expected, d, noise),
                 measured: format!("{rise:+.0} µs"),
-                pass: (rise - expected).abs() <= tolerance,
+                pass: (rise - expected).abs() <= tolerance(d, noise),
             })
         })
         .collect()
@@ -330,191 +505,32 @@ fn dns_checks(base: &Report, slow: &Report) -> Vec<TruthCheck> {
 /// Seed 004's cases with today's figure for each: by IP from the baseline; by host name
 /// under `system` (what PHP did) when measured, else `uncached`, preferring a run whose
 /// resolver was slow, as the seed's was.
-fn seed_rows(base: &Report, others: &[(PathBuf, Report)]) -> Vec<SeedRow> {
-    let slow = others
-        .iter()
-        .map(|(_, r)| r)
-        .find(|r| dns_delay_us(r) > 0 && r.config.delay_us == 0);
+fn seed_rows(base: &Report, others: &[&Report]) -> Vec<SeedRow> {
+    let slow = others.iter().copied().find(|r| slow_dns(r));
     SEED_004
         .iter()
         .map(|&(case, seed_ms, transport, by_name)| {
-            let (mode, today) = if by_name {
+            let (mode, today_ms) = if by_name {
                 let source = slow.unwrap_or(base);
-                ["system", "uncached", "cached"]
-                    .iter()
-                    .find_map(|m| find(source, transport, m).map(|r| (m.to_string(), mean_ms(r))))
-                    .unwrap_or(("-".into(), None))
+                [AddrMode::System, AddrMode::Uncached, AddrMode::Cached]
+                    .into_iter()
+                    .find_map(|m| find(source, transport, m).map(|r| (Some(m), mean_ms(r))))
+                    .unwrap_or((None, None))
             } else {
-                ("ip".into(), find(base, transport, "ip").and_then(mean_ms))
+                (
+                    Some(AddrMode::Ip),
+                    find(base, transport, AddrMode::Ip).and_then(mean_ms),
+                )
             };
             SeedRow {
                 case,
                 seed_ms,
                 transport,
                 mode,
-                today_ms: today,
+                today_ms,
             }
         })
         .collect()
-}
-
-/// Three to six sentences computed from the numbers: the answers people came for.
-fn findings(base: &Report, others: &[(PathBuf, Report)], peers: Option<&Peers>) -> Vec<String> {
-    let mut out = Vec::new();
-    let ip = |t: &str| find(base, t, "ip").and_then(mean_ms);
-    // 1. What a persistent connection saves.
-    let pairs = [
-        ("tcp", "tcp-connect"),
-        ("http-keepalive", "http-fresh"),
-        ("curl-reuse", "curl-fresh"),
-    ];
-    let saved: Vec<String> = pairs
-        .iter()
-        .filter_map(|(keep, fresh)| {
-            let (k, f) = (ip(keep)?, ip(fresh)?);
-            Some(format!(
-                "{keep} {k:.3} ms against {fresh} {f:.3} ms ({:.1}×)",
-                f / k
-            ))
-        })
-        .collect();
-    if !saved.is_empty() {
-        out.push(format!(
-            "Reusing a connection is the biggest win: per call, {}.",
-            saved.join("; ")
-        ));
-    }
-    // 2. What a name lookup costs, and what caching gives back.
-    let slow = others
-        .iter()
-        .map(|(_, r)| r)
-        .find(|r| dns_delay_us(r) > 0 && r.config.delay_us == 0);
-    for (report, note) in [(Some(base), String::new()), (slow, String::new())] {
-        let Some(report) = report else { continue };
-        let m = |t: &str, mode: &str| find(report, t, mode).and_then(mean_ms);
-        if let (Some(i), Some(u)) = (m("http-fresh", "ip"), m("http-fresh", "uncached")) {
-            let cached = m("http-fresh", "cached").map_or(String::new(), |c| {
-                format!(", and caching the answer (cached) brings it back to {c:.3} ms")
-            });
-            let resolver = if dns_delay_us(report) > 0 {
-                format!(
-                    " with a resolver that answers {:.0} ms late",
-                    dns_delay_us(report) as f64 / 1e3
-                )
-            } else {
-                " with the resolver next door".to_string()
-            };
-            out.push(format!(
-                "An uncached name lookup on every new connection costs {:.3} ms per call{resolver}{note}: http-fresh takes {u:.3} ms by name against {i:.3} ms by IP{cached}; persistent transports pay it once per connection.",
-                u - i
-            ));
-        }
-    }
-    // 3. Which transport to pick.
-    let ok_runs: Vec<&RunRecord> = base
-        .runs
-        .iter()
-        .filter(|r| r.failed() == 0 && r.addr_mode == "ip")
-        .collect();
-    let best = ok_runs
-        .iter()
-        .filter_map(|r| Some((*r, r.latency_us?)))
-        .min_by(|a, b| a.1.mean.total_cmp(&b.1.mean));
-    let best_http = ok_runs
-        .iter()
-        .filter(|r| r.transport != "tcp" && r.transport != "tcp-connect")
-        .filter_map(|r| Some((*r, r.latency_us?)))
-        .min_by(|a, b| a.1.mean.total_cmp(&b.1.mean));
-    if let (Some((b, bl)), Some((h, hl))) = (best, best_http) {
-        out.push(format!(
-            "For this pair of hosts, pick {} (mean {:.3} ms, p99 {:.3} ms) when you own both ends; if it must be HTTP, {} (mean {:.3} ms, p99 {:.3} ms), with a connection kept per worker.",
-            b.transport,
-            bl.mean / 1e3,
-            bl.p99 / 1e3,
-            h.transport,
-            hl.mean / 1e3,
-            hl.p99 / 1e3
-        ));
-    }
-    // 4. Client CPU per call.
-    let cpu: Vec<(String, f64)> = base
-        .runs
-        .iter()
-        .filter(|r| r.addr_mode == "ip" && r.calls > 0)
-        .map(|r| {
-            (
-                r.transport.clone(),
-                (r.cpu_user_s + r.cpu_sys_s) / r.calls as f64 * 1e6,
-            )
-        })
-        .collect();
-    if let (Some(lo), Some(hi)) = (
-        cpu.iter().min_by(|a, b| a.1.total_cmp(&b.1)),
-        cpu.iter().max_by(|a, b| a.1.total_cmp(&b.1)),
-    ) {
-        out.push(format!(
-            "Client CPU per call ranges from {:.1} µs ({}) to {:.1} µs ({}).",
-            lo.1, lo.0, hi.1, hi.0
-        ));
-    }
-    // 5. Lost calls, over every input.
-    let all: Vec<&RunRecord> = std::iter::once(base)
-        .chain(others.iter().map(|(_, r)| r))
-        .flat_map(|r| r.runs.iter())
-        .collect();
-    let calls: u64 = all.iter().map(|r| r.calls).sum();
-    let failed: Vec<String> = all
-        .iter()
-        .filter(|r| r.failed() > 0)
-        .map(|r| {
-            format!(
-                "{} ({}) {} of {}",
-                r.transport,
-                r.addr_mode,
-                r.failed(),
-                r.calls
-            )
-        })
-        .collect();
-    if failed.is_empty() {
-        out.push(format!(
-            "No call was lost: all {calls} measured calls came back with their own bytes."
-        ));
-    } else {
-        out.push(format!(
-            "Calls failed: {} (of {calls} measured calls in all); see the tables for their kinds.",
-            failed.join(", ")
-        ));
-    }
-    // 6. Peers.
-    if let Some(p) = peers {
-        let ratios: Vec<(&PeerEntry, f64)> = p
-            .entries
-            .iter()
-            .map(|e| (e, e.rpcbench_mean_us / e.peer_mean_us))
-            .collect();
-        let over: Vec<String> = ratios
-            .iter()
-            .filter(|(_, r)| *r > PEER_RATIO_LIMIT)
-            .map(|(e, r)| format!("{} {r:.2}× {}", e.transport, e.peer))
-            .collect();
-        let worst = ratios.iter().max_by(|a, b| a.1.total_cmp(&b.1));
-        if let Some((e, ratio)) = worst {
-            out.push(if over.is_empty() {
-                format!(
-                    "Against established tools on the same placement ({}), rpcbench is at worst {ratio:.2}× the peer ({} against {}), so these figures measure the network and the stacks, not rpcbench.",
-                    p.placement, e.transport, e.peer
-                )
-            } else {
-                format!(
-                    "Against established tools on the same placement ({}), rpcbench is above the {PEER_RATIO_LIMIT}× limit for {}: there, part of the figure is rpcbench's own overhead.",
-                    p.placement,
-                    over.join(", ")
-                )
-            });
-        }
-    }
-    out
 }
 
 /// Reads inputs and writes the report; used by `rpcbench report`.
@@ -531,4 +547,33 @@ pub fn build_from_files(
     let site = Site::build(inputs, peers)?;
     site.write(dir)?;
     Ok(site)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_of_round_means() {
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[3.0]), Some(3.0));
+        assert_eq!(median(&[5.0, 1.0, 3.0]), Some(3.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        let pair = PeerPair {
+            transport: TransportKind::Tcp,
+            peer: "sockperf ping-pong".into(),
+            command: String::new(),
+            rpcbench_round_means_us: vec![16.0, 30.0, 15.0],
+            peer_round_means_us: vec![10.0, 12.0, 100.0],
+        };
+        // One disturbed round on each side does not decide: 16 / 12.
+        assert_eq!(pair.ratio(), Some(16.0 / 12.0));
+        assert_eq!(pair.within_limit(), Some(16.0 / 12.0 <= PEER_RATIO_LIMIT));
+    }
+
+    #[test]
+    fn margins_grow_with_the_reference_noise() {
+        assert_eq!(tolerance(20_000.0, 0.0), 1_000.0);
+        assert_eq!(tolerance(20_000.0, 250.0), 1_250.0);
+    }
 }

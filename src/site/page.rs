@@ -3,7 +3,7 @@
 
 use super::svg::esc;
 use super::{PEER_RATIO_LIMIT, Site};
-use crate::render::{self, Format};
+use crate::render::{self, Format, Grid, RenderOptions, units};
 use crate::report::Report;
 use std::fmt::Write;
 
@@ -55,16 +55,17 @@ pub fn markdown(site: &Site) -> String {
             s.case,
             s.seed_ms,
             s.transport,
-            s.mode,
-            s.today_ms.map_or("-".into(), |m| format!("{m:.3}"))
+            seed_mode(s),
+            seed_today(s)
         );
     }
+    let _ = writeln!(out, "\n## Truth checks\n");
+    let _ = writeln!(
+        out,
+        "Expected against measured: an injected delay must come back within {}. The report's exit status is 1 when one fails.\n",
+        check_margin()
+    );
     if !site.checks.is_empty() {
-        let _ = writeln!(out, "\n## Truth checks\n");
-        let _ = writeln!(
-            out,
-            "Expected against measured. Peers: rpcbench must be within {PEER_RATIO_LIMIT}× of an established tool measuring the same thing.\n"
-        );
         let _ = writeln!(out, "| check | expected | measured | pass |");
         let _ = writeln!(out, "| --- | --- | --- | --- |");
         for c in &site.checks {
@@ -78,6 +79,29 @@ pub fn markdown(site: &Site) -> String {
             );
         }
     }
+    if !site.not_run.is_empty() {
+        let _ = writeln!(out);
+        for n in &site.not_run {
+            let _ = writeln!(out, "- not run: {}: {}", n.check, n.reason);
+        }
+    }
+    let _ = writeln!(out, "\n## Peers\n");
+    match &site.peers {
+        None => {
+            let _ = writeln!(out, "{NO_PEERS}");
+        }
+        Some(p) => {
+            let _ = writeln!(out, "{}\n", peers_intro(&p.placement));
+            let _ = writeln!(
+                out,
+                "| transport | peer | rpcbench µs | peer µs | ratio | rounds | within {PEER_RATIO_LIMIT}× |"
+            );
+            let _ = writeln!(out, "| --- | --- | ---: | ---: | ---: | ---: | --- |");
+            for row in peer_rows(site) {
+                let _ = writeln!(out, "| {} |", row.join(" | "));
+            }
+        }
+    }
     let _ = writeln!(out, "\n## Environment\n");
     out.push_str(&environment(b));
     let _ = writeln!(out, "\n## Commands\n\n```sh");
@@ -85,7 +109,7 @@ pub fn markdown(site: &Site) -> String {
         let _ = writeln!(out, "{}", r.command.join(" "));
     }
     if let Some(p) = &site.peers {
-        for e in &p.entries {
+        for e in &p.pairs {
             let _ = writeln!(out, "{}", e.command);
         }
     }
@@ -93,11 +117,66 @@ pub fn markdown(site: &Site) -> String {
     out
 }
 
+/// How the margin of a truth check is made, as the report states it.
+fn check_margin() -> String {
+    format!(
+        "{:.0}% of the delay plus the noise of the reference run (its p99 − p50 for the same transport and mode)",
+        super::DELAY_SHARE * 100.0
+    )
+}
+
+/// What the peers section says without `--peers`.
+const NO_PEERS: &str =
+    "Not measured: no `--peers` file among the inputs (`report/peers.sh --json FILE` writes one).";
+
+/// The opening of the peers section.
+fn peers_intro(placement: &str) -> String {
+    format!(
+        "rpcbench beside established tools measuring the same thing, on the same placement ({placement}). Each figure is the median of its round means; a pair is within the limit when rpcbench's median is at most {PEER_RATIO_LIMIT}× the peer's. These are benchmarks, not checks: host noise moves them, and they do not set the exit status."
+    )
+}
+
+/// The peers table's rows, as text cells.
+fn peer_rows(site: &Site) -> Vec<Vec<String>> {
+    let us = |v: Option<f64>| v.map_or("-".into(), |v| units::Unit::Micros.format(v));
+    site.peers
+        .iter()
+        .flat_map(|p| &p.pairs)
+        .map(|e| {
+            vec![
+                e.transport.to_string(),
+                e.peer.clone(),
+                us(e.rpcbench_us()),
+                us(e.peer_us()),
+                e.ratio()
+                    .map_or("-".into(), |r| format!("{}×", units::ratio(r))),
+                e.rpcbench_round_means_us.len().to_string(),
+                match e.within_limit() {
+                    Some(true) => "yes".into(),
+                    Some(false) => "no".into(),
+                    None => "-".into(),
+                },
+            ]
+        })
+        .collect()
+}
+
+/// The mode of a seed row's figure, `-` when none was measured.
+fn seed_mode(s: &super::SeedRow) -> String {
+    s.mode.map_or("-".into(), |m| m.to_string())
+}
+
+/// Today's figure of a seed row, in ms like the seed's.
+fn seed_today(s: &super::SeedRow) -> String {
+    s.today_ms
+        .map_or("-".into(), |m| units::Unit::Millis.format(m * 1e3))
+}
+
 /// The client's markdown tables for one report.
 fn tables(r: &Report) -> String {
     let mut buf = Vec::new();
     // Writing into a Vec cannot fail.
-    let _ = render::render(r, Format::Markdown, &mut buf);
+    let _ = render::render(r, Format::Markdown, &RenderOptions::WIDE, &mut buf);
     String::from_utf8_lossy(&buf).into_owned()
 }
 
@@ -142,6 +221,14 @@ fn placement(r: &Report) -> String {
     format!("placement: {how}")
 }
 
+/// An address family as the command line spells it (`4`, `6`, `any`).
+fn family(f: crate::resolve::Family) -> String {
+    use clap::ValueEnum;
+    f.to_possible_value()
+        .map_or_else(String::new, |v| v.get_name().to_string())
+}
+
+/// The client, the server, the DNS responder and the settings, as a list.
 fn environment(r: &Report) -> String {
     let e = &r.environment;
     let mut out = String::new();
@@ -180,7 +267,13 @@ fn environment(r: &Report) -> String {
     let _ = writeln!(
         out,
         "- {} calls per transport and mode after {} warm-up calls, {} worker(s), payload {} B, {} round(s), family {}, resolver {}",
-        c.calls, c.warmup, c.concurrency, c.payload_bytes, c.rounds, c.family, c.resolver
+        c.calls,
+        c.warmup,
+        c.concurrency,
+        c.payload_bytes,
+        c.rounds,
+        family(c.family),
+        c.resolver
     );
     out
 }
@@ -232,15 +325,20 @@ pub fn html(site: &Site) -> String {
             esc(s.case),
             s.seed_ms,
             s.transport,
-            esc(&s.mode),
-            s.today_ms.map_or("-".into(), |m| format!("{m:.3}"))
+            seed_mode(s),
+            seed_today(s)
         );
     }
     out.push_str("</table>\n");
+    let _ = writeln!(
+        out,
+        "<h2>Truth checks</h2><p>Expected against measured: an injected delay must come back within {}. The report's exit status is 1 when one fails.</p>",
+        esc(&check_margin())
+    );
     if !site.checks.is_empty() {
         let _ = writeln!(
             out,
-            "<h2>Truth checks</h2><table><tr><th>check</th><th>expected</th><th>measured</th><th>pass</th></tr>"
+            "<table><tr><th>check</th><th>expected</th><th>measured</th><th>pass</th></tr>"
         );
         for c in &site.checks {
             let _ = writeln!(
@@ -255,6 +353,41 @@ pub fn html(site: &Site) -> String {
         }
         out.push_str("</table>\n");
     }
+    if !site.not_run.is_empty() {
+        out.push_str("<ul>");
+        for n in &site.not_run {
+            let _ = write!(out, "<li>not run: {}: {}</li>", n.check, esc(&n.reason));
+        }
+        out.push_str("</ul>\n");
+    }
+    out.push_str("<h2>Peers</h2>\n");
+    match &site.peers {
+        None => {
+            let _ = writeln!(out, "<p>{}</p>", esc(NO_PEERS));
+        }
+        Some(p) => {
+            let _ = writeln!(out, "<p>{}</p>", esc(&peers_intro(&p.placement)));
+            let headers: Vec<String> = [
+                "transport",
+                "peer",
+                "rpcbench µs",
+                "peer µs",
+                "ratio",
+                "rounds",
+            ]
+            .iter()
+            .map(|h| h.to_string())
+            .chain(std::iter::once(format!("within {PEER_RATIO_LIMIT}×")))
+            .collect();
+            html_table(
+                &mut out,
+                &Grid {
+                    headers,
+                    rows: peer_rows(site),
+                },
+            );
+        }
+    }
     let _ = writeln!(
         out,
         "<h2>Environment</h2><pre>{}</pre>",
@@ -265,7 +398,7 @@ pub fn html(site: &Site) -> String {
         let _ = writeln!(out, "{}", esc(&r.command.join(" ")));
     }
     if let Some(p) = &site.peers {
-        for e in &p.entries {
+        for e in &p.pairs {
             let _ = writeln!(out, "{}", esc(&e.command));
         }
     }
@@ -273,25 +406,23 @@ pub fn html(site: &Site) -> String {
     out
 }
 
+/// One report's summary and phase tables, and its failed calls, in HTML.
 fn html_tables(out: &mut String, r: &Report) {
-    let headers: Vec<String> = render::SUMMARY_HEADERS
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    html_table(out, &headers, &render::summary_rows(r));
-    html_table(out, &render::phase_headers(), &render::phase_rows(r));
+    html_table(out, &render::summary_grid(r, &RenderOptions::WIDE));
+    html_table(out, &render::phase_grid(r, &RenderOptions::WIDE));
     for line in render::problem_lines(r) {
         let _ = writeln!(out, "<p class=\"fail\">{}</p>", esc(&line));
     }
 }
 
-fn html_table(out: &mut String, headers: &[String], rows: &[Vec<String>]) {
+/// One grid as an HTML table, every cell escaped.
+fn html_table(out: &mut String, grid: &Grid) {
     out.push_str("<table><tr>");
-    for h in headers {
+    for h in &grid.headers {
         let _ = write!(out, "<th>{}</th>", esc(h));
     }
     out.push_str("</tr>\n");
-    for row in rows {
+    for row in &grid.rows {
         out.push_str("<tr>");
         for c in row {
             let _ = write!(out, "<td>{}</td>", esc(c));

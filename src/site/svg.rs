@@ -6,6 +6,7 @@
 
 use crate::measure::Phase;
 use crate::report::RunRecord;
+use crate::resolve::AddrMode;
 use crate::transport::TransportKind;
 use std::fmt::Write;
 
@@ -31,19 +32,20 @@ const PHASE_COLOURS: [(&str, &str); 5] = [
 ];
 
 /// The colour of a transport, the same in every chart.
-pub fn transport_colour(name: &str) -> &'static str {
-    TransportKind::from_name(name)
-        .and_then(|k| TransportKind::ALL.iter().position(|&x| x == k))
+pub fn transport_colour(kind: TransportKind) -> &'static str {
+    TransportKind::ALL
+        .iter()
+        .position(|&x| x == kind)
         .map_or("#555555", |i| COLOURS[i])
 }
 
 /// The dash pattern of an address mode, the same in every chart.
-pub fn mode_dash(mode: &str) -> &'static str {
+pub fn mode_dash(mode: AddrMode) -> &'static str {
     match mode {
-        "system" => "7 3",
-        "cached" => "2 3",
-        "uncached" => "9 3 2 3",
-        _ => "none",
+        AddrMode::Ip => "none",
+        AddrMode::System => "7 3",
+        AddrMode::Cached => "2 3",
+        AddrMode::Uncached => "9 3 2 3",
     }
 }
 
@@ -223,8 +225,8 @@ fn legend(out: &mut String, entries: &[(String, &str, &str, bool)]) {
 
 /// A run's label: transport, and the address mode when it is not `ip`.
 fn label(r: &RunRecord) -> String {
-    if r.addr_mode == "ip" {
-        r.transport.clone()
+    if r.addr_mode == AddrMode::Ip {
+        r.transport.to_string()
     } else {
         format!("{} ({})", r.transport, r.addr_mode)
     }
@@ -292,8 +294,8 @@ pub fn percentile_curves(runs: &[&RunRecord]) -> String {
         if r.percentiles_us.is_empty() {
             continue;
         }
-        let colour = transport_colour(&r.transport);
-        let dash = mode_dash(&r.addr_mode);
+        let colour = transport_colour(r.transport);
+        let dash = mode_dash(r.addr_mode);
         let points: Vec<String> = r
             .percentiles_us
             .iter()
@@ -336,7 +338,7 @@ pub fn mean_p99(runs: &[&RunRecord]) -> String {
     x_axis(&mut out, &xa, y0, y1, "latency (ms, log scale)", &ticks);
     for (i, r) in runs.iter().enumerate() {
         let y = y0 + 10.0 + row * (i as f64 + 0.5);
-        let colour = transport_colour(&r.transport);
+        let colour = transport_colour(r.transport);
         let _ = write!(
             out,
             r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
@@ -350,7 +352,7 @@ pub fn mean_p99(runs: &[&RunRecord]) -> String {
                 out,
                 r#"<g class="series" data-run="{}"><line x1="{xm:.1}" y1="{y:.1}" x2="{xp:.1}" y2="{y:.1}" stroke="{colour}" stroke-width="2" stroke-dasharray="{}"/><line x1="{xp:.1}" y1="{:.1}" x2="{xp:.1}" y2="{:.1}" stroke="{colour}" stroke-width="2"/><circle cx="{xm:.1}" cy="{y:.1}" r="5" fill="{colour}"/></g>"#,
                 esc(&label(r)),
-                mode_dash(&r.addr_mode),
+                mode_dash(r.addr_mode),
                 y - 5.0,
                 y + 5.0
             );
@@ -358,18 +360,19 @@ pub fn mean_p99(runs: &[&RunRecord]) -> String {
     }
     let entries: Vec<_> = unique_transports(runs)
         .into_iter()
-        .map(|t| (t.clone(), transport_colour(&t), "none", true))
+        .map(|t| (t.to_string(), transport_colour(t), "none", true))
         .collect();
     legend(&mut out, &entries);
     out.push_str("</svg>");
     out
 }
 
-fn unique_transports(runs: &[&RunRecord]) -> Vec<String> {
-    let mut seen: Vec<String> = Vec::new();
+/// The transports among `runs`, each once, in the order they first appear.
+fn unique_transports(runs: &[&RunRecord]) -> Vec<TransportKind> {
+    let mut seen: Vec<TransportKind> = Vec::new();
     for r in runs {
         if !seen.contains(&r.transport) {
-            seen.push(r.transport.clone());
+            seen.push(r.transport);
         }
     }
     seen
@@ -408,7 +411,7 @@ pub fn phase_stack(runs: &[&RunRecord]) -> String {
             r#"<rect x="{}" y="{:.1}" width="8" height="14" fill="{}"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
             LEFT - 14.0,
             y + 2.0,
-            transport_colour(&r.transport),
+            transport_colour(r.transport),
             LEFT - 18.0,
             y + 13.0,
             esc(&label(r))
@@ -474,27 +477,27 @@ pub fn phase_segments(r: &RunRecord) -> Vec<(&'static str, &'static str, f64)> {
 
 /// What each address mode adds to a call over mode `ip`, per transport: grouped bars.
 pub fn dns_overhead(runs: &[&RunRecord]) -> String {
-    let modes: Vec<String> = {
-        let mut m: Vec<String> = Vec::new();
+    let modes: Vec<AddrMode> = {
+        let mut m: Vec<AddrMode> = Vec::new();
         for r in runs {
-            if r.addr_mode != "ip" && !m.contains(&r.addr_mode) {
-                m.push(r.addr_mode.clone());
+            if r.addr_mode != AddrMode::Ip && !m.contains(&r.addr_mode) {
+                m.push(r.addr_mode);
             }
         }
         m
     };
     let transports = unique_transports(runs);
-    let mean = |t: &str, mode: &str| {
+    let mean = |t: TransportKind, mode: AddrMode| {
         runs.iter()
             .find(|r| r.transport == t && r.addr_mode == mode)
             .and_then(|r| r.latency_us)
             .map(|l| l.mean / 1e3)
     };
     let mut bars = Vec::new();
-    for mode in &modes {
-        for t in &transports {
-            if let (Some(m), Some(ip)) = (mean(t, mode), mean(t, "ip")) {
-                bars.push((mode.clone(), t.clone(), m - ip));
+    for &mode in &modes {
+        for &t in &transports {
+            if let (Some(m), Some(ip)) = (mean(t, mode), mean(t, AddrMode::Ip)) {
+                bars.push((mode, t, m - ip));
             }
         }
     }
@@ -524,19 +527,19 @@ pub fn dns_overhead(runs: &[&RunRecord]) -> String {
         &ticks,
     );
     let mut y = y0 + 8.0;
-    let mut last_mode = String::new();
-    for (mode, t, delta) in &bars {
-        if *mode != last_mode {
+    let mut last_mode = None;
+    for &(mode, t, delta) in &bars {
+        if Some(mode) != last_mode {
             let _ = write!(
                 out,
                 r#"<text x="8" y="{:.1}" font-weight="bold">{}</text>"#,
                 y + 10.0,
-                esc(mode)
+                mode
             );
-            last_mode = mode.clone();
+            last_mode = Some(mode);
             y += 12.0;
         }
-        let (xa0, xa1) = (xa.px(0.0), xa.px(*delta));
+        let (xa0, xa1) = (xa.px(0.0), xa.px(delta));
         let (x, w) = if xa1 >= xa0 {
             (xa0, xa1 - xa0)
         } else {
@@ -547,21 +550,21 @@ pub fn dns_overhead(runs: &[&RunRecord]) -> String {
             r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text><rect class="series" data-run="{} ({})" x="{x:.1}" y="{:.1}" width="{:.1}" height="12" fill="{}"><title>{} under {}: {:+.3} ms</title></rect>"#,
             LEFT - 8.0,
             y + 10.0,
-            esc(t),
-            esc(t),
-            esc(mode),
+            t,
+            t,
+            mode,
             y + 1.0,
             w.max(1.0),
             transport_colour(t),
-            esc(t),
-            esc(mode),
+            t,
+            mode,
             delta
         );
         y += row;
     }
     let entries: Vec<_> = transports
         .iter()
-        .map(|t| (t.clone(), transport_colour(t), "none", true))
+        .map(|&t| (t.to_string(), transport_colour(t), "none", true))
         .collect();
     legend(&mut out, &entries);
     out.push_str("</svg>");

@@ -1,0 +1,322 @@
+//! The findings: three to six plain sentences computed from the numbers, the answers people
+//! came for. One function for both places they appear: after the tables of a run
+//! (`rpcbench`, from that run alone) and at the top of `rpcbench report` (from every input).
+
+use super::{PEER_RATIO_LIMIT, PeerPair, Peers, dns_delay_us, find, slow_dns};
+use crate::render::units::{duration, ratio};
+use crate::report::{Report, RunRecord};
+use crate::resolve::AddrMode;
+use crate::transport::TransportKind;
+
+/// The sentences for `base`, with `others` (more runs: a slow resolver, a delay) and
+/// `peers` adding what they can. A sentence whose figures are missing is left out.
+pub fn findings(base: &Report, others: &[&Report], peers: Option<&Peers>) -> Vec<String> {
+    let mut out = Vec::new();
+    out.extend(reuse(base));
+    let slow = others.iter().copied().find(|r| slow_dns(r));
+    for report in std::iter::once(base).chain(slow) {
+        out.extend(name_lookup(report));
+    }
+    out.extend(pick(base));
+    out.extend(cpu(base));
+    out.push(lost(base, others));
+    out.extend(peers.and_then(peer_sentence));
+    out
+}
+
+/// The mean of `transport` by IP in `report`, µs.
+fn ip_mean(report: &Report, transport: TransportKind) -> Option<f64> {
+    mean(report, transport, AddrMode::Ip)
+}
+
+/// The mean of `transport` under `mode` in `report`, µs.
+fn mean(report: &Report, transport: TransportKind, mode: AddrMode) -> Option<f64> {
+    Some(find(report, transport, mode)?.latency_us?.mean)
+}
+
+/// What a persistent connection saves, for each persistent transport and its fresh twin.
+fn reuse(base: &Report) -> Option<String> {
+    let pairs = TransportKind::ALL
+        .into_iter()
+        .filter(|k| k.persistent())
+        .filter_map(|keep| Some((keep, fresh_twin(keep)?)));
+    let saved: Vec<String> = pairs
+        .filter_map(|(keep, fresh)| {
+            let (k, f) = (ip_mean(base, keep)?, ip_mean(base, fresh)?);
+            Some(format!(
+                "{keep} {} against {fresh} {} ({}×)",
+                duration(k),
+                duration(f),
+                ratio(f / k)
+            ))
+        })
+        .collect();
+    (!saved.is_empty()).then(|| {
+        format!(
+            "Reusing a connection is the biggest win: per call, {}.",
+            saved.join("; ")
+        )
+    })
+}
+
+/// The transport that makes the same call on a new connection each time.
+fn fresh_twin(keep: TransportKind) -> Option<TransportKind> {
+    TransportKind::ALL
+        .into_iter()
+        .find(|&k| !k.persistent() && k.is_http() == keep.is_http() && curl(k) == curl(keep))
+}
+
+/// True for the libcurl transports, which pair with each other rather than with hyper's.
+fn curl(k: TransportKind) -> bool {
+    matches!(k, TransportKind::CurlReuse | TransportKind::CurlFresh)
+}
+
+/// What an uncached name lookup costs a fresh HTTP call, and what caching gives back.
+fn name_lookup(report: &Report) -> Option<String> {
+    let t = TransportKind::HttpFresh;
+    let i = mean(report, t, AddrMode::Ip)?;
+    let u = mean(report, t, AddrMode::Uncached)?;
+    let cached = mean(report, t, AddrMode::Cached).map_or(String::new(), |c| {
+        format!(
+            ", and caching the answer (cached) brings it back to {}",
+            duration(c)
+        )
+    });
+    let resolver = match dns_delay_us(report) {
+        0 => " with the resolver next door".to_string(),
+        late => format!(
+            " with a resolver that answers {} late",
+            duration(late as f64)
+        ),
+    };
+    Some(format!(
+        "An uncached name lookup on every new connection costs {} per call{resolver}: {t} takes {} by name against {} by IP{cached}; persistent transports pay it once per connection.",
+        duration(u - i),
+        duration(u),
+        duration(i)
+    ))
+}
+
+/// Which transport to pick, and which if it must be HTTP: the lowest mean by IP among
+/// runs that lost nothing.
+fn pick(base: &Report) -> Option<String> {
+    let best = |http_only: bool| {
+        base.runs
+            .iter()
+            .filter(|r| r.failed() == 0 && r.addr_mode == AddrMode::Ip)
+            .filter(|r| !http_only || r.transport.is_http())
+            .filter_map(|r| Some((r, r.latency_us?)))
+            .min_by(|a, b| a.1.mean.total_cmp(&b.1.mean))
+    };
+    let ((b, bl), (h, hl)) = (best(false)?, best(true)?);
+    Some(format!(
+        "For this pair of hosts, pick {} (mean {}, p99 {}) when you own both ends; if it must be HTTP, {} (mean {}, p99 {}), with a connection kept per worker.",
+        b.transport,
+        duration(bl.mean),
+        duration(bl.p99),
+        h.transport,
+        duration(hl.mean),
+        duration(hl.p99)
+    ))
+}
+
+/// The range of client CPU time per call.
+fn cpu(base: &Report) -> Option<String> {
+    let per_call: Vec<(TransportKind, f64)> = base
+        .runs
+        .iter()
+        .filter(|r| r.addr_mode == AddrMode::Ip && r.calls > 0)
+        .map(|r| {
+            (
+                r.transport,
+                (r.cpu_user_s + r.cpu_sys_s) / r.calls as f64 * 1e6,
+            )
+        })
+        .collect();
+    let lo = per_call.iter().min_by(|a, b| a.1.total_cmp(&b.1))?;
+    let hi = per_call.iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
+    Some(format!(
+        "Client CPU per call ranges from {} ({}) to {} ({}).",
+        duration(lo.1),
+        lo.0,
+        duration(hi.1),
+        hi.0
+    ))
+}
+
+/// Lost calls, over every input.
+fn lost(base: &Report, others: &[&Report]) -> String {
+    let all: Vec<&RunRecord> = std::iter::once(base)
+        .chain(others.iter().copied())
+        .flat_map(|r| r.runs.iter())
+        .collect();
+    let calls: u64 = all.iter().map(|r| r.calls).sum();
+    let failed: Vec<String> = all
+        .iter()
+        .filter(|r| r.failed() > 0)
+        .map(|r| {
+            format!(
+                "{} ({}) {} of {}",
+                r.transport,
+                r.addr_mode,
+                r.failed(),
+                r.calls
+            )
+        })
+        .collect();
+    if failed.is_empty() {
+        format!("No call was lost: all {calls} measured calls came back with their own bytes.")
+    } else {
+        format!(
+            "Calls failed: {} (of {calls} measured calls in all); see the tables for their kinds.",
+            failed.join(", ")
+        )
+    }
+}
+
+/// rpcbench beside established tools: at worst how far from them, or where above the limit.
+fn peer_sentence(p: &Peers) -> Option<String> {
+    let ratios: Vec<(&PeerPair, f64)> = p
+        .pairs
+        .iter()
+        .filter_map(|e| Some((e, e.ratio()?)))
+        .collect();
+    let over: Vec<String> = ratios
+        .iter()
+        .filter(|(_, r)| *r > PEER_RATIO_LIMIT)
+        .map(|(e, r)| format!("{} {}× {}", e.transport, ratio(*r), e.peer))
+        .collect();
+    let (e, worst) = ratios.iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
+    Some(if over.is_empty() {
+        format!(
+            "Against established tools on the same placement ({}), rpcbench is at worst {}× the peer ({} against {}), so these figures measure the network and the stacks, not rpcbench.",
+            p.placement,
+            ratio(*worst),
+            e.transport,
+            e.peer
+        )
+    } else {
+        format!(
+            "Against established tools on the same placement ({}), rpcbench is above the {PEER_RATIO_LIMIT}× limit for {}: there, part of the figure is rpcbench's own overhead (a benchmark, not a check: host noise moves it).",
+            p.placement,
+            over.join(", ")
+        )
+    })
+}
+
+/// The CPUs of a `Cpus_allowed_list` (`0`, `0-1`, `0,2-3`); 0 when it cannot be read.
+fn cpu_count(list: &str) -> usize {
+    list.split(',')
+        .filter(|part| !part.trim().is_empty())
+        .map(|part| match part.trim().split_once('-') {
+            Some((lo, hi)) => match (lo.parse::<usize>(), hi.parse::<usize>()) {
+                (Ok(lo), Ok(hi)) if hi >= lo => hi - lo + 1,
+                _ => 0,
+            },
+            None => usize::from(part.trim().parse::<usize>().is_ok()),
+        })
+        .sum()
+}
+
+/// The CPU both sides are pinned to when the advice is taken: the first, present on every
+/// machine.
+const PIN_CPU: usize = 0;
+
+/// One line when the run was not pinned, with the command that pins it: unpinned, client
+/// and server threads wake on whichever core is free, and on a small VM a round trip across
+/// two cores costs many times one on a single core (README, "Pin both sides").
+pub fn pinning_advice(report: &Report) -> Option<String> {
+    let client_free = cpu_count(&report.environment.cpu_affinity) > 1;
+    let server_free = report
+        .server
+        .as_ref()
+        .is_some_and(|s| cpu_count(&s.settings.cpu_affinity) > 1);
+    let embedded = report.target.starts_with("embedded");
+    let command = shell_words(&report.command);
+    let pinned = format!("taskset -c {PIN_CPU} {command}");
+    if embedded && client_free {
+        // The embedded server runs in the client's process: one taskset pins both.
+        Some(format!(
+            "not pinned: client and server may run on different cores; pin both: {pinned}"
+        ))
+    } else if !embedded && (client_free || server_free) {
+        let which = match (client_free, server_free) {
+            (true, true) => "neither client nor server was pinned",
+            (true, false) => "the client was not pinned",
+            _ => "the server was not pinned",
+        };
+        Some(format!(
+            "not pinned: {which}; pin both: {pinned} here, and start the server as taskset -c {PIN_CPU} rpcbench-echo ... on its host"
+        ))
+    } else {
+        None
+    }
+}
+
+/// A command line as one shell line, quoting the words that need it.
+fn shell_words(words: &[String]) -> String {
+    let safe = |w: &str| {
+        !w.is_empty()
+            && w.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_./:=@%,+-".contains(c))
+    };
+    words
+        .iter()
+        .map(|w| {
+            if safe(w) {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(cpu_count("0"), 1);
+        assert_eq!(cpu_count("0-1"), 2);
+        assert_eq!(cpu_count("0,2-3"), 3);
+        assert_eq!(cpu_count(""), 0);
+    }
+
+    #[test]
+    fn twins() {
+        assert_eq!(
+            fresh_twin(TransportKind::Tcp),
+            Some(TransportKind::TcpConnect)
+        );
+        assert_eq!(
+            fresh_twin(TransportKind::HttpKeepalive),
+            Some(TransportKind::HttpFresh)
+        );
+        assert_eq!(
+            fresh_twin(TransportKind::CurlReuse),
+            Some(TransportKind::CurlFresh)
+        );
+    }
+
+    #[test]
+    fn commands_are_quoted_for_the_shell() {
+        let words: Vec<String> = [
+            "rpcbench",
+            "-n",
+            "50",
+            "--transports",
+            "tcp,http-fresh",
+            "a b",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(
+            shell_words(&words),
+            "rpcbench -n 50 --transports tcp,http-fresh 'a b'"
+        );
+    }
+}
