@@ -3,6 +3,7 @@
 //! Map of the crate, one line per module:
 //!
 //! - [`wire`]: the raw TCP protocol, length-prefixed postcard frames, and the reply pattern.
+//! - [`host`]: facts of the machine this process runs on (name, kernel, CPUs, pinning).
 //! - [`server`]: the echo server, one file per listener (`tcp.rs`, `http.rs`) and its counters.
 //! - [`transport`]: the client transports, one file each, behind one small trait.
 //! - [`runner`]: the load engine: workers, warm-up, timing, verification, counting.
@@ -19,6 +20,7 @@
 
 pub mod cli;
 pub mod compare;
+pub mod host;
 pub mod measure;
 pub mod render;
 pub mod report;

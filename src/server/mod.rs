@@ -75,7 +75,7 @@ impl ServerConfig {
     fn settings(&self) -> stats::ServerSettings {
         stats::ServerSettings {
             version: env!("CARGO_PKG_VERSION").to_string(),
-            cpu_affinity: crate::report::cpu_affinity(),
+            cpu_affinity: crate::host::cpu_affinity(),
             max_frame: self.max_frame,
             max_delay_us: self.max_delay.as_micros() as u64,
             max_connections: self.max_connections,
