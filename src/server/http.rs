@@ -6,7 +6,7 @@
 use super::Shared;
 use super::registry::Registry;
 use super::stats::{Reject, Stats};
-use crate::wire;
+use crate::wire::{self, SEQ_HEADER};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Body as _, Incoming};
@@ -27,27 +27,10 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 
-/// The header a client puts its sequence number in; the server copies it to the reply.
-pub const SEQ_HEADER: &str = "x-rpcbench-seq";
-
 /// [`SEQ_HEADER`] as a header name, so lookups and inserts skip parsing the string.
 static SEQ_NAME: HeaderName = HeaderName::from_static(SEQ_HEADER);
 /// The reply header carrying the server's time for the request, `app;dur=<ms>`.
 static SERVER_TIMING: HeaderName = HeaderName::from_static("server-timing");
-
-/// Longest reply served from [`PATTERN`] without allocating.
-const STATIC_PATTERN_MAX: usize = 64 * 1024;
-
-/// Byte `j` is `j mod 256`, so `PATTERN[seq % 256..][..n]` is exactly `wire::pattern(seq, n)`.
-static PATTERN: [u8; 256 + STATIC_PATTERN_MAX] = {
-    let mut p = [0u8; 256 + STATIC_PATTERN_MAX];
-    let mut i = 0;
-    while i < p.len() {
-        p[i] = i as u8;
-        i += 1;
-    }
-    p
-};
 
 /// How often an HTTP connection checks whether it has been idle too long. A tenth of the
 /// timeout keeps the overshoot small without waking often: a connection is closed when
@@ -429,16 +412,16 @@ async fn echo(
     Ok(resp)
 }
 
-/// `n` bytes of the reply pattern for `seq`: a slice of [`PATTERN`] when it is short
-/// enough, so the common case allocates nothing.
+/// `n` bytes of the reply pattern for `seq`: borrowed from the static table in
+/// [`wire::pattern_static`] when it is short enough, so the common case allocates nothing.
 fn pattern_bytes(seq: u64, n: usize) -> Bytes {
-    if n <= STATIC_PATTERN_MAX {
-        let start = (seq % 256) as usize;
-        Bytes::from_static(&PATTERN[start..start + n])
-    } else {
-        let mut p = Vec::with_capacity(n);
-        wire::pattern(seq, n, &mut p);
-        Bytes::from(p)
+    match wire::pattern_static(seq, n) {
+        Some(slice) => Bytes::from_static(slice),
+        None => {
+            let mut p = Vec::new();
+            wire::pattern(seq, n, &mut p);
+            Bytes::from(p)
+        }
     }
 }
 
@@ -590,19 +573,12 @@ mod tests {
     }
 
     #[test]
-    fn static_pattern_slices_match_the_wire_pattern() {
-        for (seq, n) in [
-            (0, 0),
-            (255, 3),
-            (1_000_003, 100),
-            (7, STATIC_PATTERN_MAX),
-            (9, STATIC_PATTERN_MAX + 1),
-        ] {
-            let mut expected = Vec::new();
-            wire::pattern(seq, n, &mut expected);
-            assert_eq!(
-                &pattern_bytes(seq, n)[..],
-                &expected[..],
+    fn pattern_bodies_are_the_wire_pattern() {
+        let max = wire::PATTERN_STATIC_MAX;
+        for (seq, n) in [(0, 0), (255, 3), (7, max), (9, max + 1)] {
+            let body = pattern_bytes(seq, n);
+            assert!(
+                body.len() == n && wire::is_pattern(seq, &body),
                 "seq {seq} len {n}"
             );
         }

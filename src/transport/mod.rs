@@ -20,8 +20,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use http::SEQ_HEADER;
-
 /// Which way a call travels. The names are the same everywhere: CLI, tables, JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
 pub enum TransportKind {
