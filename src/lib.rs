@@ -2,9 +2,9 @@
 //!
 //! Map of the crate, one line per module:
 //!
-//! - [`wire`]: the raw TCP protocol, length-prefixed postcard frames, and the reply pattern.
+//! - [`wire`]: the raw TCP protocol (postcard frames), the reply pattern and the seq header.
 //! - [`host`]: facts of the machine this process runs on (name, kernel, CPUs, pinning).
-//! - [`server`]: the echo server, one file per listener (`tcp.rs`, `http.rs`) and its counters.
+//! - [`server`]: the echo server, one file per listener (`tcp.rs`, `http/`, `dns.rs`), counters.
 //! - [`transport`]: the client transports, one file each, behind one small trait.
 //! - [`runner`]: the load engine: workers, warm-up, timing, verification, counting.
 //! - [`measure`]: HDR histograms and per-call outcome tallies, merged across workers.
