@@ -25,6 +25,10 @@ pub const DEFAULT_MAX_FRAME: u32 = 16 * 1024 * 1024;
 /// server_ns, status, payload length), used to check a requested reply fits in a frame.
 pub const RESPONSE_OVERHEAD: u32 = 10 + 1 + 10 + 5;
 
+/// Smallest request body: seq, the `reply_len` tag, `delay_us` and the payload length,
+/// one byte each. A max frame below this accepts no request at all.
+pub const MIN_REQUEST_LEN: u32 = 4;
+
 /// The HTTP header carrying a call's sequence number, both ways: the client sends it and
 /// the server copies it into the reply (the frame's `seq` field, for HTTP).
 pub const SEQ_HEADER: &str = "x-rpcbench-seq";
@@ -92,7 +96,10 @@ pub enum DecodeFrameError {
     #[error("frame length {len} is above the maximum of {max} bytes")]
     FrameTooLarge { len: u32, max: u32 },
     /// The body is not a valid postcard message of the expected type.
-    #[error("frame body is not a valid message: {0}")]
+    ///
+    /// The message names no cause: the postcard error is the `source`, and an error chain
+    /// printed on one line would show it twice.
+    #[error("frame body is not a valid message")]
     Malformed(#[from] postcard::Error),
     /// The body decoded but left bytes over, so the sender and we disagree on the format.
     #[error("frame body has {0} trailing bytes")]
@@ -333,5 +340,27 @@ mod tests {
                 None => assert!(len > max),
             }
         }
+    }
+
+    /// The smallest request really is [`MIN_REQUEST_LEN`] bytes.
+    #[test]
+    fn smallest_request_is_min_request_len() {
+        let smallest = Request {
+            seq: 0,
+            reply_len: None,
+            delay_us: 0,
+            payload: Vec::new(),
+        };
+        let mut out = Vec::new();
+        encode_frame(&smallest, &mut out);
+        assert_eq!(out.len() - LEN_PREFIX, MIN_REQUEST_LEN as usize);
+    }
+
+    /// An error chain printed on one line names each cause once.
+    #[test]
+    fn malformed_frame_names_its_cause_once() {
+        let err = decode_frame::<Request>(&[0, 0, 0, 3, 1, 7, 0], 100).unwrap_err();
+        let cause = std::error::Error::source(&err).expect("postcard error as source");
+        assert!(!err.to_string().contains(&cause.to_string()), "{err}");
     }
 }

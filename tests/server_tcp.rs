@@ -630,3 +630,95 @@ fn sigterm_lets_an_in_flight_tcp_request_finish() {
     assert_eq!(totals.tcp.bytes_in, c.sent);
     assert_eq!(totals.tcp.bytes_out, c.received);
 }
+
+/// How long `rpcbench-echo` may take to refuse to start: it decides before it binds
+/// anything, in the few milliseconds a process takes to start, so this is far over ten
+/// times that even on a loaded machine.
+const REFUSED_WITHIN: Duration = Duration::from_secs(5);
+
+/// Runs `rpcbench-echo` with `args` until it exits, which it must do within
+/// [`REFUSED_WITHIN`] (else it is killed, by its PID, and the test fails); returns its exit
+/// code and its stderr.
+fn echo_exit(args: &[&str]) -> (Option<i32>, String) {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rpcbench-echo"))
+        .args(args)
+        // Logs at any level would be lines of their own; the refusal must be one line.
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("cannot start rpcbench-echo");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waitpid failed") {
+            break status;
+        }
+        if start.elapsed() > REFUSED_WITHIN {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("rpcbench-echo {args:?} still running after {REFUSED_WITHIN:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr)
+        .expect("reading stderr");
+    (status.code(), stderr)
+}
+
+/// A flag value the server cannot honour stops `rpcbench-echo` at once with exit status 2
+/// and one line naming the flag and what it allows, before anything binds.
+#[test]
+fn bad_flag_values_exit_2_with_one_line() {
+    for (flag, value, allowed) in [
+        ("--max-frame", "0", "at least 4 bytes"),
+        ("--threads", "0", "from 1 to 1024"),
+        ("--idle-timeout", "0s", "at least 10ms"),
+        ("--max-connections", "0", "from 1 to 2147483647"),
+        ("--max-delay", "5000s", "at most 4294.967295s"),
+        ("--dns-drop", "1.5", "from 0 to 1"),
+        ("--dns-ttl", "4294967295", "at most 2147483647"),
+        ("--dns-delay", "5000s", "at most 4294.967295s"),
+        ("--dns-name", "localhost", "two labels"),
+    ] {
+        let (code, stderr) = echo_exit(&["--tcp", "127.0.0.1:0", "--http", "off", flag, value]);
+        assert_eq!(code, Some(2), "{flag} {value}: {stderr:?}");
+        assert_eq!(stderr.lines().count(), 1, "{flag} {value}: {stderr:?}");
+        assert!(
+            stderr.starts_with("rpcbench-echo: ") && stderr.contains(flag),
+            "{flag} {value}: {stderr:?}"
+        );
+        assert!(stderr.contains(allowed), "{flag} {value}: {stderr:?}");
+    }
+    let (code, stderr) = echo_exit(&["--tcp", "off", "--http", "off"]);
+    assert_eq!(
+        (code, stderr.as_str()),
+        (
+            Some(2),
+            "rpcbench-echo: every listener is off; enable --tcp or --http\n"
+        )
+    );
+}
+
+/// A port already in use stops `rpcbench-echo` with exit status 1 and one line naming the
+/// listener and the address, with the system's reason given once.
+#[test]
+fn a_port_in_use_exits_1_with_one_line() {
+    let running = EchoProcess::spawn(&[]);
+    let in_use = std::io::Error::from_raw_os_error(nix::errno::Errno::EADDRINUSE as i32);
+    for (proto, taken) in [("tcp", running.tcp), ("http", running.http)] {
+        let taken = taken.to_string();
+        let (tcp, http) = match proto {
+            "tcp" => (taken.as_str(), "127.0.0.1:0"),
+            _ => ("127.0.0.1:0", taken.as_str()),
+        };
+        let (code, stderr) = echo_exit(&["--tcp", tcp, "--http", http]);
+        assert_eq!(code, Some(1), "{stderr:?}");
+        assert_eq!(
+            stderr,
+            format!("rpcbench-echo: cannot listen on {proto} {taken}: {in_use}\n")
+        );
+        assert_eq!(stderr.matches(&in_use.to_string()).count(), 1, "{stderr:?}");
+    }
+}
