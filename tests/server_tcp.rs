@@ -116,10 +116,11 @@ fn delay_is_honoured() {
         resp.server_ns
     );
 
-    // A pipelined fast request behind a slow one waits for it (replies are in order), but
-    // a fast one in front of a slow one is not held back by its delay.
+    // A fast request pipelined in front of a slow one is not held back by its delay. The
+    // delay is the bound: a fast reply held back comes after it (physics), and one that is
+    // not takes a round trip, a thousandth of it even on a loaded machine.
     let mut slow = echo_req(3, b"slow");
-    slow.delay_us = 200_000;
+    slow.delay_us = SLOW_DELAY.as_micros() as u32;
     let fast = echo_req(4, b"fast");
     let mut both = frame(&fast);
     wire::encode_frame(&slow, &mut both);
@@ -130,11 +131,16 @@ fn delay_is_honoured() {
     assert_reply(&slow, &c.recv());
     let slow_took = start.elapsed();
     assert!(
-        fast_took < Duration::from_millis(150),
+        fast_took < SLOW_DELAY,
         "fast reply waited {fast_took:?} for the slow one behind it"
     );
-    assert!(slow_took >= Duration::from_millis(200));
+    assert!(slow_took >= SLOW_DELAY);
 }
+
+/// The delay of the slow request in [`delay_is_honoured`]: it bounds the fast reply in
+/// front of it, so it is over ten times what that reply takes on a loaded machine (a
+/// scheduler hiccup of 100 ms).
+const SLOW_DELAY: Duration = Duration::from_secs(1);
 
 #[test]
 fn status_codes_for_limits() {
@@ -305,10 +311,20 @@ fn truncated_frame_then_eof_is_counted() {
     fresh_client_works(server.tcp);
 }
 
+/// The idle timeout of the idle tests: short, so they are quick.
+const IDLE: Duration = Duration::from_millis(300);
+/// How long an idle close may take: over ten times the timeout (1 to 1.1 timeouts).
+const IDLE_CLOSE_WITHIN: Duration = Duration::from_secs(5);
+/// How often the chatty connection talks: a tenth of the timeout, so only a pause ten
+/// times longer than expected would let it be closed.
+const CHATTY_EVERY: Duration = Duration::from_millis(30);
+/// How long the chatty connection talks: well over two timeouts.
+const CHATTY_FOR: Duration = Duration::from_millis(800);
+
 #[test]
 fn silent_tcp_connection_is_closed_after_idle_timeout() {
     let mut config = common::config();
-    config.idle_timeout = Duration::from_millis(300);
+    config.idle_timeout = IDLE;
     let server = TestServer::start(config);
 
     // One that never sends anything, one that goes quiet after a call, and one that keeps
@@ -318,18 +334,22 @@ fn silent_tcp_connection_is_closed_after_idle_timeout() {
     quiet.check_echo(1, b"then nothing");
     let mut chatty = FrameClient::connect(server.tcp);
     let talker = std::thread::spawn(move || {
-        for seq in 0..8 {
-            chatty.check_echo(100 + seq, b"still here");
-            std::thread::sleep(Duration::from_millis(100));
+        let start = Instant::now();
+        let mut seq = 100;
+        while start.elapsed() < CHATTY_FOR {
+            chatty.check_echo(seq, b"still here");
+            seq += 1;
+            std::thread::sleep(CHATTY_EVERY);
         }
         chatty
     });
-    let took = silent.expect_closed(Duration::from_secs(3));
+    let took = silent.expect_closed(IDLE_CLOSE_WITHIN);
+    // A lower bound rests on physics: the server must not close before the timeout.
     assert!(
         took >= Duration::from_millis(250),
         "closed after {took:?}, before the 300 ms idle timeout"
     );
-    quiet.expect_closed(Duration::from_secs(3));
+    quiet.expect_closed(IDLE_CLOSE_WITHIN);
     let mut chatty = talker.join().expect("a connection in use was closed");
     chatty.check_echo(200, b"alive after 800 ms of regular use");
     drop(chatty);
@@ -575,7 +595,10 @@ fn in_process_shutdown_lets_a_delayed_request_finish() {
     let mut req = echo_req(3, b"in flight");
     req.delay_us = 300_000;
     c.send(&req);
-    std::thread::sleep(Duration::from_millis(50));
+    // Shut down once the server has the request, not after a guess at how long that takes.
+    server.wait_stats(IO_TIMEOUT, "the delayed request taken in", |s| {
+        s.tcp.requests == 3
+    });
     let (totals, drained) = {
         let reader = std::thread::spawn(move || {
             let resp = c.recv();
@@ -605,7 +628,14 @@ fn sigterm_lets_an_in_flight_tcp_request_finish() {
     req.delay_us = 500_000;
     let start = Instant::now();
     c.send(&req);
-    std::thread::sleep(Duration::from_millis(100));
+    // Signal once the server has the request, not after a guess at how long that takes.
+    while http_stats(proc.http).tcp.requests < 2 {
+        assert!(
+            start.elapsed() < IO_TIMEOUT,
+            "the delayed request never arrived"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     proc.signal(nix::sys::signal::Signal::SIGTERM);
 
     // New connections are no longer served once shutdown has started.
