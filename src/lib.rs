@@ -2,8 +2,9 @@
 //!
 //! Map of the crate, one line per module:
 //!
-//! - [`wire`]: the raw TCP protocol, length-prefixed postcard frames, and the reply pattern.
-//! - [`server`]: the echo server, one file per listener (`tcp.rs`, `http.rs`) and its counters.
+//! - [`wire`]: the raw TCP protocol (postcard frames), the reply pattern and the seq header.
+//! - [`host`]: facts of the machine this process runs on (name, kernel, CPUs, pinning).
+//! - [`server`]: the echo server, one file per listener (`tcp.rs`, `http/`, `dns.rs`), counters.
 //! - [`transport`]: the client transports, one file each, behind one small trait.
 //! - [`bench`]: a whole run as one call: embedded server, plan, name check, rounds, report.
 //! - [`runner`]: the load engine: workers, warm-up, timing, verification, counting.
@@ -23,6 +24,7 @@
 pub mod bench;
 pub mod cli;
 pub mod compare;
+pub mod host;
 pub mod measure;
 pub mod render;
 pub mod report;

@@ -115,23 +115,11 @@ pub struct Environment {
 impl Environment {
     /// Reads the facts of this machine.
     pub fn detect() -> Environment {
-        let hostname = nix::unistd::gethostname()
-            .map(|h| h.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let kernel = nix::sys::utsname::uname()
-            .map(|u| {
-                format!(
-                    "{} {}",
-                    u.sysname().to_string_lossy(),
-                    u.release().to_string_lossy()
-                )
-            })
-            .unwrap_or_default();
         Environment {
-            hostname,
-            kernel,
-            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            cpu_affinity: cpu_affinity(),
+            hostname: crate::host::hostname(),
+            kernel: crate::host::kernel(),
+            cpus: crate::host::cpus(),
+            cpu_affinity: crate::host::cpu_affinity(),
             libcurl: curl::Version::get().version().to_string(),
             resolver_cache: crate::resolve::system_cache(),
         }
@@ -277,19 +265,6 @@ impl Report {
     pub fn failed(&self) -> u64 {
         self.runs.iter().map(RunRecord::failed).sum()
     }
-}
-
-/// The CPUs this process may run on (`Cpus_allowed_list`, e.g. `0` or `0-1`): how it was
-/// pinned, which a latency figure cannot be read without.
-pub fn cpu_affinity() -> String {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-                .map(|v| v.trim().to_string())
-        })
-        .unwrap_or_default()
 }
 
 /// Now as RFC 3339 (UTC, second precision), without a date crate: days since the epoch to

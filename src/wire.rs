@@ -1,9 +1,14 @@
-//! The raw TCP wire protocol: length-prefixed postcard frames.
+//! The wire protocol: raw TCP frames, and what HTTP shares with them (the seq header and
+//! the reply pattern).
 //!
 //! A frame is a 4-byte big-endian body length `L` (`1 <= L <= max frame`) followed by `L`
 //! bytes holding one postcard-encoded message. Clients send [`Request`]s and the server
 //! answers each with a [`Response`], in request order, so requests may be pipelined.
 //! README.md documents the same format byte by byte for implementers in other languages.
+//!
+//! Both protocols carry a call's sequence number ([`SEQ_HEADER`] on HTTP) and can ask for
+//! a reply of [`pattern`] bytes, so client and server read both from here: one definition,
+//! and a client and server that cannot disagree about them.
 
 use serde::{Deserialize, Serialize};
 
@@ -19,6 +24,14 @@ pub const DEFAULT_MAX_FRAME: u32 = 16 * 1024 * 1024;
 /// Bytes of framing a response adds around its payload at most (varints for seq and
 /// server_ns, status, payload length), used to check a requested reply fits in a frame.
 pub const RESPONSE_OVERHEAD: u32 = 10 + 1 + 10 + 5;
+
+/// Smallest request body: seq, the `reply_len` tag, `delay_us` and the payload length,
+/// one byte each. A max frame below this accepts no request at all.
+pub const MIN_REQUEST_LEN: u32 = 4;
+
+/// The HTTP header carrying a call's sequence number, both ways: the client sends it and
+/// the server copies it into the reply (the frame's `seq` field, for HTTP).
+pub const SEQ_HEADER: &str = "x-rpcbench-seq";
 
 /// One call from the client.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,7 +96,10 @@ pub enum DecodeFrameError {
     #[error("frame length {len} is above the maximum of {max} bytes")]
     FrameTooLarge { len: u32, max: u32 },
     /// The body is not a valid postcard message of the expected type.
-    #[error("frame body is not a valid message: {0}")]
+    ///
+    /// The message names no cause: the postcard error is the `source`, and an error chain
+    /// printed on one line would show it twice.
+    #[error("frame body is not a valid message")]
     Malformed(#[from] postcard::Error),
     /// The body decoded but left bytes over, so the sender and we disagree on the format.
     #[error("frame body has {0} trailing bytes")]
@@ -138,23 +154,61 @@ pub fn decode_frame<'a, T: Deserialize<'a>>(
     Ok(Some((decode_body(body)?, LEN_PREFIX + len)))
 }
 
-/// Byte `i` of the reply pattern for `seq`: `(seq + i) mod 256`.
+/// Longest run of the reply pattern [`pattern_static`] hands out without copying: 64 KiB,
+/// larger than the replies of latency tests, small enough to keep in the binary. A multiple
+/// of 256, so a longer pattern is whole runs of it back to back (see [`pattern`]).
+pub const PATTERN_STATIC_MAX: usize = 64 * 1024;
+
+/// Byte `j` is `j mod 256`: `PATTERN_TABLE[seq % 256..][..len]` is the pattern for `seq`.
+static PATTERN_TABLE: [u8; 256 + PATTERN_STATIC_MAX] = {
+    let mut table = [0u8; 256 + PATTERN_STATIC_MAX];
+    let mut j = 0;
+    while j < table.len() {
+        table[j] = j as u8;
+        j += 1;
+    }
+    table
+};
+
+/// The first `len` bytes of the reply pattern for `seq` (byte `i` is `(seq + i) mod 256`),
+/// borrowed from a static table; `None` when `len` is above [`PATTERN_STATIC_MAX`].
+///
+/// The HTTP server sends this slice as the body without allocating; [`pattern`] and
+/// [`is_pattern`] are built on it, so there is one generator of the pattern.
 #[inline]
-fn pattern_byte(seq: u64, i: usize) -> u8 {
-    seq.wrapping_add(i as u64) as u8
+pub fn pattern_static(seq: u64, len: usize) -> Option<&'static [u8]> {
+    if len > PATTERN_STATIC_MAX {
+        return None;
+    }
+    let start = (seq % 256) as usize;
+    Some(&PATTERN_TABLE[start..start + len])
+}
+
+/// The pattern for `seq` in runs of at most [`PATTERN_STATIC_MAX`] bytes, `len` in all.
+/// Every run but the last is a whole [`PATTERN_STATIC_MAX`], a multiple of 256, so each
+/// run starts where the pattern for `seq` itself starts.
+fn pattern_runs(seq: u64, len: usize) -> impl Iterator<Item = &'static [u8]> {
+    let whole = len / PATTERN_STATIC_MAX;
+    let full = pattern_static(seq, PATTERN_STATIC_MAX).expect("a run fits in the table");
+    let last = pattern_static(seq, len % PATTERN_STATIC_MAX).expect("a run fits in the table");
+    std::iter::repeat_n(full, whole).chain(std::iter::once(last))
 }
 
 /// Appends `len` bytes of the verifiable reply pattern for `seq` to `out`.
 pub fn pattern(seq: u64, len: usize, out: &mut Vec<u8>) {
-    out.extend((0..len).map(|i| pattern_byte(seq, i)));
+    out.reserve(len);
+    for run in pattern_runs(seq, len) {
+        out.extend_from_slice(run);
+    }
 }
 
 /// True when `bytes` is exactly the pattern of its length for `seq`.
 pub fn is_pattern(seq: u64, bytes: &[u8]) -> bool {
+    // `chunks` cuts at the same multiples of PATTERN_STATIC_MAX as `pattern_runs`.
     bytes
-        .iter()
-        .enumerate()
-        .all(|(i, &b)| b == pattern_byte(seq, i))
+        .chunks(PATTERN_STATIC_MAX)
+        .zip(pattern_runs(seq, bytes.len()))
+        .all(|(got, want)| got == want)
 }
 
 #[cfg(test)]
@@ -256,5 +310,57 @@ mod tests {
         assert!(is_pattern(254, &p));
         p[2] ^= 1;
         assert!(!is_pattern(254, &p));
+    }
+
+    /// Byte `i` is `(seq + i) mod 256` at every length, across the static table's end.
+    #[test]
+    fn pattern_is_seq_plus_index_at_every_length() {
+        let max = PATTERN_STATIC_MAX;
+        for (seq, len) in [
+            (0, 0),
+            (255, 3),
+            (1_000_003, 100),
+            (7, max),
+            (9, max + 1),
+            (u64::MAX, 2 * max + 300),
+        ] {
+            let mut p = Vec::new();
+            pattern(seq, len, &mut p);
+            assert_eq!(p.len(), len, "seq {seq} len {len}");
+            for (i, &b) in p.iter().enumerate() {
+                assert_eq!(b, seq.wrapping_add(i as u64) as u8, "seq {seq} byte {i}");
+            }
+            assert!(is_pattern(seq, &p), "seq {seq} len {len}");
+            if let Some(last) = p.last_mut() {
+                *last ^= 1;
+                assert!(!is_pattern(seq, &p), "seq {seq} len {len}: last byte wrong");
+            }
+            match pattern_static(seq, len) {
+                Some(s) => assert!(len <= max && is_pattern(seq, s)),
+                None => assert!(len > max),
+            }
+        }
+    }
+
+    /// The smallest request really is [`MIN_REQUEST_LEN`] bytes.
+    #[test]
+    fn smallest_request_is_min_request_len() {
+        let smallest = Request {
+            seq: 0,
+            reply_len: None,
+            delay_us: 0,
+            payload: Vec::new(),
+        };
+        let mut out = Vec::new();
+        encode_frame(&smallest, &mut out);
+        assert_eq!(out.len() - LEN_PREFIX, MIN_REQUEST_LEN as usize);
+    }
+
+    /// An error chain printed on one line names each cause once.
+    #[test]
+    fn malformed_frame_names_its_cause_once() {
+        let err = decode_frame::<Request>(&[0, 0, 0, 3, 1, 7, 0], 100).unwrap_err();
+        let cause = std::error::Error::source(&err).expect("postcard error as source");
+        assert!(!err.to_string().contains(&cause.to_string()), "{err}");
     }
 }

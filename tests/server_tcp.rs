@@ -116,10 +116,11 @@ fn delay_is_honoured() {
         resp.server_ns
     );
 
-    // A pipelined fast request behind a slow one waits for it (replies are in order), but
-    // a fast one in front of a slow one is not held back by its delay.
+    // A fast request pipelined in front of a slow one is not held back by its delay. The
+    // delay is the bound: a fast reply held back comes after it (physics), and one that is
+    // not takes a round trip, a thousandth of it even on a loaded machine.
     let mut slow = echo_req(3, b"slow");
-    slow.delay_us = 200_000;
+    slow.delay_us = SLOW_DELAY.as_micros() as u32;
     let fast = echo_req(4, b"fast");
     let mut both = frame(&fast);
     wire::encode_frame(&slow, &mut both);
@@ -130,11 +131,16 @@ fn delay_is_honoured() {
     assert_reply(&slow, &c.recv());
     let slow_took = start.elapsed();
     assert!(
-        fast_took < Duration::from_millis(150),
+        fast_took < SLOW_DELAY,
         "fast reply waited {fast_took:?} for the slow one behind it"
     );
-    assert!(slow_took >= Duration::from_millis(200));
+    assert!(slow_took >= SLOW_DELAY);
 }
+
+/// The delay of the slow request in [`delay_is_honoured`]: it bounds the fast reply in
+/// front of it, so it is over ten times what that reply takes on a loaded machine (a
+/// scheduler hiccup of 100 ms).
+const SLOW_DELAY: Duration = Duration::from_secs(1);
 
 #[test]
 fn status_codes_for_limits() {
@@ -305,10 +311,20 @@ fn truncated_frame_then_eof_is_counted() {
     fresh_client_works(server.tcp);
 }
 
+/// The idle timeout of the idle tests: short, so they are quick.
+const IDLE: Duration = Duration::from_millis(300);
+/// How long an idle close may take: over ten times the timeout (1 to 1.1 timeouts).
+const IDLE_CLOSE_WITHIN: Duration = Duration::from_secs(5);
+/// How often the chatty connection talks: a tenth of the timeout, so only a pause ten
+/// times longer than expected would let it be closed.
+const CHATTY_EVERY: Duration = Duration::from_millis(30);
+/// How long the chatty connection talks: well over two timeouts.
+const CHATTY_FOR: Duration = Duration::from_millis(800);
+
 #[test]
 fn silent_tcp_connection_is_closed_after_idle_timeout() {
     let mut config = common::config();
-    config.idle_timeout = Duration::from_millis(300);
+    config.idle_timeout = IDLE;
     let server = TestServer::start(config);
 
     // One that never sends anything, one that goes quiet after a call, and one that keeps
@@ -318,18 +334,22 @@ fn silent_tcp_connection_is_closed_after_idle_timeout() {
     quiet.check_echo(1, b"then nothing");
     let mut chatty = FrameClient::connect(server.tcp);
     let talker = std::thread::spawn(move || {
-        for seq in 0..8 {
-            chatty.check_echo(100 + seq, b"still here");
-            std::thread::sleep(Duration::from_millis(100));
+        let start = Instant::now();
+        let mut seq = 100;
+        while start.elapsed() < CHATTY_FOR {
+            chatty.check_echo(seq, b"still here");
+            seq += 1;
+            std::thread::sleep(CHATTY_EVERY);
         }
         chatty
     });
-    let took = silent.expect_closed(Duration::from_secs(3));
+    let took = silent.expect_closed(IDLE_CLOSE_WITHIN);
+    // A lower bound rests on physics: the server must not close before the timeout.
     assert!(
         took >= Duration::from_millis(250),
         "closed after {took:?}, before the 300 ms idle timeout"
     );
-    quiet.expect_closed(Duration::from_secs(3));
+    quiet.expect_closed(IDLE_CLOSE_WITHIN);
     let mut chatty = talker.join().expect("a connection in use was closed");
     chatty.check_echo(200, b"alive after 800 ms of regular use");
     drop(chatty);
@@ -575,7 +595,10 @@ fn in_process_shutdown_lets_a_delayed_request_finish() {
     let mut req = echo_req(3, b"in flight");
     req.delay_us = 300_000;
     c.send(&req);
-    std::thread::sleep(Duration::from_millis(50));
+    // Shut down once the server has the request, not after a guess at how long that takes.
+    server.wait_stats(IO_TIMEOUT, "the delayed request taken in", |s| {
+        s.tcp.requests == 3
+    });
     let (totals, drained) = {
         let reader = std::thread::spawn(move || {
             let resp = c.recv();
@@ -605,7 +628,14 @@ fn sigterm_lets_an_in_flight_tcp_request_finish() {
     req.delay_us = 500_000;
     let start = Instant::now();
     c.send(&req);
-    std::thread::sleep(Duration::from_millis(100));
+    // Signal once the server has the request, not after a guess at how long that takes.
+    while http_stats(proc.http).tcp.requests < 2 {
+        assert!(
+            start.elapsed() < IO_TIMEOUT,
+            "the delayed request never arrived"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     proc.signal(nix::sys::signal::Signal::SIGTERM);
 
     // New connections are no longer served once shutdown has started.
@@ -629,4 +659,96 @@ fn sigterm_lets_an_in_flight_tcp_request_finish() {
     assert_eq!(totals.tcp.connections_open, 0);
     assert_eq!(totals.tcp.bytes_in, c.sent);
     assert_eq!(totals.tcp.bytes_out, c.received);
+}
+
+/// How long `rpcbench-echo` may take to refuse to start: it decides before it binds
+/// anything, in the few milliseconds a process takes to start, so this is far over ten
+/// times that even on a loaded machine.
+const REFUSED_WITHIN: Duration = Duration::from_secs(5);
+
+/// Runs `rpcbench-echo` with `args` until it exits, which it must do within
+/// [`REFUSED_WITHIN`] (else it is killed, by its PID, and the test fails); returns its exit
+/// code and its stderr.
+fn echo_exit(args: &[&str]) -> (Option<i32>, String) {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rpcbench-echo"))
+        .args(args)
+        // Logs at any level would be lines of their own; the refusal must be one line.
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("cannot start rpcbench-echo");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waitpid failed") {
+            break status;
+        }
+        if start.elapsed() > REFUSED_WITHIN {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("rpcbench-echo {args:?} still running after {REFUSED_WITHIN:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr)
+        .expect("reading stderr");
+    (status.code(), stderr)
+}
+
+/// A flag value the server cannot honour stops `rpcbench-echo` at once with exit status 2
+/// and one line naming the flag and what it allows, before anything binds.
+#[test]
+fn bad_flag_values_exit_2_with_one_line() {
+    for (flag, value, allowed) in [
+        ("--max-frame", "0", "at least 4 bytes"),
+        ("--threads", "0", "from 1 to 1024"),
+        ("--idle-timeout", "0s", "at least 10ms"),
+        ("--max-connections", "0", "from 1 to 2147483647"),
+        ("--max-delay", "5000s", "at most 4294.967295s"),
+        ("--dns-drop", "1.5", "from 0 to 1"),
+        ("--dns-ttl", "4294967295", "at most 2147483647"),
+        ("--dns-delay", "5000s", "at most 4294.967295s"),
+        ("--dns-name", "localhost", "two labels"),
+    ] {
+        let (code, stderr) = echo_exit(&["--tcp", "127.0.0.1:0", "--http", "off", flag, value]);
+        assert_eq!(code, Some(2), "{flag} {value}: {stderr:?}");
+        assert_eq!(stderr.lines().count(), 1, "{flag} {value}: {stderr:?}");
+        assert!(
+            stderr.starts_with("rpcbench-echo: ") && stderr.contains(flag),
+            "{flag} {value}: {stderr:?}"
+        );
+        assert!(stderr.contains(allowed), "{flag} {value}: {stderr:?}");
+    }
+    let (code, stderr) = echo_exit(&["--tcp", "off", "--http", "off"]);
+    assert_eq!(
+        (code, stderr.as_str()),
+        (
+            Some(2),
+            "rpcbench-echo: every listener is off; enable --tcp or --http\n"
+        )
+    );
+}
+
+/// A port already in use stops `rpcbench-echo` with exit status 1 and one line naming the
+/// listener and the address, with the system's reason given once.
+#[test]
+fn a_port_in_use_exits_1_with_one_line() {
+    let running = EchoProcess::spawn(&[]);
+    let in_use = std::io::Error::from_raw_os_error(nix::errno::Errno::EADDRINUSE as i32);
+    for (proto, taken) in [("tcp", running.tcp), ("http", running.http)] {
+        let taken = taken.to_string();
+        let (tcp, http) = match proto {
+            "tcp" => (taken.as_str(), "127.0.0.1:0"),
+            _ => ("127.0.0.1:0", taken.as_str()),
+        };
+        let (code, stderr) = echo_exit(&["--tcp", tcp, "--http", http]);
+        assert_eq!(code, Some(1), "{stderr:?}");
+        assert_eq!(
+            stderr,
+            format!("rpcbench-echo: cannot listen on {proto} {taken}: {in_use}\n")
+        );
+        assert_eq!(stderr.matches(&in_use.to_string()).count(), 1, "{stderr:?}");
+    }
 }

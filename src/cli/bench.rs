@@ -177,10 +177,13 @@ impl BenchArgs {
 /// Parses arguments, runs, prints, and maps the result to an exit status.
 pub fn main() -> ExitCode {
     crate::init_tracing();
-    let cli: Cli = super::parse_or_exit();
+    let cli = Cli::try_parse().unwrap_or_else(|e| super::usage_exit("rpcbench", e));
     let args = cli.bench;
     if let Err(why) = args.check() {
-        super::usage_exit(Cli::command().error(clap::error::ErrorKind::ArgumentConflict, why));
+        super::usage_exit(
+            "rpcbench",
+            Cli::command().error(clap::error::ErrorKind::ArgumentConflict, why),
+        );
     }
     let done = match &cli.command {
         Some(Command::Report(r)) => super::report::report(r),

@@ -1,13 +1,22 @@
 //! `rpcbench-echo`: the echo server's command line.
+//!
+//! Every flag's parser refuses what the server cannot honour, with the range it can, so a
+//! bad value stops the program at once with exit status 2 and one line on stderr, before
+//! anything binds. The ranges are the server's own (`server::check_*`), not copies.
 
 use super::{EXIT_FAILED, EXIT_OK, Listen, one_line, parse_bytes, parse_duration, parse_listen};
-use crate::server::dns::DnsConfig;
-use crate::server::{EchoServer, SHUTDOWN_GRACE, ServerConfig};
+use crate::server::dns::{self, DnsConfig};
+use crate::server::{self, CheckSettingError, EchoServer, SHUTDOWN_GRACE, ServerConfig};
 use anyhow::Context;
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
+
+/// Most runtime threads `--threads` accepts. The default is one per CPU; a thousand is far
+/// past the CPUs of any machine this runs on, and more would only cost stacks and
+/// scheduling (and a typo of many zeros would try to start that many threads).
+pub const MAX_THREADS: usize = 1024;
 
 /// Echo server for rpcbench: raw TCP (length-prefixed postcard frames) and HTTP on one
 /// process. Unauthenticated: keep it on loopback or a private network.
@@ -15,55 +24,96 @@ use std::time::Duration;
 #[command(name = "rpcbench-echo", version)]
 pub struct EchoArgs {
     /// Raw TCP listen address (IP:PORT, port 0 = any free port), or `off`.
-    #[arg(long, default_value = "127.0.0.1:7001", value_parser = parse_listen)]
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7001", value_parser = parse_listen)]
     pub tcp: Listen,
     /// HTTP listen address (IP:PORT, port 0 = any free port), or `off`.
-    #[arg(long, default_value = "127.0.0.1:7080", value_parser = parse_listen)]
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7080", value_parser = parse_listen)]
     pub http: Listen,
-    /// Largest frame or HTTP body accepted, and largest reply sent (bytes; KiB/MiB suffixes).
-    #[arg(long, default_value = "16MiB", value_parser = parse_bytes)]
+    /// Largest frame or HTTP body accepted, and largest reply sent (bytes; KiB/MiB
+    /// suffixes; at least 4, the smallest request).
+    #[arg(long, value_name = "BYTES", default_value = "16MiB",
+          value_parser = checked(parse_bytes, server::check_max_frame))]
     pub max_frame: u32,
-    /// Longest delay_us honoured (e.g. 10s); longer asks get status 2 or HTTP 400.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    /// Longest delay_us honoured (e.g. 10s, at most 4294s); longer asks get status 2 or
+    /// HTTP 400. 0 turns delays off.
+    #[arg(long, value_name = "DUR", default_value = "10s",
+          value_parser = checked(parse_duration, server::check_max_delay))]
     pub max_delay: Duration,
-    /// Connections open at once over all protocols; more are closed at once and counted.
-    #[arg(long, default_value_t = crate::server::DEFAULT_MAX_CONNECTIONS)]
+    /// Connections open at once over all protocols (at least 1); more are closed at once
+    /// and counted.
+    #[arg(long, value_name = "N", default_value_t = server::DEFAULT_MAX_CONNECTIONS,
+          value_parser = checked(parse_count, server::check_max_connections))]
     pub max_connections: usize,
-    /// Close a connection that sends nothing for this long (e.g. 60s).
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    /// Close a connection that sends nothing for this long (e.g. 60s; at least 10ms).
+    #[arg(long, value_name = "DUR", default_value = "60s",
+          value_parser = checked(parse_duration, server::check_idle_timeout))]
     pub idle_timeout: Duration,
     /// Runtime threads for HTTP, DNS and accepting (default: one per CPU; 1 runs them on a
-    /// single thread). Each raw TCP connection is served by a thread of its own.
-    #[arg(long)]
+    /// single thread; at most 1024). Each raw TCP connection is served by a thread of its
+    /// own.
+    #[arg(long, value_name = "N", value_parser = checked(parse_count, check_threads))]
     pub threads: Option<usize>,
     /// DNS responder UDP listen address (IP:PORT, port 0 = any free port), or `off`.
-    #[arg(long, default_value = "off", value_parser = parse_listen)]
+    #[arg(long, value_name = "ADDR", default_value = "off", value_parser = parse_listen)]
     pub dns: Listen,
     /// The one name the DNS responder answers A/AAAA for; other names in its zone (the
     /// name's parent) get NXDOMAIN, names outside it REFUSED.
-    #[arg(long, default_value = crate::server::dns::DEFAULT_DNS_NAME)]
+    #[arg(long, value_name = "NAME", default_value = dns::DEFAULT_DNS_NAME,
+          value_parser = parse_dns_name)]
     pub dns_name: String,
     /// The address answered (default: the TCP listener's IP, or 127.0.0.1 when that is
     /// unspecified). An IPv4 address answers A queries, IPv6 AAAA.
-    #[arg(long)]
+    #[arg(long, value_name = "IP")]
     pub dns_answer: Option<std::net::IpAddr>,
-    /// TTL of DNS answers, in seconds.
-    #[arg(long, default_value_t = crate::server::dns::DEFAULT_DNS_TTL)]
+    /// TTL of DNS answers, in seconds (0 = do not cache; at most 2147483647).
+    #[arg(long, value_name = "SECONDS", default_value_t = dns::DEFAULT_DNS_TTL,
+          value_parser = checked(parse_count, dns::check_ttl))]
     pub dns_ttl: u32,
     /// Delay every DNS answer by this long (e.g. 20ms): a slow or distant resolver.
-    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", default_value = "0s",
+          value_parser = checked(parse_duration, dns::check_delay))]
     pub dns_delay: Duration,
     /// Drop this share of DNS queries (0 to 1), spread evenly: resolver retries and timeouts.
-    #[arg(long, default_value_t = 0.0, value_parser = parse_fraction)]
+    #[arg(long, value_name = "SHARE", default_value_t = 0.0,
+          value_parser = checked(parse_share, dns::check_drop))]
     pub dns_drop: f64,
 }
 
-/// Parses a fraction from 0 to 1.
-fn parse_fraction(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
-        _ => Err(format!("{text:?} is not a fraction from 0 to 1")),
-    }
+/// A clap value parser: `parse` reads the text, then `check` (a server's `check_*`)
+/// refuses values outside its range, in the words of its allowed range.
+fn checked<T: 'static>(
+    parse: fn(&str) -> Result<T, String>,
+    check: fn(T) -> Result<T, CheckSettingError>,
+) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static {
+    move |text| check(parse(text)?).map_err(|e| format!("must be {}", e.allowed))
+}
+
+/// Parses a whole number (a count of things, or of seconds).
+fn parse_count<T: std::str::FromStr>(text: &str) -> Result<T, String> {
+    text.trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a whole number in range"))
+}
+
+/// Parses a share (a number; the range is checked by the caller).
+fn parse_share(text: &str) -> Result<f64, String> {
+    text.trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number from 0 to 1"))
+}
+
+/// Checks `--threads`: from 1 to [`MAX_THREADS`].
+fn check_threads(n: usize) -> Result<usize, CheckSettingError> {
+    server::within("threads", n, 1..=MAX_THREADS, || {
+        format!("from 1 to {MAX_THREADS}")
+    })
+}
+
+/// Checks `--dns-name` as the responder will read it.
+fn parse_dns_name(text: &str) -> Result<String, String> {
+    dns::check_name(text)
+        .map(|()| text.to_string())
+        .map_err(|e| one_line(&e.into()))
 }
 
 impl EchoArgs {
@@ -72,10 +122,10 @@ impl EchoArgs {
         ServerConfig {
             tcp: self.tcp.0,
             http: self.http.0,
-            max_frame: self.max_frame.max(1),
+            max_frame: self.max_frame,
             max_delay: self.max_delay,
             max_connections: self.max_connections,
-            idle_timeout: self.idle_timeout.max(Duration::from_millis(10)),
+            idle_timeout: self.idle_timeout,
             dns: self.dns.0.map(|addr| DnsConfig {
                 addr,
                 name: self.dns_name.clone(),
@@ -86,17 +136,33 @@ impl EchoArgs {
             }),
         }
     }
+
+    /// Parses the command line; a usage error is one line (see [`super::usage_line`]).
+    pub fn try_parse_checked<I, T>(args: I) -> Result<EchoArgs, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let args = EchoArgs::try_parse_from(args)?;
+        if args.tcp.0.is_none() && args.http.0.is_none() {
+            return Err(EchoArgs::command().error(
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "every listener is off; enable --tcp or --http",
+            ));
+        }
+        Ok(args)
+    }
 }
 
-/// Builds a tokio runtime with `threads` workers; one thread means a current-thread
-/// runtime, which skips the work-stealing machinery entirely.
+/// Builds a tokio runtime with `threads` workers (at least 1); one thread means a
+/// current-thread runtime, which skips the work-stealing machinery entirely.
 pub fn runtime(threads: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
     match threads {
         Some(1) => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build(),
         Some(n) => tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(n.max(1))
+            .worker_threads(n)
             .enable_all()
             .build(),
         None => tokio::runtime::Builder::new_multi_thread()
@@ -106,10 +172,11 @@ pub fn runtime(threads: Option<usize>) -> std::io::Result<tokio::runtime::Runtim
 }
 
 /// Runs the server until SIGINT or SIGTERM. Exit 0 after a clean stop, 1 when it could not
-/// start.
+/// start, 2 for bad usage; every failure is one line on stderr.
 pub fn main() -> ExitCode {
     crate::init_tracing();
-    let args = EchoArgs::parse();
+    let args = EchoArgs::try_parse_checked(std::env::args_os())
+        .unwrap_or_else(|e| super::usage_exit("rpcbench-echo", e));
     match run(args) {
         Ok(()) => ExitCode::from(EXIT_OK),
         Err(e) => {
@@ -120,9 +187,6 @@ pub fn main() -> ExitCode {
 }
 
 fn run(args: EchoArgs) -> anyhow::Result<()> {
-    if args.tcp.0.is_none() && args.http.0.is_none() {
-        anyhow::bail!("every listener is off; enable --tcp or --http");
-    }
     let rt = runtime(args.threads).context("cannot start the async runtime")?;
     rt.block_on(async {
         let server = EchoServer::start(args.config()).await?;
@@ -144,8 +208,13 @@ fn run(args: EchoArgs) -> anyhow::Result<()> {
         if !drained {
             tracing::warn!("grace period of {SHUTDOWN_GRACE:?} ran out; closing the rest");
         }
-        println!("totals {}", serde_json::to_string(&totals)?);
-        Ok(())
+        // Whoever read the listening lines may be gone by now (`| head -2`): the totals are
+        // then nobody's, and a stop by signal is still a clean stop, not a panic.
+        let line = format!("totals {}\n", serde_json::to_string(&totals)?);
+        match std::io::stdout().lock().write_all(line.as_bytes()) {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+            _ => Ok(()),
+        }
     })
 }
 
@@ -164,7 +233,7 @@ async fn wait_for_signal() -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
+    use crate::cli::{EXIT_USAGE, usage_line};
 
     #[test]
     fn arguments() {
@@ -194,6 +263,70 @@ mod tests {
                 .config()
                 .dns
                 .is_none()
+        );
+    }
+
+    /// Values at the edge of each range are accepted: the ranges are not off by one.
+    #[test]
+    fn edge_values_are_accepted() {
+        let args = EchoArgs::try_parse_checked([
+            "rpcbench-echo",
+            "--max-frame",
+            "4",
+            "--max-delay",
+            "0",
+            "--max-connections",
+            "1",
+            "--idle-timeout",
+            "10ms",
+            "--threads",
+            "1024",
+            "--dns-ttl",
+            "0",
+            "--dns-drop",
+            "1",
+        ])
+        .unwrap();
+        assert!(args.config().check().is_ok());
+        assert_eq!(args.config().idle_timeout, server::MIN_IDLE_TIMEOUT);
+    }
+
+    /// Each value the server cannot honour is a usage error of one line that names the
+    /// flag and says what is allowed.
+    #[test]
+    fn values_without_sense_are_one_line_usage_errors() {
+        for (flag, value, allowed) in [
+            ("--max-frame", "0", "at least 4 bytes"),
+            ("--max-frame", "3", "at least 4 bytes"),
+            ("--max-delay", "4295s", "at most 4294.967295s"),
+            ("--max-connections", "0", "from 1 to 2147483647"),
+            ("--max-connections", "2147483648", "from 1 to 2147483647"),
+            ("--idle-timeout", "0s", "at least 10ms"),
+            ("--idle-timeout", "9ms", "at least 10ms"),
+            ("--threads", "0", "from 1 to 1024"),
+            ("--threads", "1025", "from 1 to 1024"),
+            ("--dns-ttl", "2147483648", "at most 2147483647"),
+            ("--dns-delay", "4295s", "at most 4294.967295s"),
+            ("--dns-drop", "1.5", "from 0 to 1"),
+            ("--dns-drop", "-0.1", "from 0 to 1"),
+            ("--dns-drop", "NaN", "from 0 to 1"),
+            ("--dns-name", "localhost", "two labels"),
+        ] {
+            // `--flag=value`, so that a negative value is not read as a flag of its own.
+            let arg = format!("{flag}={value}");
+            let err = EchoArgs::try_parse_checked(["rpcbench-echo", &arg]).unwrap_err();
+            assert_eq!(err.exit_code(), i32::from(EXIT_USAGE), "{flag} {value}");
+            let line = usage_line(&err);
+            assert!(
+                line.contains(flag) && line.contains(allowed) && !line.contains('\n'),
+                "{flag} {value}: {line:?}"
+            );
+        }
+        let err = EchoArgs::try_parse_checked(["rpcbench-echo", "--tcp", "off", "--http", "off"])
+            .unwrap_err();
+        assert_eq!(
+            usage_line(&err),
+            "every listener is off; enable --tcp or --http"
         );
     }
 }

@@ -109,27 +109,12 @@ pub fn parse_bytes(text: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("{text:?} is too large (at most 4 GiB - 1)"))
 }
 
-/// Parses the command line as `T`, or exits: 0 after `--help` or `--version`, and 2
-/// with one line on stderr for bad usage (clap's own message, without its usage block,
-/// so a script's log shows what was wrong in one line).
-pub fn parse_or_exit<T: clap::Parser>() -> T {
-    T::try_parse().unwrap_or_else(|e| usage_exit(e))
-}
-
-/// Exits for a clap error as [`parse_or_exit`] does.
-pub fn usage_exit(e: clap::Error) -> ! {
-    use clap::error::ErrorKind::{
-        DisplayHelp, DisplayHelpOnMissingArgumentOrSubcommand, DisplayVersion,
-    };
-    if matches!(
-        e.kind(),
-        DisplayHelp | DisplayVersion | DisplayHelpOnMissingArgumentOrSubcommand
-    ) {
-        e.exit();
-    }
-    // clap's message, its hints (`[possible values: …]`, `tip: …`) folded onto the same
-    // line; the usage block and the pointer to --help left out.
-    let text = e.render().to_string();
+/// A usage error as one line: clap's message, without its `error: ` prefix, with its
+/// hints (`[possible values: …]`, `tip: …`) folded onto the same line, and without the
+/// usage block and the pointer to `--help` that clap adds below, so a script's log shows
+/// what was wrong in one line.
+pub fn usage_line(err: &clap::Error) -> String {
+    let text = err.render().to_string();
     let mut parts = Vec::new();
     for line in text.lines().map(str::trim) {
         if line.starts_with("Usage:") || line.starts_with("For more information") {
@@ -139,7 +124,17 @@ pub fn usage_exit(e: clap::Error) -> ! {
             parts.push(line);
         }
     }
-    eprintln!("{}", parts.join(" "));
+    let line = parts.join(" ");
+    line.strip_prefix("error: ").unwrap_or(&line).to_string()
+}
+
+/// Exits for a clap error: 0 after `--help` or `--version` (clap prints them), else 2
+/// with `PROGRAM: <usage_line>` on stderr.
+pub fn usage_exit(program: &str, e: clap::Error) -> ! {
+    if !e.use_stderr() {
+        e.exit();
+    }
+    eprintln!("{program}: {}", usage_line(&e));
     std::process::exit(EXIT_USAGE.into());
 }
 

@@ -83,6 +83,7 @@ pub fn sweep(args: &SweepArgs) -> anyhow::Result<u8> {
         Err(why) => {
             use clap::CommandFactory;
             super::usage_exit(
+                "rpcbench",
                 super::bench::Cli::command().error(clap::error::ErrorKind::ArgumentConflict, why),
             );
         }

@@ -11,7 +11,7 @@
 //! and the responder must count those, and delay or drop single queries on purpose.
 
 use super::stats::Reject;
-use super::{Shared, sleep_until};
+use super::{CheckSettingError, DELAY_CEILING, Shared, sleep_until, within};
 use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
 use hickory_proto::rr::rdata::{A, AAAA};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
@@ -25,6 +25,9 @@ use tokio::net::UdpSocket;
 pub const DEFAULT_DNS_NAME: &str = "echo.rpcbench.test";
 /// Default TTL of its answers (60 s), a common value for internal service records.
 pub const DEFAULT_DNS_TTL: u32 = 60;
+/// Largest TTL: RFC 2181 section 8 limits TTLs to 31 bits, and resolvers read a larger one
+/// as zero, so a larger setting would not mean what it says.
+pub const MAX_DNS_TTL: u32 = i32::MAX as u32;
 /// Largest UDP message read; queries are far smaller, and anything larger is malformed.
 const MAX_UDP: usize = 4096;
 
@@ -59,6 +62,75 @@ impl Default for DnsConfig {
     }
 }
 
+impl DnsConfig {
+    /// Checks every setting against what the responder can honour.
+    pub fn check(&self) -> Result<(), CheckSettingError> {
+        check_ttl(self.ttl)?;
+        check_delay(self.delay)?;
+        check_drop(self.drop)?;
+        Ok(())
+    }
+}
+
+/// Checks `dns.ttl`: at most [`MAX_DNS_TTL`]; zero (do not cache) is allowed.
+pub fn check_ttl(ttl: u32) -> Result<u32, CheckSettingError> {
+    within("dns.ttl", ttl, 0..=MAX_DNS_TTL, || {
+        format!("at most {MAX_DNS_TTL} seconds (RFC 2181)")
+    })
+}
+
+/// Checks `dns.delay`: at most [`DELAY_CEILING`], the longest delay the server has; an
+/// answer later than that is a dropped query, which `dns.drop` says.
+pub fn check_delay(delay: Duration) -> Result<Duration, CheckSettingError> {
+    within("dns.delay", delay, Duration::ZERO..=DELAY_CEILING, || {
+        format!("at most {DELAY_CEILING:?}")
+    })
+}
+
+/// Checks `dns.drop`: a share of queries, from 0 to 1 (NaN is not one).
+pub fn check_drop(drop: f64) -> Result<f64, CheckSettingError> {
+    within("dns.drop", drop, 0.0..=1.0, || "from 0 to 1".to_string())
+}
+
+/// Checks that `name` can be the responder's name: a DNS name of two labels or more.
+pub fn check_name(name: &str) -> Result<(), BuildZoneError> {
+    zone_name(name).map(drop)
+}
+
+/// `name` as a lower-case, fully qualified DNS name with a parent zone.
+fn zone_name(name: &str) -> Result<Name, BuildZoneError> {
+    let mut parsed = Name::from_ascii(name)
+        .map_err(|source| BuildZoneError::NotAName {
+            name: name.to_string(),
+            source,
+        })?
+        .to_lowercase();
+    parsed.set_fqdn(true);
+    if parsed.num_labels() < 2 {
+        return Err(BuildZoneError::TooFewLabels {
+            name: name.to_string(),
+        });
+    }
+    Ok(parsed)
+}
+
+/// Why the responder's zone cannot be built from its settings.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildZoneError {
+    /// The name does not parse as a DNS name.
+    #[error("{name:?} is not a DNS name")]
+    NotAName {
+        name: String,
+        source: hickory_proto::ProtoError,
+    },
+    /// A one-label name has no parent to be the zone apex.
+    #[error("{name:?} needs at least two labels (a name and its zone)")]
+    TooFewLabels { name: String },
+    /// A setting outside what the responder can honour.
+    #[error(transparent)]
+    Setting(#[from] CheckSettingError),
+}
+
 /// The zone, ready to answer.
 #[derive(Debug)]
 pub(super) struct Zone {
@@ -74,24 +146,9 @@ pub(super) struct Zone {
 
 impl Zone {
     /// Builds the zone; the apex is the name's parent (`rpcbench.test` for the default).
-    pub fn new(config: &DnsConfig, answer: IpAddr) -> Result<Zone, String> {
-        let name = Name::from_ascii(&config.name)
-            .map_err(|e| format!("--dns-name {:?} is not a DNS name: {e}", config.name))?
-            .to_lowercase();
-        let mut name = name;
-        name.set_fqdn(true);
-        if name.num_labels() < 2 {
-            return Err(format!(
-                "--dns-name {:?} needs at least two labels",
-                config.name
-            ));
-        }
-        if !(0.0..=1.0).contains(&config.drop) {
-            return Err(format!(
-                "--dns-drop {} is not a fraction from 0 to 1",
-                config.drop
-            ));
-        }
+    pub fn new(config: &DnsConfig, answer: IpAddr) -> Result<Zone, BuildZoneError> {
+        config.check()?;
+        let name = zone_name(&config.name)?;
         Ok(Zone {
             apex: name.base_name(),
             name,
@@ -261,6 +318,7 @@ mod tests {
             ("nolabels", 0.0),
             ("a..b", 0.0),
             ("echo.rpcbench.test", 1.5),
+            ("echo.rpcbench.test", f64::NAN),
         ] {
             let config = DnsConfig {
                 name: name.into(),

@@ -4,6 +4,10 @@
 //! anything is printed), spawns their accept loops on the current tokio runtime and
 //! returns a handle. [`EchoServer::shutdown`] stops accepting, lets requests in flight
 //! finish within a grace period, and returns the final counters.
+//!
+//! Every setting has a `check_*` function here (or in [`dns`]) saying which values the
+//! server can honour; [`EchoServer::start`] runs them all, and the command line's parsers
+//! call the same ones, so a bad value is refused in one place with one message.
 
 pub mod dns;
 mod handle;
@@ -15,7 +19,9 @@ mod tcp;
 
 pub use handle::{ServerHandle, StartHandleError};
 use stats::{ProtoCounters, Reject, Stats, StatsSnapshot};
+use std::fmt::Debug;
 use std::net::SocketAddr;
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -29,6 +35,91 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long shutdown waits for requests in flight before giving up on them (5 s).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Shortest idle timeout: the HTTP watcher looks [`http::IDLE_CHECKS_PER_TIMEOUT`] times
+/// per timeout on tokio's timer, whose tick is [`TIMER_TICK`], so a shorter timeout could
+/// not be kept (and a zero one would leave the watcher's interval without a period).
+pub const MIN_IDLE_TIMEOUT: Duration = TIMER_TICK.saturating_mul(http::IDLE_CHECKS_PER_TIMEOUT);
+
+/// Longest delay a request can ask for, about 71 minutes: `delay_us` is a u32 of
+/// microseconds. A larger max delay would allow nothing more, and `/stats` reports delays
+/// as a u64 of microseconds, which a larger value could overflow.
+pub const DELAY_CEILING: Duration = Duration::from_micros(u32::MAX as u64);
+
+/// Most connections that can be open at once: each is a file descriptor, a C `int`, so a
+/// process can never hold more than this many.
+pub const MAX_CONNECTIONS_CEILING: usize = i32::MAX as usize;
+
+/// A setting outside what the server can honour.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{setting} is {value}, but it must be {allowed}")]
+pub struct CheckSettingError {
+    /// The setting's name in [`ServerConfig`] (`max_frame`) or [`dns::DnsConfig`] (`dns.ttl`).
+    pub setting: &'static str,
+    /// The value given.
+    pub value: String,
+    /// The values allowed, for a person: `from 1 to 2147483647`.
+    pub allowed: String,
+}
+
+/// `value` when `range` holds it; otherwise the error for `setting`, whose allowed values
+/// `allowed` describes.
+pub(crate) fn within<T: PartialOrd + Debug>(
+    setting: &'static str,
+    value: T,
+    range: RangeInclusive<T>,
+    allowed: impl FnOnce() -> String,
+) -> Result<T, CheckSettingError> {
+    if range.contains(&value) {
+        Ok(value)
+    } else {
+        Err(CheckSettingError {
+            setting,
+            value: format!("{value:?}"),
+            allowed: allowed(),
+        })
+    }
+}
+
+/// Checks `max_frame`: a frame must be able to hold the smallest request.
+pub fn check_max_frame(bytes: u32) -> Result<u32, CheckSettingError> {
+    within(
+        "max_frame",
+        bytes,
+        crate::wire::MIN_REQUEST_LEN..=u32::MAX,
+        || {
+            format!(
+                "at least {} bytes, the smallest request",
+                crate::wire::MIN_REQUEST_LEN
+            )
+        },
+    )
+}
+
+/// Checks `max_delay`: zero (no delays) up to [`DELAY_CEILING`].
+pub fn check_max_delay(delay: Duration) -> Result<Duration, CheckSettingError> {
+    within("max_delay", delay, Duration::ZERO..=DELAY_CEILING, || {
+        format!("at most {DELAY_CEILING:?}, the longest delay_us a request can carry")
+    })
+}
+
+/// Checks `max_connections`: at least one, at most [`MAX_CONNECTIONS_CEILING`].
+pub fn check_max_connections(n: usize) -> Result<usize, CheckSettingError> {
+    within("max_connections", n, 1..=MAX_CONNECTIONS_CEILING, || {
+        format!("from 1 to {MAX_CONNECTIONS_CEILING}")
+    })
+}
+
+/// Checks `idle_timeout`: at least [`MIN_IDLE_TIMEOUT`]; there is no upper limit, a very
+/// long one means never.
+pub fn check_idle_timeout(timeout: Duration) -> Result<Duration, CheckSettingError> {
+    within(
+        "idle_timeout",
+        timeout,
+        MIN_IDLE_TIMEOUT..=Duration::MAX,
+        || format!("at least {MIN_IDLE_TIMEOUT:?}"),
+    )
+}
 
 /// Everything the server needs to know before it binds.
 #[derive(Debug, Clone)]
@@ -64,6 +155,18 @@ impl Default for ServerConfig {
 }
 
 impl ServerConfig {
+    /// Checks every setting against what the server can honour (the `check_*` functions).
+    pub fn check(&self) -> Result<(), CheckSettingError> {
+        check_max_frame(self.max_frame)?;
+        check_max_delay(self.max_delay)?;
+        check_max_connections(self.max_connections)?;
+        check_idle_timeout(self.idle_timeout)?;
+        if let Some(dns) = &self.dns {
+            dns.check()?;
+        }
+        Ok(())
+    }
+
     /// The address the DNS responder answers: as configured, else the TCP listener's IP,
     /// else 127.0.0.1.
     fn dns_answer(&self, dns: &dns::DnsConfig) -> std::net::IpAddr {
@@ -77,7 +180,7 @@ impl ServerConfig {
     fn settings(&self) -> stats::ServerSettings {
         stats::ServerSettings {
             version: env!("CARGO_PKG_VERSION").to_string(),
-            cpu_affinity: crate::report::cpu_affinity(),
+            cpu_affinity: crate::host::cpu_affinity(),
             max_frame: self.max_frame,
             max_delay_us: self.max_delay.as_micros() as u64,
             max_connections: self.max_connections,
@@ -104,16 +207,26 @@ impl ServerConfig {
 }
 
 /// Failure to start the server.
+///
+/// No message repeats its `source`: an error chain printed on one line (`cause: cause`)
+/// shows every source itself, so a message that also includes it says it twice.
 #[derive(Debug, thiserror::Error)]
 pub enum StartServerError {
-    #[error("cannot listen for {proto} on {addr}: {source}")]
+    /// A listener could not bind its address (in use, not ours, no permission).
+    #[error("cannot listen on {proto} {addr}")]
     Bind {
+        /// The listener: `tcp`, `http` or `dns`.
         proto: &'static str,
+        /// The address it was asked to listen on.
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("{0}")]
-    DnsZone(String),
+    /// A setting outside what the server can honour.
+    #[error(transparent)]
+    Setting(#[from] CheckSettingError),
+    /// The DNS responder's zone cannot be built from its settings.
+    #[error(transparent)]
+    DnsZone(#[from] dns::BuildZoneError),
 }
 
 /// State every connection task shares.
@@ -266,6 +379,7 @@ pub struct EchoServer {
 impl EchoServer {
     /// Binds every enabled listener and starts serving on the current tokio runtime.
     pub async fn start(config: ServerConfig) -> Result<EchoServer, StartServerError> {
+        config.check()?;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let (alive_tx, alive_rx) = mpsc::channel(1);
         let settings = config.settings();
@@ -297,7 +411,7 @@ impl EchoServer {
         let dns = match &shared.config.dns {
             Some(cfg) => {
                 let answer = shared.config.dns_answer(cfg);
-                let zone = dns::Zone::new(cfg, answer).map_err(StartServerError::DnsZone)?;
+                let zone = dns::Zone::new(cfg, answer)?;
                 let socket = tokio::net::UdpSocket::bind(cfg.addr)
                     .await
                     .map_err(|source| StartServerError::Bind {

@@ -1,9 +1,10 @@
 //! What the two libcurl transports share: the handle set-up, one transfer, and reading the
 //! reply headers and libcurl's own timers.
 
-use super::http::{SEQ_HEADER, parse_server_timing};
+use super::http::parse_server_timing;
 use super::{Call, CallError, ConnectFailure, Endpoint, Phases};
 use crate::resolve::AddrMode;
+use crate::wire::SEQ_HEADER;
 use curl::easy::{Easy2, Handler, List, WriteError};
 use std::time::Duration;
 

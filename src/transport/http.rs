@@ -2,6 +2,7 @@
 //! reading the reply headers the server adds.
 
 use super::{Call, CallError, Endpoint, Phases};
+use crate::wire::SEQ_HEADER;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{self, SendRequest};
@@ -9,9 +10,6 @@ use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper_util::rt::TokioIo;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-
-/// The header carrying the call's sequence number, both ways.
-pub const SEQ_HEADER: &str = "x-rpcbench-seq";
 
 /// A current-thread runtime for one worker's hyper transport: the worker blocks on it for
 /// each call, so the async client runs on the worker's own thread with no hand-off.

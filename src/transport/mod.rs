@@ -19,8 +19,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use http::SEQ_HEADER;
-
 /// The registry of transports: one line per transport, `Variant = module::Type, "name"`,
 /// with its doc comment (which `--help` shows). It declares the module and generates
 /// [`TransportKind`] (with `ALL`, `name()`, the clap and serde names) and the one `match`

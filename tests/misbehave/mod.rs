@@ -514,7 +514,7 @@ fn serve_http(mut stream: TcpStream, conn: u64, inner: &Inner) {
             return;
         }
         let seq: u64 = head
-            .header(rpcbench::transport::SEQ_HEADER)
+            .header(rpcbench::wire::SEQ_HEADER)
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
         let reply_len: Option<u32> = head.query_param("reply_len").and_then(|v| v.parse().ok());
@@ -541,7 +541,7 @@ fn serve_http(mut stream: TcpStream, conn: u64, inner: &Inner) {
             "HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ncontent-length: {}\r\n\
              {}: {seq_out}\r\nserver-timing: app;dur=0.001\r\n{}\r\n",
             body.len(),
-            rpcbench::transport::SEQ_HEADER,
+            rpcbench::wire::SEQ_HEADER,
             if announce_close {
                 "connection: close\r\n"
             } else {

@@ -1,0 +1,215 @@
+//! What an HTTP request gets: the routes (`/echo`, `/healthz`, `/stats`), the parsing of
+//! `/echo`'s parameters, and the refusals, each a status with a one-line reason.
+//!
+//! Apart from the connection's life ([`super`]) and from the bytes of the reply
+//! ([`super::reply`]): this is the part a new route or parameter changes, and the part
+//! whose rules (limits, statuses, `/stats` counters) the README documents.
+
+use super::reply::{self, Body, SEQ_NAME};
+use crate::server::Shared;
+use crate::server::stats::Reject;
+use crate::wire::SEQ_HEADER;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::{Body as _, Incoming};
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+/// Answers one request.
+pub(super) async fn route(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
+    shared.stats.http.requests.fetch_add(1, Relaxed);
+    let got_it = Instant::now();
+    let result = match (req.uri().path(), req.method()) {
+        ("/echo", &Method::POST | &Method::GET) => echo(req, shared, got_it).await,
+        ("/healthz", &Method::GET) => Ok(reply::text(StatusCode::OK, "ok")),
+        ("/stats", &Method::GET) => Ok(reply::json(
+            serde_json::to_vec(&shared.stats.snapshot()).unwrap_or_default(),
+        )),
+        ("/echo", _) => Err(HttpError::MethodNotAllowed("GET, POST")),
+        ("/healthz" | "/stats", _) => Err(HttpError::MethodNotAllowed("GET")),
+        (path, _) => Err(HttpError::NotFound(path.to_string())),
+    };
+    result.unwrap_or_else(|e| {
+        shared.stats.reject(e.kind());
+        let mut resp = reply::text(e.status(), &format!("{e}\n"));
+        if let HttpError::MethodNotAllowed(allow) = e {
+            resp.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static(allow));
+        }
+        resp
+    })
+}
+
+/// A request the server refuses, with the one-line reason sent back as the body.
+#[derive(Debug, thiserror::Error)]
+enum HttpError {
+    #[error("bad request: {0}")]
+    BadRequest(String),
+    #[error("no such path: {0}")]
+    NotFound(String),
+    #[error("method not allowed; allowed: {0}")]
+    MethodNotAllowed(&'static str),
+    #[error("body is larger than the maximum of {0} bytes")]
+    PayloadTooLarge(u32),
+}
+
+impl HttpError {
+    /// The reply's status.
+    fn status(&self) -> StatusCode {
+        match self {
+            HttpError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            HttpError::NotFound(_) => StatusCode::NOT_FOUND,
+            HttpError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            HttpError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+        }
+    }
+
+    /// The `/stats` counter the refusal is counted in.
+    fn kind(&self) -> Reject {
+        match self {
+            HttpError::BadRequest(_) => Reject::HttpBadRequest,
+            HttpError::NotFound(_) => Reject::HttpNotFound,
+            HttpError::MethodNotAllowed(_) => Reject::HttpMethodNotAllowed,
+            HttpError::PayloadTooLarge(_) => Reject::HttpPayloadTooLarge,
+        }
+    }
+}
+
+/// The parameters of `/echo`, from the query string and the seq header.
+#[derive(Debug, Default, PartialEq)]
+struct EchoParams {
+    seq: Option<u64>,
+    reply_len: Option<u32>,
+    delay_us: u32,
+}
+
+impl EchoParams {
+    /// Parses the query string; unknown keys are ignored, bad numbers are a 400.
+    ///
+    /// Splits on bytes rather than chars: `&` and `=` are ASCII, so every slice still
+    /// falls on a char boundary, and this runs for every request.
+    fn parse(query: Option<&str>) -> Result<EchoParams, HttpError> {
+        let mut params = EchoParams::default();
+        let mut rest = query.unwrap_or("");
+        while !rest.is_empty() {
+            let (pair, tail) = split_at_byte(rest, b'&');
+            rest = tail;
+            let (key, value) = split_at_byte(pair, b'=');
+            let bad = |what: &str| HttpError::BadRequest(format!("{key}={value:?} is not {what}"));
+            match key {
+                "reply_len" => {
+                    params.reply_len = Some(value.parse().map_err(|_| bad("a byte count"))?)
+                }
+                "delay_us" => {
+                    params.delay_us = value.parse().map_err(|_| bad("a number of microseconds"))?
+                }
+                "seq" => params.seq = Some(value.parse().map_err(|_| bad("an unsigned integer"))?),
+                _ => {}
+            }
+        }
+        Ok(params)
+    }
+}
+
+/// `text` split at the first `sep` (which is dropped), or all of it and `""`.
+fn split_at_byte(text: &str, sep: u8) -> (&str, &str) {
+    match text.bytes().position(|b| b == sep) {
+        Some(i) => (&text[..i], &text[i + 1..]),
+        None => (text, ""),
+    }
+}
+
+/// `/echo`: checks the parameters against the limits, reads the body (at most the max
+/// frame), waits `delay_us` after `got_it`, and replies with the body or the pattern.
+async fn echo(
+    req: Request<Incoming>,
+    shared: &Shared,
+    got_it: Instant,
+) -> Result<Response<Body>, HttpError> {
+    let config = &shared.config;
+    let (parts, body) = req.into_parts();
+    let mut params = EchoParams::parse(parts.uri.query())?;
+    if let Some(value) = parts.headers.get(&SEQ_NAME) {
+        let seq = value
+            .to_str()
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| {
+                HttpError::BadRequest(format!("{SEQ_HEADER} {value:?} is not an unsigned integer"))
+            })?;
+        params.seq = Some(seq);
+    }
+    if u64::from(params.delay_us) > config.max_delay.as_micros() as u64 {
+        return Err(HttpError::BadRequest(format!(
+            "delay_us={} is above the maximum of {} µs",
+            params.delay_us,
+            config.max_delay.as_micros()
+        )));
+    }
+    if let Some(n) = params.reply_len.filter(|&n| n > config.max_frame) {
+        return Err(HttpError::BadRequest(format!(
+            "reply_len={n} is above the maximum of {} bytes",
+            config.max_frame
+        )));
+    }
+    let is_get = parts.method == Method::GET;
+    if is_get && params.reply_len.is_none() {
+        return Err(HttpError::BadRequest("GET /echo needs ?reply_len=N".into()));
+    }
+    let body = if body.is_end_stream() {
+        // No body (a GET, or Content-Length: 0): skip the collecting machinery.
+        Bytes::new()
+    } else {
+        // Refuse a declared oversized body before reading any of it.
+        let declared = parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > u64::from(config.max_frame)) {
+            return Err(HttpError::PayloadTooLarge(config.max_frame));
+        }
+        Limited::new(body, config.max_frame as usize)
+            .collect()
+            .await
+            .map_err(|e| {
+                if e.is::<http_body_util::LengthLimitError>() {
+                    HttpError::PayloadTooLarge(config.max_frame)
+                } else {
+                    HttpError::BadRequest(format!("cannot read body: {e}"))
+                }
+            })?
+            .to_bytes()
+    };
+    if params.delay_us > 0 {
+        crate::server::sleep_until(got_it + Duration::from_micros(params.delay_us.into())).await;
+    }
+    let payload = match params.reply_len {
+        None => body,
+        Some(n) => reply::pattern_body(params.seq.unwrap_or(0), n as usize),
+    };
+    Ok(reply::echo(payload, parts.headers, params.seq, got_it))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_parsing() {
+        assert_eq!(
+            EchoParams::parse(Some("reply_len=10&delay_us=5&seq=7&x=1")).unwrap(),
+            EchoParams {
+                seq: Some(7),
+                reply_len: Some(10),
+                delay_us: 5
+            }
+        );
+        assert_eq!(EchoParams::parse(None).unwrap(), EchoParams::default());
+        assert!(EchoParams::parse(Some("reply_len=-1")).is_err());
+        assert!(EchoParams::parse(Some("delay_us=abc")).is_err());
+        assert!(EchoParams::parse(Some("reply_len")).is_err());
+    }
+}
