@@ -864,7 +864,7 @@ fn no_server_binary_exits_1() {
     let report: serde_json::Value =
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("JSON: {e}: {out}"));
     let runs = report["runs"].as_array().expect("runs");
-    assert_eq!(runs.len(), 6, "{out}");
+    assert_eq!(runs.len(), TransportKind::ALL.len(), "{out}");
     for run in runs {
         assert_eq!(num(run, "calls"), 20, "{run}");
         assert_eq!(num(run, "ok"), 0, "{run}");

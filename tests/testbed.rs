@@ -105,7 +105,11 @@ fn testbed_runs_twice_reports_and_cleans_up() {
     // The physics: a 20 ms server delay comes back in every transport, against the paced
     // reference, and a 20 ms DNS delay in fresh connections under uncached only.
     let delay = rows(&readme, "server delay 20000 µs:");
-    assert_eq!(delay.len(), 6, "one delay check per transport:\n{readme}");
+    assert_eq!(
+        delay.len(),
+        rpcbench::transport::TransportKind::ALL.len(),
+        "one delay check per transport:\n{readme}"
+    );
     assert!(
         readme.contains("over calls started 20000 µs apart"),
         "{readme}"

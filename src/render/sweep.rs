@@ -1,6 +1,6 @@
 //! `rpcbench sweep` as text: one table per transport and mode, a row per step, then why
 //! steps missed the objective and the capacity under it. Laid out like the run table
-//! ([`super::table`]): names left, numbers right, one unit per latency column.
+//! (`table.rs`): names left, numbers right, one unit per latency column.
 
 use super::units::Unit;
 use super::{Grid, NAME_COLUMNS, wrap};

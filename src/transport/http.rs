@@ -176,7 +176,7 @@ pub fn parse_server_timing(value: &str) -> Option<Duration> {
 }
 
 /// Maps a hyper error to how the call ended.
-fn classify(e: &hyper::Error) -> CallError {
+pub(super) fn classify(e: &hyper::Error) -> CallError {
     if let Some(io) = std::error::Error::source(e).and_then(|s| s.downcast_ref::<std::io::Error>())
     {
         return CallError::from_io(io);

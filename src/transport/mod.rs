@@ -101,6 +101,9 @@ registry! {
     CurlReuse = curl_reuse::CurlReuse, "curl-reuse";
     /// A new libcurl easy handle per call, nothing shared.
     CurlFresh = curl_fresh::CurlFresh, "curl-fresh";
+    /// HTTP/2 POST /echo with prior knowledge, one connection per worker, one stream at a
+    /// time (hyper).
+    H2 = h2::H2, "h2";
 }
 
 impl TransportKind {
@@ -444,13 +447,14 @@ mod tests {
 
     /// The registry, listed once: a new transport adds its line here too, with what
     /// `connects` and the port should be for it.
-    const EXPECTED: [(&str, bool, Port); 6] = [
+    const EXPECTED: [(&str, bool, Port); 7] = [
         ("tcp", true, Port::Tcp),
         ("tcp-connect", false, Port::Tcp),
         ("http-fresh", false, Port::Http),
         ("http-keepalive", true, Port::Http),
         ("curl-reuse", true, Port::Http),
         ("curl-fresh", false, Port::Http),
+        ("h2", true, Port::Http),
     ];
 
     #[test]

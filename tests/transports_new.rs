@@ -1,0 +1,178 @@
+//! The transports internal services use today (issue #11), each against the real
+//! in-process server: every call verified and counted once, `connects` as the transport
+//! promises, echo and pattern replies, payloads up to 64 KiB, one and eight workers. And
+//! the HTTP/2 port against clients that are not ours (curl, h2load).
+
+use rpcbench::measure::Phase;
+use rpcbench::runner::{RunConfig, TransportRun, run_transport};
+use rpcbench::server::{ServerConfig, ServerHandle};
+use rpcbench::transport::{Endpoint, TransportKind};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+/// The transports of issue #11 that exist so far.
+const NEW: [TransportKind; 1] = [TransportKind::H2];
+
+/// Calls per run, as the issue asks: enough to cross any per-connection stream limit.
+const CALLS: u64 = 2000;
+
+fn server() -> ServerHandle {
+    ServerHandle::start(ServerConfig::loopback_any_port(), 1).expect("start the echo server")
+}
+
+fn run(server: &ServerHandle, kind: TransportKind, config: &RunConfig) -> TransportRun {
+    let endpoint = Endpoint::new(server.tcp_addr.unwrap(), server.http_addr.unwrap());
+    run_transport(kind, &endpoint, config, Arc::new(AtomicU64::new(0)))
+}
+
+fn config(concurrency: usize) -> RunConfig {
+    RunConfig {
+        calls: CALLS,
+        warmup: 20,
+        concurrency,
+        timeout: Duration::from_secs(5),
+        ..RunConfig::default()
+    }
+}
+
+/// Every call ok and counted once; connects as the transport promises.
+fn assert_healthy(kind: TransportKind, run: &TransportRun, config: &RunConfig) {
+    let t = &run.tally;
+    assert_eq!(t.calls(), config.calls, "{kind}: every call counted");
+    assert_eq!(t.ok, config.calls, "{kind}: {:?}", t.errors);
+    assert_eq!((t.lost, t.mismatched, t.duplicated), (0, 0, 0), "{kind}");
+    assert_eq!(t.latency.len(), t.ok, "{kind}: one latency per ok call");
+    let expected_connects = if kind.persistent() {
+        config.concurrency as u64
+    } else {
+        config.calls + config.warmup
+    };
+    assert_eq!(t.connects, expected_connects, "{kind}: connects");
+    if kind.persistent() {
+        assert!(
+            t.phase(Phase::Connect).is_empty(),
+            "{kind}: a measured call paid a connect"
+        );
+    }
+    assert_eq!(
+        t.phase(Phase::FirstByte).len(),
+        t.ok,
+        "{kind}: first byte timed"
+    );
+    assert_eq!(
+        t.phase(Phase::Server).len(),
+        t.ok,
+        "{kind}: server time read"
+    );
+}
+
+#[test]
+fn every_new_transport_at_one_and_eight_workers() {
+    let server = server();
+    for kind in NEW {
+        for workers in [1, 8] {
+            let cfg = config(workers);
+            assert_healthy(kind, &run(&server, kind, &cfg), &cfg);
+        }
+    }
+}
+
+#[test]
+fn every_new_transport_with_pattern_replies_and_64k_payloads() {
+    let server = server();
+    for kind in NEW {
+        let pattern = RunConfig {
+            calls: 200,
+            reply: Some(10_000),
+            ..config(2)
+        };
+        assert_healthy(kind, &run(&server, kind, &pattern), &pattern);
+        let big = RunConfig {
+            calls: 200,
+            payload: 64 << 10,
+            ..config(2)
+        };
+        assert_healthy(kind, &run(&server, kind, &big), &big);
+    }
+}
+
+#[test]
+fn a_new_transport_against_no_server_counts_refused_connects() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = closed.local_addr().unwrap();
+    drop(closed);
+    for kind in NEW {
+        let cfg = RunConfig {
+            calls: 10,
+            warmup: 0,
+            ..config(1)
+        };
+        let run = run_transport(
+            kind,
+            &Endpoint::new(addr, addr),
+            &cfg,
+            Arc::new(AtomicU64::new(0)),
+        );
+        assert_eq!(run.tally.calls(), 10, "{kind}");
+        assert_eq!(
+            run.tally.errors.get("connect_refused"),
+            Some(&10),
+            "{kind}: {:?}",
+            run.tally.errors
+        );
+    }
+}
+
+/// The HTTP/2 port answers clients that are not ours: curl with prior knowledge, and
+/// h2load (nghttp2) for many streams on one connection.
+#[test]
+fn the_http2_port_serves_curl_and_h2load() {
+    let server = server();
+    let http = server.http_addr.unwrap();
+    let out = Command::new("curl")
+        .args([
+            "--silent",
+            "--show-error",
+            "--http2-prior-knowledge",
+            "--max-time",
+            "10",
+        ])
+        .args([
+            "-H",
+            "x-rpcbench-seq: 7",
+            "--data-binary",
+            "hello",
+            "-D",
+            "-",
+        ])
+        .arg(format!("http://{http}/echo"))
+        .output()
+        .expect("curl (the test needs it; .ci/run installs it)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.starts_with("HTTP/2 200"), "{text}");
+    assert!(
+        text.to_ascii_lowercase().contains("x-rpcbench-seq: 7"),
+        "{text}"
+    );
+    assert!(text.ends_with("hello"), "{text}");
+
+    let out = Command::new("h2load")
+        .args(["-n", "2000", "-c", "1", "-m", "32"])
+        .arg(format!("http://{http}/echo?reply_len=100"))
+        .output()
+        .expect("h2load (nghttp2-client; .ci/run installs it)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("2000 succeeded, 0 failed, 0 errored"),
+        "h2load: {text}"
+    );
+    assert!(text.contains("status codes: 2000 2xx"), "h2load: {text}");
+}
