@@ -397,11 +397,7 @@ impl Plan {
                 spec.run.timeout,
             )?),
         };
-        Ok(Endpoint {
-            names,
-            tcp_port: self.tcp_port,
-            http_port: self.http_port,
-        })
+        Ok(Endpoint::with_names(names, self.tcp_port, self.http_port))
     }
 }
 

@@ -135,6 +135,8 @@ pub fn run_transport(
     done: Arc<AtomicU64>,
 ) -> TransportRun {
     let workers = config.concurrency.max(1);
+    // A connection shared by the workers of an earlier run must not carry over.
+    let endpoint = &endpoint.for_run();
     let shared = Shared {
         next_seq: &NEXT_SEQ,
         done,

@@ -53,11 +53,7 @@ impl Server {
             timeout,
         )
         .unwrap();
-        Endpoint {
-            names: Arc::new(names),
-            tcp_port: tcp.port(),
-            http_port: http.port(),
-        }
+        Endpoint::with_names(Arc::new(names), tcp.port(), http.port())
     }
 
     /// Runs one transport in one mode; returns the run and the DNS queries the responder saw.
@@ -377,11 +373,11 @@ fn assert_counted_lookup_failures(
 ) {
     let names = Arc::new(names);
     for &kind in kinds {
-        let endpoint = Endpoint {
-            names: names.clone(),
-            tcp_port: server.server.tcp_addr.unwrap().port(),
-            http_port: server.server.http_addr.unwrap().port(),
-        };
+        let endpoint = Endpoint::with_names(
+            names.clone(),
+            server.server.tcp_addr.unwrap().port(),
+            server.server.http_addr.unwrap().port(),
+        );
         let run = run_transport(kind, &endpoint, config, Arc::new(AtomicU64::new(0)));
         let t = &run.tally;
         assert_eq!(t.calls(), config.calls, "{kind}");

@@ -13,7 +13,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 /// The transports of issue #11 that exist so far.
-const NEW: [TransportKind; 1] = [TransportKind::H2];
+const NEW: [TransportKind; 2] = [TransportKind::H2, TransportKind::H2Mux];
 
 /// Calls per run, as the issue asks: enough to cross any per-connection stream limit.
 const CALLS: u64 = 2000;
@@ -44,12 +44,8 @@ fn assert_healthy(kind: TransportKind, run: &TransportRun, config: &RunConfig) {
     assert_eq!(t.ok, config.calls, "{kind}: {:?}", t.errors);
     assert_eq!((t.lost, t.mismatched, t.duplicated), (0, 0, 0), "{kind}");
     assert_eq!(t.latency.len(), t.ok, "{kind}: one latency per ok call");
-    let expected_connects = if kind.persistent() {
-        config.concurrency as u64
-    } else {
-        config.calls + config.warmup
-    };
-    assert_eq!(t.connects, expected_connects, "{kind}: connects");
+    let expected = kind.expected_connects(config.concurrency, config.calls + config.warmup);
+    assert_eq!(t.connects, expected, "{kind}: connects");
     if kind.persistent() {
         assert!(
             t.phase(Phase::Connect).is_empty(),

@@ -61,6 +61,14 @@ macro_rules! registry {
                 }
             }
 
+            /// True when all workers of a run share one connection, so `connects` is 1 on
+            /// a healthy run whatever the number of workers.
+            pub fn shared(self) -> bool {
+                match self {
+                    $(TransportKind::$variant => <$module::$ty as Transport>::SHARED,)*
+                }
+            }
+
             /// Which of the server's ports the transport calls.
             pub fn port(self) -> Port {
                 match self {
@@ -104,9 +112,23 @@ registry! {
     /// HTTP/2 POST /echo with prior knowledge, one connection per worker, one stream at a
     /// time (hyper).
     H2 = h2::H2, "h2";
+    /// HTTP/2 with all workers sharing one connection, each call a concurrent stream.
+    H2Mux = h2_mux::H2Mux, "h2-mux";
 }
 
 impl TransportKind {
+    /// The connections a healthy run opens, warm-up included: one per call for fresh
+    /// transports, one per worker for persistent ones, one in all for shared ones.
+    pub fn expected_connects(self, workers: usize, calls_and_warmup: u64) -> u64 {
+        if self.shared() {
+            1
+        } else if self.persistent() {
+            workers as u64
+        } else {
+            calls_and_warmup
+        }
+    }
+
     /// Parses a stable name back.
     pub fn from_name(name: &str) -> Option<TransportKind> {
         Self::ALL.into_iter().find(|k| k.name() == name)
@@ -152,6 +174,33 @@ pub struct Endpoint {
     pub tcp_port: u16,
     /// The HTTP port.
     pub http_port: u16,
+    /// What the workers of one run share (a multiplexed connection); the runner gives
+    /// every run a fresh one ([`Endpoint::for_run`]), so nothing outlives its run.
+    pub shared: Arc<RunShared>,
+}
+
+/// State the workers of one run share, one value per type that asks for it: how
+/// `h2-mux` gives all workers one connection. Keyed by type, so a transport that shares
+/// something declares it in its own file and nothing here changes.
+#[derive(Default)]
+pub struct RunShared(std::sync::Mutex<SharedMap>);
+
+/// The values of a [`RunShared`], by type.
+type SharedMap = std::collections::HashMap<std::any::TypeId, Arc<dyn std::any::Any + Send + Sync>>;
+
+impl RunShared {
+    /// The run's value of type `T`, made with `T::default()` by the first worker to ask.
+    pub fn get<T: std::any::Any + Send + Sync + Default>(&self) -> Arc<T> {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let value = map
+            .entry(std::any::TypeId::of::<T>())
+            .or_insert_with(|| Arc::new(T::default()))
+            .clone();
+        drop(map);
+        value
+            .downcast::<T>()
+            .unwrap_or_else(|_| unreachable!("the map is keyed by the value's type"))
+    }
 }
 
 impl std::fmt::Debug for Endpoint {
@@ -171,10 +220,24 @@ impl Endpoint {
     /// An endpoint at fixed addresses (address mode `ip`); both must share the IP.
     pub fn new(tcp: SocketAddr, http: SocketAddr) -> Endpoint {
         debug_assert_eq!(tcp.ip(), http.ip(), "one host, two ports");
+        Endpoint::with_names(Arc::new(Names::fixed(tcp.ip())), tcp.port(), http.port())
+    }
+
+    /// An endpoint whose name is resolved by `names`.
+    pub fn with_names(names: Arc<Names>, tcp_port: u16, http_port: u16) -> Endpoint {
         Endpoint {
-            names: Arc::new(Names::fixed(tcp.ip())),
-            tcp_port: tcp.port(),
-            http_port: http.port(),
+            names,
+            tcp_port,
+            http_port,
+            shared: Arc::default(),
+        }
+    }
+
+    /// The same endpoint with nothing shared yet: what one run starts from.
+    pub fn for_run(&self) -> Endpoint {
+        Endpoint {
+            shared: Arc::default(),
+            ..self.clone()
         }
     }
 
@@ -402,9 +465,12 @@ impl CallError {
 
 /// One way of making calls, owned by one worker thread.
 pub trait Transport: Sized {
-    /// True when the transport keeps one connection per worker (`connects` then equals
-    /// the number of workers on a healthy run); false when it opens one per call.
+    /// True when the transport keeps its connection from call to call (`connects` then
+    /// equals the number of workers on a healthy run, or 1 when [`Transport::SHARED`]);
+    /// false when it opens one per call.
     const PERSISTENT: bool;
+    /// True when all workers of a run share one connection (HTTP/2 multiplexing).
+    const SHARED: bool = false;
     /// The server listener it calls.
     const PORT: Port;
 
@@ -445,23 +511,25 @@ mod tests {
     use super::*;
     use clap::ValueEnum;
 
-    /// The registry, listed once: a new transport adds its line here too, with what
-    /// `connects` and the port should be for it.
-    const EXPECTED: [(&str, bool, Port); 7] = [
-        ("tcp", true, Port::Tcp),
-        ("tcp-connect", false, Port::Tcp),
-        ("http-fresh", false, Port::Http),
-        ("http-keepalive", true, Port::Http),
-        ("curl-reuse", true, Port::Http),
-        ("curl-fresh", false, Port::Http),
-        ("h2", true, Port::Http),
+    /// The registry, listed once: a new transport adds its line here too, with the
+    /// connections 8 workers making 100 calls should open, and the port it calls.
+    const EXPECTED: [(&str, u64, Port); 8] = [
+        ("tcp", 8, Port::Tcp),
+        ("tcp-connect", 100, Port::Tcp),
+        ("http-fresh", 100, Port::Http),
+        ("http-keepalive", 8, Port::Http),
+        ("curl-reuse", 8, Port::Http),
+        ("curl-fresh", 100, Port::Http),
+        ("h2", 8, Port::Http),
+        ("h2-mux", 1, Port::Http),
     ];
 
     #[test]
     fn registry_lists_every_transport_once() {
-        let listed: Vec<(&str, bool, Port)> = TransportKind::ALL
+        // Connects expected of a healthy run of 8 workers and 100 calls.
+        let listed: Vec<(&str, u64, Port)> = TransportKind::ALL
             .iter()
-            .map(|k| (k.name(), k.persistent(), k.port()))
+            .map(|k| (k.name(), k.expected_connects(8, 100), k.port()))
             .collect();
         assert_eq!(listed, EXPECTED);
         let mut names: Vec<&str> = listed.iter().map(|l| l.0).collect();
