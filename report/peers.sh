@@ -9,6 +9,10 @@
 #   http-fresh      1 / (requests/s) of ab -n 20000 -c 1 (no -k), POST of 64 bytes, same server
 #   curl-reuse      one curl process POSTing 64 bytes to the same URL 1000 times on one
 #                   connection; the mean of its per-transfer %{time_total}
+#   h2              h2load -c1 -m1 POSTing 64 bytes over HTTP/2 with prior knowledge: its
+#                   mean "time for request"
+#   h2-mux          h2load -c1 -m64 (64 streams on one connection) against rpcbench -c 64:
+#                   both as 1 / (requests/s)
 #
 # rpcbench runs `--names ip --transports T -n CALLS --warmup 200 --format csv` against the
 # same rpcbench-echo (--threads 1); its figure is the mean_us column of its one row.
@@ -19,7 +23,7 @@
 # written. The script ends by showing that verdict, from rpcbench itself. Peer ratios are
 # benchmarks, not tests: host noise moves them.
 #
-# Debian packages it needs (for .ci/run): sockperf wrk apache2-utils curl python3 iproute2
+# Debian packages it needs (for .ci/run): sockperf wrk apache2-utils curl nghttp2-client python3 iproute2
 # util-linux (plus cargo to build rpcbench, rpcbench-echo and examples/crr_ref).
 #
 # Usage: report/peers.sh [options]
@@ -158,8 +162,8 @@ cd "$root"
 # shellcheck source=report/lib.sh
 source "$root/report/lib.sh"
 
-for tool in taskset sockperf wrk ab curl python3 ss; do
-    command -v "$tool" >/dev/null || die "$tool is required (apt-get install -y sockperf wrk apache2-utils curl python3 iproute2 util-linux)"
+for tool in taskset sockperf wrk ab curl h2load python3 ss; do
+    command -v "$tool" >/dev/null || die "$tool is required (apt-get install -y sockperf wrk apache2-utils curl nghttp2-client python3 iproute2 util-linux)"
 done
 
 make_tmp peers
@@ -318,19 +322,30 @@ keep() {
     [[ -z $raw_dir ]] || cp "$1" "$raw_dir/round${round}_$(basename "$1")"
 }
 
-# Runs rpcbench on one transport; prints its mean from the CSV row, read by column name.
+# Streams in flight for the multiplexed pair: h2-mux with -c MUX_STREAMS against
+# h2load -m MUX_STREAMS, both on one connection, compared as time per completed call
+# (1 / calls per second), since with many calls in flight that is what throughput means.
+mux_streams=64
+
+# Runs rpcbench on one transport; prints its mean from the CSV row, read by column name
+# (for h2-mux: 1e6 / calls_per_s at -c $mux_streams).
 rb_run() {
     local transport=$1 file="$tmp/rpcbench_$1.json" csv="$tmp/rpcbench_$1.csv" mean
+    local workers=1 column=mean_us
+    if [[ $transport == h2-mux ]]; then
+        workers=$mux_streams column=calls_per_s
+    fi
     local cmd=("${cli[@]}" "$rb_bin" --target "$server_ip" --tcp-port "$echo_tcp_port"
         --http-port "$echo_http_port" --names ip --transports "$transport" -n "$calls"
-        --warmup 200 --format csv --out "$file" --no-progress)
+        -c "$workers" --warmup 200 --format csv --out "$file" --no-progress)
     echo "  $(show "${cmd[@]}")" >&2
     "${cmd[@]}" >"$csv" || die "rpcbench $transport failed (exit $?)"
     keep "$file"
-    mean=$(awk -F, -v calls="$calls" '
+    mean=$(awk -F, -v calls="$calls" -v column="$column" '
         NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
         $col["ok"] != calls { print "rpcbench " $1 ": " $col["ok"] " ok of " calls " calls" > "/dev/stderr"; exit 1 }
-        { print $col["mean_us"] }' "$csv") || die "rpcbench $transport lost calls"
+        column == "calls_per_s" { printf "%.3f\n", 1e6 / $col[column]; next }
+        { print $col[column] }' "$csv") || die "rpcbench $transport lost calls"
     [[ -n $mean ]] || die "cannot read rpcbench's CSV:"$'\n'"$(cat "$csv")"
     echo "$mean"
 }
@@ -412,6 +427,41 @@ peer_curl() {
     echo "$mean"
 }
 
+# h2load (nghttp2) posting the same 64 bytes to /echo over HTTP/2 with prior knowledge.
+h2load_cmd=("${cli[@]}" h2load -c1 -m1 -n "$calls" -d "$body_file"
+    -H "content-type: application/octet-stream" "$echo_url")
+h2load_mux_cmd=("${cli[@]}" h2load -c1 -m"$mux_streams" -n "$calls" -d "$body_file"
+    -H "content-type: application/octet-stream" "$echo_url")
+# Runs h2load; checks every request succeeded with a 2xx.
+h2load_run() {
+    local file=$1
+    shift
+    echo "  $(show "$@")" >&2
+    "$@" >"$file" 2>&1 || die "h2load failed: $(cat "$file")"
+    keep "$file"
+    grep -q "$calls succeeded, 0 failed, 0 errored, 0 timeout" "$file" &&
+        grep -q "status codes: $calls 2xx" "$file" ||
+        die "h2load saw failures:"$'\n'"$(cat "$file")"
+}
+# One stream at a time: h2load's mean "time for request", in µs whatever unit it prints.
+peer_h2load() {
+    local file="$tmp/h2load.out" mean
+    h2load_run "$file" "${h2load_cmd[@]}"
+    mean=$(awk '$1 == "time" && $3 == "request:" {
+        v = $6; u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v)
+        print (u == "ms" ? v * 1000 : (u == "s" ? v * 1e6 : v)); exit }' "$file")
+    [[ -n $mean ]] || die "cannot parse h2load output:"$'\n'"$(cat "$file")"
+    echo "$mean"
+}
+# Many streams on one connection: 1e6 / h2load's req/s.
+peer_h2load_mux() {
+    local file="$tmp/h2load_mux.out" rps
+    h2load_run "$file" "${h2load_mux_cmd[@]}"
+    rps=$(awk '$1 == "finished" { gsub(/,/, "", $4); print $4; exit }' "$file")
+    [[ -n $rps ]] || die "cannot parse h2load output:"$'\n'"$(cat "$file")"
+    awk -v r="$rps" 'BEGIN { printf "%.3f\n", 1e6 / r }'
+}
+
 # The pairs: transport, peer name, the function measuring the peer.
 pairs=(
     "tcp|sockperf ping-pong|peer_tcp"
@@ -420,6 +470,8 @@ pairs=(
     "http-keepalive|wrk -t1 -c1 (1/rps)|peer_wrk"
     "http-fresh|ab -c 1, no -k (1/rps)|peer_ab"
     "curl-reuse|curl, one process (mean %{time_total})|peer_curl"
+    "h2|h2load -c1 -m1 (mean time for request)|peer_h2load"
+    "h2-mux|h2load -c1 -m$mux_streams (1/rps; rpcbench -c $mux_streams)|peer_h2load_mux"
 )
 declare -A peer_vals=() rb_vals=() rb_done=()
 for ((round = 1; round <= rounds; round++)); do
@@ -447,6 +499,8 @@ commands=(
     "$(show "${wrk_cmd[@]}") # $(basename "$wrk_lua"): wrk.method = \"POST\", wrk.body = 64 bytes, Content-Type: application/octet-stream"
     "$(show "${ab_cmd[@]}") # $(basename "$body_file"): 64 bytes"
     "$(show "${curl_cmd[@]}") # config: silent, data-binary = \"@$(basename "$body_file")\" (64 bytes), header = \"Content-Type: application/octet-stream\", write-out = \"%{http_code} %{time_total} %{num_connects}\\n\", then $curl_fetches times: url = \"$echo_url\", output = \"/dev/null\""
+    "$(show "${h2load_cmd[@]}") # $(basename "$body_file"): 64 bytes"
+    "$(show "${h2load_mux_cmd[@]}") # $(basename "$body_file"): 64 bytes"
 )
 # ---- figures ----------------------------------------------------------------------------
 # The raw round means only; rpcbench judges them below.
