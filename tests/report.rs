@@ -184,7 +184,7 @@ fn report_pages_hold_the_json_figures_and_every_chart() {
     // The delay truth checks: one per transport.
     assert_eq!(
         readme.matches("| server delay 5000 µs:").count(),
-        6,
+        rpcbench::transport::TransportKind::ALL.len(),
         "{readme}"
     );
 
@@ -282,8 +282,8 @@ fn compare_flags_a_regression_and_passes_identical_files() {
     let text = String::from_utf8_lossy(&same.stdout);
     assert_eq!(
         text.matches("| 1.00 |").count(),
-        12,
-        "p50 and p99 ratios of 1.00 on six rows:\n{text}"
+        2 * rpcbench::transport::TransportKind::ALL.len(),
+        "p50 and p99 ratios of 1.00 on every row:\n{text}"
     );
 
     // A synthetic 20% regression of one transport's p50 and p99.

@@ -366,7 +366,8 @@ mod tests {
                 .unwrap()
                 .transports
                 .len(),
-            6
+            TransportKind::ALL.len(),
+            "every transport by default"
         );
         for bad in [
             &["rpcbench", "--transports", "carrier-pigeon"][..],

@@ -13,6 +13,7 @@ use crate::transport::TransportKind;
 pub fn findings(base: &Report, others: &[&Report], peers: Option<&Peers>) -> Vec<String> {
     let mut out = Vec::new();
     out.extend(reuse(base));
+    out.extend(multiplexing(base));
     let slow = others.iter().copied().find(|r| slow_dns(r));
     for report in std::iter::once(base).chain(slow) {
         out.extend(name_lookup(report));
@@ -59,16 +60,39 @@ fn reuse(base: &Report) -> Option<String> {
     })
 }
 
-/// The transport that makes the same call on a new connection each time.
+/// The transport that makes the same call on a new connection each time: the same
+/// protocol and the same client library, so the pair differs in reuse alone. HTTP/2 has
+/// no fresh twin (a new HTTP/2 connection per call is not how anyone uses it).
 fn fresh_twin(keep: TransportKind) -> Option<TransportKind> {
-    TransportKind::ALL
-        .into_iter()
-        .find(|&k| !k.persistent() && k.is_http() == keep.is_http() && curl(k) == curl(keep))
+    match keep {
+        TransportKind::Tcp => Some(TransportKind::TcpConnect),
+        TransportKind::HttpKeepalive => Some(TransportKind::HttpFresh),
+        TransportKind::CurlReuse => Some(TransportKind::CurlFresh),
+        _ => None,
+    }
 }
 
-/// True for the libcurl transports, which pair with each other rather than with hyper's.
-fn curl(k: TransportKind) -> bool {
-    matches!(k, TransportKind::CurlReuse | TransportKind::CurlFresh)
+/// What multiplexing buys or costs: `h2-mux` (every worker's calls as streams on one
+/// connection) against `h2` and `http-keepalive` (a connection per worker), at the
+/// run's concurrency.
+fn multiplexing(base: &Report) -> Option<String> {
+    let mux = ip_mean(base, TransportKind::H2Mux)?;
+    let per_worker: Vec<String> = [TransportKind::H2, TransportKind::HttpKeepalive]
+        .into_iter()
+        .filter_map(|k| {
+            let m = ip_mean(base, k)?;
+            Some(format!("{k} {} ({}×)", duration(m), ratio(mux / m)))
+        })
+        .collect();
+    if per_worker.is_empty() {
+        return None;
+    }
+    let c = base.config.concurrency;
+    Some(format!(
+        "Multiplexing {c} worker(s) as streams on one HTTP/2 connection (h2-mux, {}) against a connection per worker: {}. Above 1× the shared connection costs more than it saves.",
+        duration(mux),
+        per_worker.join("; ")
+    ))
 }
 
 /// What an uncached name lookup costs a fresh HTTP call, and what caching gives back.

@@ -18,9 +18,11 @@ const RIGHT: f64 = 190.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 50.0;
 
-/// One colour per transport, in `TransportKind::ALL` order (colour-blind-safe Tableau 10).
-const COLOURS: [&str; 6] = [
-    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1",
+/// One colour per transport, in `TransportKind::ALL` order (colour-blind-safe Tableau 10);
+/// past ten transports the colours repeat, told apart by the legend.
+const COLOURS: [&str; 10] = [
+    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1", "#edc948", "#ff9da7",
+    "#9c755f", "#bab0ac",
 ];
 /// Colours of the phases in the stacked chart.
 const PHASE_COLOURS: [(&str, &str); 5] = [
@@ -36,7 +38,7 @@ pub fn transport_colour(kind: TransportKind) -> &'static str {
     TransportKind::ALL
         .iter()
         .position(|&x| x == kind)
-        .map_or("#555555", |i| COLOURS[i])
+        .map_or("#555555", |i| COLOURS[i % COLOURS.len()])
 }
 
 /// The dash pattern of an address mode, the same in every chart.
