@@ -117,8 +117,8 @@ fn testbed_runs_twice_reports_and_cleans_up() {
     let dns = rows(&readme, "DNS delay 20000 µs:");
     assert_eq!(
         dns.len(),
-        12,
-        "six transports, cached and uncached:\n{readme}"
+        2 * rpcbench::transport::TransportKind::ALL.len(),
+        "every transport, cached and uncached:\n{readme}"
     );
     let failed: Vec<&&str> = delay
         .iter()
