@@ -406,12 +406,18 @@ pub fn html(site: &Site) -> String {
     out
 }
 
-/// One report's summary and phase tables, and its failed calls, in HTML.
+/// One report's summary and phase tables, its failed calls and idle workers, in HTML.
 fn html_tables(out: &mut String, r: &Report) {
+    if let Some(note) = render::latency_note(r, &RenderOptions::WIDE) {
+        let _ = writeln!(out, "<p>{}</p>", esc(&note));
+    }
     html_table(out, &render::summary_grid(r, &RenderOptions::WIDE));
     html_table(out, &render::phase_grid(r, &RenderOptions::WIDE));
     for line in render::problem_lines(r) {
         let _ = writeln!(out, "<p class=\"fail\">{}</p>", esc(&line));
+    }
+    for line in render::concurrency_lines(r) {
+        let _ = writeln!(out, "<p>{}</p>", esc(&line));
     }
 }
 
