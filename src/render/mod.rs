@@ -361,6 +361,32 @@ struct Candidates {
 }
 
 impl Candidates {
+    /// Candidates whose columns stand for `keys` (one each, in order), with the default
+    /// set and the extra groups named by key; a key not among `keys` (a column this table
+    /// leaves out) is skipped, and a group left empty by that is dropped.
+    fn keyed<K: PartialEq>(
+        keys: &[K],
+        columns: Vec<(String, Vec<String>)>,
+        compact: &[K],
+        extras: &[&[K]],
+    ) -> Candidates {
+        let at = |group: &[K]| -> Vec<usize> {
+            group
+                .iter()
+                .filter_map(|k| keys.iter().position(|x| x == k))
+                .collect()
+        };
+        Candidates {
+            columns,
+            compact: at(compact),
+            extras: extras
+                .iter()
+                .map(|g| at(g))
+                .filter(|g| !g.is_empty())
+                .collect(),
+        }
+    }
+
     /// The columns to show: all of them when `wide`; else the compact set, the least
     /// important dropped until it fits `width`, then each extra group that still fits.
     /// The two name columns always stay, so a width below theirs cannot be met.
@@ -421,15 +447,12 @@ pub fn summary_grid(report: &Report, options: &RenderOptions) -> Grid {
             text_column(col.name(), cells)
         })
         .collect();
-    let at = |c: &SummaryColumn| shown.iter().position(|x| x == c).unwrap_or_default();
-    Candidates {
+    Candidates::keyed(
+        &shown,
         columns,
-        compact: SummaryColumn::COMPACT.iter().map(at).collect(),
-        extras: SummaryColumn::EXTRAS
-            .iter()
-            .map(|g| g.iter().map(at).collect())
-            .collect(),
-    }
+        &SummaryColumn::COMPACT,
+        &SummaryColumn::EXTRAS,
+    )
     .choose(options)
 }
 

@@ -149,6 +149,23 @@ pub fn rate(per_s: f64) -> String {
     grouped
 }
 
+/// Bytes in a binary unit: `64 B`, `16 KiB`, `1 MiB`, `1.50 KiB`; whole units where the
+/// size is a whole number of them, as payload sizes are written on the command line.
+pub fn bytes(n: u32) -> String {
+    const KIB: u32 = 1 << 10;
+    const MIB: u32 = 1 << 20;
+    let (unit, name) = match n {
+        n if n >= MIB => (MIB, "MiB"),
+        n if n >= KIB => (KIB, "KiB"),
+        _ => return format!("{n} B"),
+    };
+    if n % unit == 0 {
+        format!("{} {name}", n / unit)
+    } else {
+        format!("{} {name}", significant(f64::from(n) / f64::from(unit), 2))
+    }
+}
+
 /// A ratio (`× fastest`, `× the peer`) with three significant digits: `1.00`, `12.3`.
 pub fn ratio(x: f64) -> String {
     significant(x, 2)
@@ -236,6 +253,10 @@ mod tests {
         assert_eq!(rate(1_234_567.0), "1,230,000");
         assert_eq!(rate(2.5), "2.50");
         assert_eq!(rate(50.0), "50");
+        assert_eq!(bytes(64), "64 B");
+        assert_eq!(bytes(16 << 10), "16 KiB");
+        assert_eq!(bytes(1 << 20), "1 MiB");
+        assert_eq!(bytes(1536), "1.50 KiB");
         assert_eq!(rate(0.0), "0");
     }
 }
