@@ -79,11 +79,11 @@ impl std::str::FromStr for Slo {
 }
 
 impl std::fmt::Display for Slo {
-    /// `p99 <= 2.00 ms`: the percentile as it was written, the bound in its unit.
+    /// `p99 ≤ 2.00 ms`: the percentile as it was written, the bound in its unit.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} <= {}",
+            "{} ≤ {}",
             percentile_name(self.quantile),
             crate::render::units::duration(self.bound.as_secs_f64() * 1e6)
         )
@@ -94,7 +94,7 @@ impl std::fmt::Display for Slo {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SloRecord {
-    /// As [`Slo`]'s `Display` writes it, e.g. `p99 <= 2.00 ms`.
+    /// As [`Slo`]'s `Display` writes it, e.g. `p99 ≤ 2.00 ms`.
     pub text: String,
     /// 0 < quantile < 1, e.g. 0.99.
     pub quantile: f64,
@@ -542,16 +542,31 @@ mod tests {
         let slo: Slo = "p99=2ms".parse().unwrap();
         assert_eq!(slo.quantile, 0.99);
         assert_eq!(slo.bound, Duration::from_millis(2));
-        assert_eq!(slo.to_string(), "p99 <= 2.00 ms");
+        assert_eq!(slo.to_string(), "p99 ≤ 2.00 ms");
         let slo: Slo = "p99.9=500us".parse().unwrap();
         assert!((slo.quantile - 0.999).abs() < 1e-12);
-        assert_eq!(slo.to_string(), "p99.9 <= 500 µs");
+        assert_eq!(slo.to_string(), "p99.9 ≤ 500 µs");
         assert_eq!("P50=1s".parse::<Slo>().unwrap().quantile, 0.5);
         for bad in [
             "", "p99", "99=2ms", "p100=1ms", "p0=1ms", "p99=0ms", "p99=fast", "px=1ms",
         ] {
             assert!(bad.parse::<Slo>().is_err(), "{bad:?} accepted");
         }
+    }
+
+    #[test]
+    fn progress_labels_name_the_step() {
+        let paced = RunConfig {
+            rate: Some(5000.0),
+            ..RunConfig::default()
+        };
+        assert_eq!(step_label(3, &paced), "step 3 · 5,000/s");
+        let closed = RunConfig {
+            concurrency: 4,
+            payload: 16 << 10,
+            ..RunConfig::default()
+        };
+        assert_eq!(step_label(1, &closed), "step 1 · closed loop -c 4 · 16 KiB");
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub fn write(report: &Report, out: &mut dyn Write) -> io::Result<()> {
 }
 
 /// One markdown table; numeric columns (all but the name columns) right-aligned.
-pub(super) fn write_table(out: &mut dyn Write, grid: &Grid) -> io::Result<()> {
+pub fn write_table(out: &mut dyn Write, grid: &Grid) -> io::Result<()> {
     writeln!(out, "| {} |", grid.headers.join(" | "))?;
     let align: Vec<&str> = (0..grid.headers.len())
         .map(|i| if i < NAME_COLUMNS { "---" } else { "---:" })

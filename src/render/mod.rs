@@ -19,6 +19,7 @@ mod table;
 pub mod units;
 
 pub use csv::CSV_HEADERS;
+pub use markdown::write_table as write_markdown_table;
 
 use crate::measure::{Phase, Summary};
 use crate::report::{Report, RunRecord};

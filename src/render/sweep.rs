@@ -194,7 +194,7 @@ pub fn grid(report: &SweepReport, series: &Series, options: &RenderOptions) -> G
 }
 
 /// What was swept, against what, for how long, and under which objective.
-fn heading(report: &SweepReport) -> String {
+pub fn heading(report: &SweepReport) -> String {
     let mut parts = vec![
         format!("rpcbench {} sweep → {}", report.rpcbench, report.target),
         format!("over {}", report.axis),
@@ -207,10 +207,10 @@ fn heading(report: &SweepReport) -> String {
 }
 
 /// What the columns hold, in their units.
-const LEGEND: &str = "offered/s, achieved/s: calls per second over all workers (offered: open loop at that rate; closed: back to back) · in flight: mean calls in flight · payload B: request bytes · p50, p99: from when each call was due at an offered rate (corrected for coordinated omission), from its start when closed; start p99: from its actual start · MB/s: verified request (out) and reply (in) bytes per second, 10^6 bytes";
+pub const LEGEND: &str = "offered/s, achieved/s: calls per second over all workers (offered: open loop at that rate; closed: back to back) · in flight: mean calls in flight · payload B: request bytes · p50, p99: from when each call was due at an offered rate (corrected for coordinated omission), from its start when closed; start p99: from its actual start · MB/s: verified request (out) and reply (in) bytes per second, 10^6 bytes";
 
 /// The lines under a series' table: why steps missed the objective, and its capacity.
-fn notes(report: &SweepReport, series: &Series) -> Vec<String> {
+pub fn notes(report: &SweepReport, series: &Series) -> Vec<String> {
     let mut lines = Vec::new();
     for s in &series.steps {
         if let (Some(rate), Some(why)) = (s.offered_per_s, &s.why_not) {
