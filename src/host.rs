@@ -6,7 +6,7 @@
 //! CPU), never an error: these facts describe a run, they do not decide whether it happens.
 //!
 //! Facts of this process that the kernel keeps under `/proc/self` belong here too (the
-//! CPU seconds and resident memory a server reports, say); [`self_status`] reads the
+//! CPU seconds and resident memory a server reports, say); `self_status` reads the
 //! `Name: value` lines of `/proc/self/status`.
 
 /// Where Linux keeps this process's state as `Name: value` lines (`man 5 proc`).

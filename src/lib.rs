@@ -6,7 +6,7 @@
 //! - [`host`]: facts of the machine this process runs on (name, kernel, CPUs, pinning).
 //! - [`server`]: the echo server, one file per listener (`tcp.rs`, `http/`, `dns.rs`), counters.
 //! - [`transport`]: the client transports, one file each, behind one small trait.
-//! - [`bench`]: a whole run as one call: embedded server, plan, name check, rounds, report.
+//! - [`bench`](mod@bench): a whole run as one call: embedded server, plan, name check, rounds, report.
 //! - [`runner`]: the load engine: workers, warm-up, timing, verification, counting.
 //! - [`measure`]: HDR histograms and per-call outcome tallies, merged across workers.
 //! - [`resolve`]: address modes: IP literal, getaddrinfo, hickory with and without cache.

@@ -113,6 +113,23 @@ fn assert_well_formed(text: &str, what: &str) {
     assert!(stack.is_empty(), "{what}: left open: {stack:?}");
 }
 
+/// Reads chart `name` from `site` and checks it is a well-formed SVG with axes, a unit
+/// on its axis label, a legend and data; returns it.
+fn assert_chart(site: &Path, name: &str) -> String {
+    let svg = std::fs::read_to_string(site.join(name)).unwrap();
+    assert_well_formed(&svg, name);
+    assert!(
+        svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""),
+        "{name}"
+    );
+    assert!(svg.contains("class=\"axis x-axis\""), "{name}: x axis");
+    assert!(svg.contains("class=\"axis-label\""), "{name}: axis label");
+    assert!(svg.contains("(ms"), "{name}: the unit is named");
+    assert!(svg.contains("class=\"legend\""), "{name}: legend");
+    assert!(svg.contains("class=\"series\""), "{name}: data");
+    svg
+}
+
 #[test]
 fn report_pages_hold_the_json_figures_and_every_chart() {
     let dir = Scratch::new("report");
@@ -190,17 +207,7 @@ fn report_pages_hold_the_json_figures_and_every_chart() {
 
     // Charts: four SVG files, well-formed, with axes, a legend and a series per run.
     for name in ["percentiles.svg", "mean-p99.svg", "phases.svg", "dns.svg"] {
-        let svg = std::fs::read_to_string(site.join(name)).unwrap();
-        assert_well_formed(&svg, name);
-        assert!(
-            svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""),
-            "{name}"
-        );
-        assert!(svg.contains("class=\"axis x-axis\""), "{name}: x axis");
-        assert!(svg.contains("class=\"axis-label\""), "{name}: axis label");
-        assert!(svg.contains("(ms"), "{name}: the unit is named");
-        assert!(svg.contains("class=\"legend\""), "{name}: legend");
-        assert!(svg.contains("class=\"series\""), "{name}: data");
+        assert_chart(&site, name);
         assert!(
             readme.contains(&format!("]({name})")),
             "README links {name}"
@@ -461,15 +468,7 @@ fn sweeps_make_a_report_alone_and_beside_a_run() {
     assert_eq!(status, Some(0), "{text}");
     let readme = std::fs::read_to_string(site.join("README.md")).unwrap();
     for name in ["latency-throughput.svg", "payload.svg"] {
-        let svg = std::fs::read_to_string(site.join(name)).unwrap();
-        assert_well_formed(&svg, name);
-        assert!(
-            svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""),
-            "{name}"
-        );
-        assert!(svg.contains("class=\"axis x-axis\""), "{name}: x axis");
-        assert!(svg.contains("(ms, log scale)"), "{name}: the unit is named");
-        assert!(svg.contains("class=\"legend\""), "{name}: legend");
+        let svg = assert_chart(&site, name);
         for t in ["tcp", "http-keepalive"] {
             assert!(
                 svg.contains(&format!("data-run=\"{t}\"")),

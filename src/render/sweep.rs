@@ -1,8 +1,8 @@
 //! `rpcbench sweep` as text: one table per transport and mode, a row per step, then why
 //! steps missed the objective and the capacity under it. Laid out like the run table
-//! ([`super::table`]) from the same pieces: cells in [`super::Cell`]s, one unit per
-//! latency column ([`super::units`]), the columns that fit the width chosen by
-//! [`super::Candidates`], `--wide` for all of them. Markdown shows every column; CSV is
+//! (`table.rs`) from the same pieces: cells as `Cell`s, one unit per latency column
+//! ([`crate::render::units`]), the columns that fit the width chosen by `Candidates`,
+//! `--wide` for all of them. Markdown shows every column; CSV is
 //! one tidy table, a row per step, in fixed units.
 
 use super::markdown::write_table;
@@ -272,7 +272,7 @@ pub fn write_markdown(report: &SweepReport, out: &mut dyn Write) -> io::Result<(
 }
 
 /// The columns of a step before its run's: the step's number in its series (1 up), then
-/// what it offered and got; then come the run's own columns ([`csv::headers`]) but the
+/// what it offered and got; then come the run's own columns (as `--format csv` of a run has them) but the
 /// transport and mode, which lead the row.
 pub const SWEEP_CSV_HEADERS: [&str; 10] = [
     "step",

@@ -259,7 +259,7 @@ fn parse_value<T: for<'de> Deserialize<'de>>(
 /// before either is parsed strictly (unknown fields denied).
 const SWEEP_FIELDS: [&str; 2] = ["axis", "series"];
 
-/// Reads a run or a sweep, telling them apart by their fields ([`SWEEP_FIELDS`]).
+/// Reads a run or a sweep, telling them apart by the fields only a sweep has (`axis`, `series`).
 pub fn read_input(path: &Path) -> Result<Input, BuildReportError> {
     let value = read_json_value(path)?;
     if SWEEP_FIELDS.iter().all(|f| value.get(f).is_some()) {

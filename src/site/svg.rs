@@ -23,6 +23,8 @@ const BOTTOM: f64 = 50.0;
 const COLOURS: [&str; 6] = [
     "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1",
 ];
+/// The label of a latency axis in ms on a log scale, the same in every chart.
+const LATENCY_LOG: &str = "latency (ms, log scale)";
 /// Colours of the phases in the stacked chart.
 const PHASE_COLOURS: [(&str, &str); 5] = [
     ("dns", "#9c755f"),
@@ -283,13 +285,7 @@ pub fn percentile_curves(runs: &[&RunRecord]) -> String {
         "percentile (log scale of 1 − quantile)",
         &ticks,
     );
-    y_axis(
-        &mut out,
-        &ya,
-        LEFT,
-        WIDTH - RIGHT,
-        "latency (ms, log scale)",
-    );
+    y_axis(&mut out, &ya, LEFT, WIDTH - RIGHT, LATENCY_LOG);
     let mut entries = Vec::new();
     for r in runs {
         if r.percentiles_us.is_empty() {
@@ -336,7 +332,7 @@ pub fn mean_p99(runs: &[&RunRecord]) -> String {
     let hi = values.iter().copied().fold(0.0, f64::max);
     let xa = Axis::new(lo, hi, true, LEFT, WIDTH - RIGHT);
     let ticks: Vec<(f64, String)> = xa.ticks().into_iter().map(|v| (v, tick_label(v))).collect();
-    x_axis(&mut out, &xa, y0, y1, "latency (ms, log scale)", &ticks);
+    x_axis(&mut out, &xa, y0, y1, LATENCY_LOG, &ticks);
     for (i, r) in runs.iter().enumerate() {
         let y = y0 + 10.0 + row * (i as f64 + 0.5);
         let colour = transport_colour(r.transport);
@@ -687,13 +683,7 @@ pub fn latency_throughput(lines: &[ChartLine], bound: Option<(f64, String)>, id:
         .map(|v| (v, crate::render::units::rate(v)))
         .collect();
     x_axis(&mut out, &xa, y0, y1, "achieved calls/s", &ticks);
-    y_axis(
-        &mut out,
-        &ya,
-        LEFT,
-        WIDTH - RIGHT,
-        "latency (ms, log scale)",
-    );
+    y_axis(&mut out, &ya, LEFT, WIDTH - RIGHT, LATENCY_LOG);
     if let Some((us, text)) = &bound {
         let y = ya.px(us / 1e3);
         let _ = write!(
@@ -760,13 +750,7 @@ pub fn payload_chart(lines: &[ChartLine], id: &str) -> String {
     );
     let ya = Axis::new(lo, hi, true, t1, t0);
     x_axis(&mut out, &xa, t0, t1, "request payload (log scale)", &ticks);
-    y_axis(
-        &mut out,
-        &ya,
-        LEFT,
-        WIDTH - RIGHT,
-        "latency (ms, log scale)",
-    );
+    y_axis(&mut out, &ya, LEFT, WIDTH - RIGHT, LATENCY_LOG);
     latency_lines(&mut out, lines, &xa, &ya);
     // Goodput, below.
     let (b0, b1) = (t1 + gap, t1 + gap + panel);

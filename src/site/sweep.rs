@@ -1,7 +1,7 @@
 //! What `rpcbench report` makes of sweep results (`rpcbench sweep --out`): the curves its
 //! charts draw, the knee of each, the capacity table and the sentences about them.
 //!
-//! Drawing is [`super::svg`]'s; this file only decides what is drawn and said, so the
+//! Drawing is `svg.rs`'s; this file only decides what is drawn and said, so the
 //! chart, the table and the findings read the same numbers.
 
 use super::svg::{self, ChartLine};
