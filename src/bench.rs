@@ -130,7 +130,7 @@ pub fn default_modes(target: Option<&str>) -> Vec<AddrMode> {
 pub fn run(spec: &BenchSpec, observer: &mut dyn Observer) -> Result<BenchOutcome, RunBenchError> {
     let session = Session::open(spec)?;
     let started = rfc3339_now();
-    let runs = session.run(spec, &spec.run, observer)?;
+    let runs = session.run(spec, &spec.run, observer, None)?;
     let server = session.server_stats(spec.run.timeout);
     let report = session.report(spec, started, server, &runs);
     let skipped = session.close();
@@ -172,20 +172,32 @@ impl Session {
         &self.plan.modes
     }
 
-    /// Runs every (transport, mode) job of `spec` with the per-call settings `config`,
-    /// for `spec.rounds` rounds.
+    /// Runs every (transport, mode) job of `spec` (its modes among the session's) with the
+    /// per-call settings `config`, for `spec.rounds` rounds. `step` is added to each job's
+    /// label for the observer (`tcp ip · step 3 · 5,000/s`), so a sweep's progress says
+    /// where it is.
     pub fn run(
         &self,
         spec: &BenchSpec,
         config: &RunConfig,
         observer: &mut dyn Observer,
+        step: Option<&str>,
     ) -> Result<Vec<TransportRun>, RunBenchError> {
+        // Only the modes `spec` names, of those the session runs: a sweep runs one mode
+        // per series on a session opened for all of them.
+        let modes: Vec<AddrMode> = self
+            .plan
+            .modes
+            .iter()
+            .copied()
+            .filter(|m| spec.names.as_ref().is_none_or(|n| n.contains(m)))
+            .collect();
         let jobs: Vec<(TransportKind, AddrMode)> = spec
             .transports
             .iter()
-            .flat_map(|&k| self.plan.modes.iter().map(move |&m| (k, m)))
+            .flat_map(|&k| modes.iter().map(move |&m| (k, m)))
             .collect();
-        run_jobs(&jobs, spec, config, &self.plan, observer)
+        run_jobs(&jobs, spec, config, &self.plan, observer, step)
     }
 
     /// The server's counters now: read directly from the embedded server, else asked for
@@ -409,6 +421,7 @@ fn run_jobs(
     config: &RunConfig,
     plan: &Plan,
     observer: &mut dyn Observer,
+    step: Option<&str>,
 ) -> Result<Vec<TransportRun>, RunBenchError> {
     let mut merged: Vec<Option<TransportRun>> = vec![None; jobs.len()];
     for round in 0..spec.rounds {
@@ -421,7 +434,11 @@ fn run_jobs(
             let (kind, mode) = jobs[i];
             let endpoint = plan.endpoint(mode, spec)?;
             let done = Arc::new(AtomicU64::new(0));
-            observer.job_started(&format!("{kind} {mode}"), config, done.clone());
+            let label = match step {
+                Some(step) => format!("{kind} {mode} · {step}"),
+                None => format!("{kind} {mode}"),
+            };
+            observer.job_started(&label, config, done.clone());
             let run = run_transport(kind, &endpoint, config, done);
             observer.job_finished();
             match &mut merged[i] {

@@ -1,7 +1,7 @@
 //! The serialisable result of a run: what `--format json` and `--out` write, and what
 //! every renderer reads. `tests/fixtures/report.json` holds its committed shape.
 
-use crate::measure::{Phase, Summary};
+use crate::measure::{Hist, Phase, Summary};
 use crate::resolve::{AddrMode, Family};
 use crate::runner::{RunConfig, TransportRun};
 use crate::server::stats::StatsSnapshot;
@@ -135,6 +135,11 @@ pub struct RunRecord {
     /// `uncached`.
     pub addr_mode: AddrMode,
     pub workers: usize,
+    /// Mean calls in flight over the measured window (time inside calls over wall time):
+    /// below `workers` when some sat idle, waiting for their next due call under `--rate`,
+    /// done with their share early, or slow to start. Said under the table when it falls
+    /// short of the workers by more than [`CONCURRENCY_SHORTFALL`].
+    pub concurrency_achieved: f64,
     /// Every measured call: `ok + lost + mismatched + sum(errors)`.
     pub calls: u64,
     pub ok: u64,
@@ -156,8 +161,13 @@ pub struct RunRecord {
     /// Wall time of the measured calls, summed over rounds.
     pub elapsed_s: f64,
     pub calls_per_s: f64,
-    /// Latency of ok calls; `null` when none succeeded.
+    /// Latency of ok calls, from each call's actual start; `null` when none succeeded.
     pub latency_us: Option<Summary>,
+    /// Under `--rate`: latency of ok calls from when each was due on the schedule, so a
+    /// call that started late because the one before it was slow is charged the wait
+    /// (coordinated omission corrected, as wrk2 does); never below `latency_us` at any
+    /// percentile. `null` back to back, where a call is due when it starts.
+    pub latency_intended_us: Option<Summary>,
     /// Where the time went; a phase is `null` when the transport did not see it.
     pub phases_us: PhasesRecord,
     /// The latency curve: `[quantile, µs]` at each of [`CURVE_QUANTILES`], for charts.
@@ -192,6 +202,12 @@ impl PhasesRecord {
     }
 }
 
+/// A run's achieved concurrency may fall this far below its workers (a tenth) before the
+/// table says so: start-up and shutdown of the workers alone cost a few per cent of a short
+/// run, and a tenth is well past that, while a paced run that leaves workers idle most of
+/// the time is far below it.
+pub const CONCURRENCY_SHORTFALL: f64 = 0.9;
+
 impl RunRecord {
     /// Summarises a merged transport run.
     pub fn new(run: &TransportRun) -> RunRecord {
@@ -201,6 +217,7 @@ impl RunRecord {
             transport: run.kind,
             addr_mode: run.mode,
             workers: run.workers,
+            concurrency_achieved: run.achieved_concurrency(),
             calls: t.calls(),
             ok: t.ok,
             lost: t.lost,
@@ -218,6 +235,7 @@ impl RunRecord {
                 0.0
             },
             latency_us: t.latency.summary(),
+            latency_intended_us: t.latency_intended.as_ref().and_then(Hist::summary),
             percentiles_us: if t.latency.is_empty() {
                 Vec::new()
             } else {
@@ -241,6 +259,21 @@ impl RunRecord {
         }
     }
 
+    /// The latency the tables lead with: from when each call was due under `--rate`
+    /// ([`RunRecord::latency_intended_us`]), else from its start. A user of a service
+    /// called at a fixed rate waits from the due time, so that is the figure to compare.
+    pub fn latency_shown(&self) -> Option<&Summary> {
+        self.latency_intended_us
+            .as_ref()
+            .or(self.latency_us.as_ref())
+    }
+
+    /// True when fewer calls were in flight, on average, than [`CONCURRENCY_SHORTFALL`] of
+    /// the workers.
+    pub fn concurrency_fell_short(&self) -> bool {
+        self.concurrency_achieved < CONCURRENCY_SHORTFALL * self.workers as f64
+    }
+
     /// Calls that did not end ok.
     pub fn failed(&self) -> u64 {
         self.calls - self.ok
@@ -253,12 +286,18 @@ impl RunRecord {
 }
 
 impl Report {
-    /// The smallest mean latency of any run, for the "× fastest" column.
+    /// The smallest mean latency of any run, for the "× fastest" column: of the latency
+    /// the table shows ([`RunRecord::latency_shown`]).
     pub fn fastest_mean(&self) -> Option<f64> {
         self.runs
             .iter()
-            .filter_map(|r| r.latency_us.map(|l| l.mean))
+            .filter_map(|r| r.latency_shown().map(|l| l.mean))
             .min_by(f64::total_cmp)
+    }
+
+    /// True when some run was paced and so has a latency from when its calls were due.
+    pub fn paced(&self) -> bool {
+        self.runs.iter().any(|r| r.latency_intended_us.is_some())
     }
 
     /// Calls lost, mismatched or failed over every run.

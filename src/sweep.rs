@@ -19,6 +19,7 @@
 
 use crate::bench::{BenchSpec, Observer, RunBenchError, Session};
 use crate::report::{Environment, RunRecord, rfc3339_now};
+use crate::resolve::AddrMode;
 use crate::runner::{RunConfig, TransportRun};
 use crate::transport::TransportKind;
 use serde::{Deserialize, Serialize};
@@ -78,16 +79,50 @@ impl std::str::FromStr for Slo {
 }
 
 impl std::fmt::Display for Slo {
-    /// `p99 <= 2.00 ms`: the percentile as it was written, the bound in its unit.
+    /// `p99 ≤ 2.00 ms`: the percentile as it was written, the bound in its unit.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Rounded to a millionth, so 0.999 prints as 99.9 and not 99.89999999999999.
-        let percent = (self.quantile * 100.0 * 1e6).round() / 1e6;
         write!(
             f,
-            "p{percent} <= {}",
+            "{} ≤ {}",
+            percentile_name(self.quantile),
             crate::render::units::duration(self.bound.as_secs_f64() * 1e6)
         )
     }
+}
+
+/// An objective as the sweep's JSON records it: the figures, and the text tables print.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SloRecord {
+    /// As [`Slo`]'s `Display` writes it, e.g. `p99 ≤ 2.00 ms`.
+    pub text: String,
+    /// 0 < quantile < 1, e.g. 0.99.
+    pub quantile: f64,
+    /// The bound, µs: what charts draw as a line.
+    pub bound_us: f64,
+}
+
+impl From<Slo> for SloRecord {
+    fn from(slo: Slo) -> SloRecord {
+        SloRecord {
+            text: slo.to_string(),
+            quantile: slo.quantile,
+            bound_us: slo.bound.as_secs_f64() * 1e6,
+        }
+    }
+}
+
+impl SloRecord {
+    /// The percentile's name, as written on the command line: `p99`, `p99.9`.
+    pub fn percentile(&self) -> String {
+        percentile_name(self.quantile)
+    }
+}
+
+/// A quantile's name as a percentile, as written on the command line: `p99`, `p99.9`.
+pub fn percentile_name(quantile: f64) -> String {
+    // Rounded to a millionth, so 0.999 prints as 99.9 and not 99.89999999999999.
+    format!("p{}", (quantile * 100.0 * 1e6).round() / 1e6)
 }
 
 /// What a sweep varies from step to step.
@@ -189,7 +224,7 @@ pub struct Step {
 pub struct Series {
     pub transport: TransportKind,
     /// The address mode, as in the run records (`ip`, `system`, …).
-    pub addr_mode: String,
+    pub addr_mode: AddrMode,
     pub steps: Vec<Step>,
     /// The highest offered rate that met the objective; `null` without an objective, a
     /// rate axis or search, or when no rate met it.
@@ -206,8 +241,8 @@ pub struct SweepReport {
     pub command: Vec<String>,
     /// `rate`, `concurrency`, `payload`, or `search` (rates found by the capacity search).
     pub axis: String,
-    /// The objective, e.g. `p99<=2000us`.
-    pub slo: Option<String>,
+    /// The objective; `null` without `--slo`.
+    pub slo: Option<SloRecord>,
     pub step_duration_s: f64,
     pub environment: Environment,
     pub series: Vec<Series>,
@@ -225,7 +260,7 @@ pub fn run(spec: &SweepSpec, observer: &mut dyn Observer) -> Result<SweepReport,
                 names: Some(vec![mode]),
                 ..spec.bench.clone()
             };
-            series.push(sweep_one(&session, &one, spec, observer)?);
+            series.push(sweep_one(&session, &one, mode, spec, observer)?);
         }
     }
     let target = session.label().to_string();
@@ -240,7 +275,7 @@ pub fn run(spec: &SweepSpec, observer: &mut dyn Observer) -> Result<SweepReport,
             .as_ref()
             .map_or("search", |a| a.name())
             .to_string(),
-        slo: spec.slo.map(|s| s.to_string()),
+        slo: spec.slo.map(SloRecord::from),
         step_duration_s: spec.step_duration.as_secs_f64(),
         environment: Environment::detect(),
         series,
@@ -251,6 +286,7 @@ pub fn run(spec: &SweepSpec, observer: &mut dyn Observer) -> Result<SweepReport,
 fn sweep_one(
     session: &Session,
     one: &BenchSpec,
+    mode: AddrMode,
     spec: &SweepSpec,
     observer: &mut dyn Observer,
 ) -> Result<Series, RunBenchError> {
@@ -296,14 +332,9 @@ fn sweep_one(
         }
         None => capacity = search(&mut stepper, &base)?,
     }
-    let addr_mode = stepper
-        .steps
-        .first()
-        .map(|s| s.run.addr_mode.to_string())
-        .unwrap_or_default();
     Ok(Series {
         transport: one.transports[0],
-        addr_mode,
+        addr_mode: mode,
         steps: stepper.steps,
         capacity_per_s: capacity,
     })
@@ -398,7 +429,10 @@ impl Stepper<'_, '_> {
     fn step(&mut self, config: RunConfig) -> Result<Option<bool>, RunBenchError> {
         let timeout = config.timeout;
         let before = self.session.server_stats(timeout);
-        let runs = self.session.run(self.one, &config, self.observer)?;
+        let label = step_label(self.steps.len() + 1, &config);
+        let runs = self
+            .session
+            .run(self.one, &config, self.observer, Some(&label))?;
         let after = self.session.server_stats(timeout);
         let server = match (before, after) {
             (Some(b), Some(a)) => Some(ServerCost {
@@ -415,6 +449,21 @@ impl Stepper<'_, '_> {
         self.steps.push(step);
         Ok(meets)
     }
+}
+
+/// What the progress bar adds to a step's job label: its number in the series and what it
+/// offers, `step 3 · 5,000/s` (or `· closed loop`, `· -c 4`, `· 16 KiB`), so a long sweep
+/// shows where it is. The number counts every step, retries of the search included.
+fn step_label(number: usize, config: &RunConfig) -> String {
+    let what = match config.rate {
+        Some(rate) => format!("{}/s", crate::render::units::rate(rate)),
+        None => format!(
+            "closed loop -c {} · {}",
+            config.concurrency,
+            crate::render::units::bytes(config.payload)
+        ),
+    };
+    format!("step {number} · {what}")
 }
 
 /// Echo requests the server has answered, over the protocols a transport calls.
@@ -446,9 +495,10 @@ fn judge(
     if let Some(s) = slo {
         match slo_latency_us {
             Some(us) if us > s.bound.as_secs_f64() * 1e6 => why.push(format!(
-                "p{} {us:.0} µs is above {:.0} µs",
-                s.quantile * 100.0,
-                s.bound.as_secs_f64() * 1e6
+                "{} {} is above {}",
+                percentile_name(s.quantile),
+                crate::render::units::duration(us),
+                crate::render::units::duration(s.bound.as_secs_f64() * 1e6)
             )),
             Some(_) => {}
             None => why.push("no call succeeded".to_string()),
@@ -460,7 +510,9 @@ fn judge(
             && achieved < MIN_ACHIEVED * offered
         {
             why.push(format!(
-                "achieved {achieved:.0}/s of {offered:.0}/s offered (below {:.0}%)",
+                "achieved {} of {} calls/s offered (below {:.0}%)",
+                crate::render::units::rate(achieved),
+                crate::render::units::rate(offered),
                 MIN_ACHIEVED * 100.0
             ));
         }
@@ -490,16 +542,31 @@ mod tests {
         let slo: Slo = "p99=2ms".parse().unwrap();
         assert_eq!(slo.quantile, 0.99);
         assert_eq!(slo.bound, Duration::from_millis(2));
-        assert_eq!(slo.to_string(), "p99 <= 2.00 ms");
+        assert_eq!(slo.to_string(), "p99 ≤ 2.00 ms");
         let slo: Slo = "p99.9=500us".parse().unwrap();
         assert!((slo.quantile - 0.999).abs() < 1e-12);
-        assert_eq!(slo.to_string(), "p99.9 <= 500 µs");
+        assert_eq!(slo.to_string(), "p99.9 ≤ 500 µs");
         assert_eq!("P50=1s".parse::<Slo>().unwrap().quantile, 0.5);
         for bad in [
             "", "p99", "99=2ms", "p100=1ms", "p0=1ms", "p99=0ms", "p99=fast", "px=1ms",
         ] {
             assert!(bad.parse::<Slo>().is_err(), "{bad:?} accepted");
         }
+    }
+
+    #[test]
+    fn progress_labels_name_the_step() {
+        let paced = RunConfig {
+            rate: Some(5000.0),
+            ..RunConfig::default()
+        };
+        assert_eq!(step_label(3, &paced), "step 3 · 5,000/s");
+        let closed = RunConfig {
+            concurrency: 4,
+            payload: 16 << 10,
+            ..RunConfig::default()
+        };
+        assert_eq!(step_label(1, &closed), "step 1 · closed loop -c 4 · 16 KiB");
     }
 
     #[test]

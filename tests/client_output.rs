@@ -187,7 +187,10 @@ fn csv_is_one_table_that_equals_the_json() {
             assert_eq!(cell(name), value.to_string(), "{name}");
         }
         let lat = r.latency_us.expect("latency");
+        assert_eq!(r.latency_intended_us, None, "back to back: no due times");
+        assert_eq!(cell("intended_p99_us"), "", "{}", r.transport);
         for (name, value) in [
+            ("concurrency_achieved", Some(r.concurrency_achieved)),
             ("elapsed_s", Some(r.elapsed_s)),
             ("calls_per_s", Some(r.calls_per_s)),
             ("mean_us", Some(lat.mean)),
@@ -228,8 +231,8 @@ fn markdown_rows_match_the_report() {
     let n = report.runs.len();
     assert_eq!(
         summary.headers.len(),
-        SummaryColumn::ALL.len(),
-        "every column"
+        SummaryColumn::ALL.len() - SummaryColumn::START.len(),
+        "every column but the start latency, which only a paced run has"
     );
     assert_eq!(rows[0], summary.headers);
     assert_eq!(rows[1..=n], summary.rows[..]);
@@ -251,7 +254,7 @@ fn header_line(text: &str) -> &str {
 fn is_duration_header(h: &str) -> bool {
     let stat = h.split(' ').next().unwrap_or_default();
     [
-        "mean", "p50", "p90", "p99", "p99.9", "max", "stddev", "total",
+        "mean", "p50", "p90", "p99", "p99.9", "max", "stddev", "total", "start",
     ]
     .contains(&stat)
         || ["dns", "connect", "first", "server"].contains(&stat)
@@ -315,7 +318,10 @@ fn the_table_fits_80_100_and_120_columns_and_names_its_units() {
             wide: true,
         },
     );
-    assert_eq!(wide.headers.len(), SummaryColumn::ALL.len());
+    assert_eq!(
+        wide.headers.len(),
+        SummaryColumn::ALL.len() - SummaryColumn::START.len()
+    );
     let mut out = Vec::new();
     render(
         &fixture,
@@ -549,4 +555,173 @@ fn unheld_rate_counts_late_calls() {
         )),
         "{stdout}"
     );
+}
+
+/// The latency columns of a paced report read from when each call was due; `--wide` adds
+/// the latency from the actual start beside them; a back-to-back report has no such
+/// columns. From the fixture, with a corrected latency made up at twice the actual.
+#[test]
+fn paced_tables_lead_with_the_corrected_latency() {
+    let mut paced: Report = serde_json::from_str(FIXTURE).unwrap();
+    paced.config.rate_per_s = Some(100.0);
+    for r in &mut paced.runs {
+        let mut l = r.latency_us.unwrap();
+        for v in [&mut l.min, &mut l.mean, &mut l.p50, &mut l.p90, &mut l.p99] {
+            *v *= 2.0;
+        }
+        l.p999 = l.p999.max(l.p99);
+        l.max = l.max.max(l.p999);
+        r.latency_intended_us = Some(l);
+    }
+    let narrow = RenderOptions {
+        width: 100,
+        wide: false,
+    };
+    let grid = summary_grid(&paced, &narrow);
+    let p99 = grid
+        .headers
+        .iter()
+        .position(|h| h.starts_with("p99 "))
+        .unwrap();
+    let unit = if grid.headers[p99].ends_with("ms") {
+        1e3
+    } else {
+        1.0
+    };
+    for (row, r) in grid.rows.iter().zip(&paced.runs) {
+        let shown: f64 = row[p99].parse().unwrap();
+        let corrected = r.latency_intended_us.unwrap().p99 / unit;
+        assert!(
+            (shown - corrected).abs() <= 0.01 * corrected,
+            "{}: p99 column {shown}, corrected {corrected}",
+            r.transport
+        );
+    }
+    assert!(
+        !grid.headers.iter().any(|h| h.starts_with("start")),
+        "{:?}",
+        grid.headers
+    );
+    let wide = summary_grid(&paced, &RenderOptions::WIDE);
+    assert_eq!(wide.headers.len(), SummaryColumn::ALL.len());
+    for start in ["start mean", "start p50", "start p99"] {
+        assert!(wide.headers.iter().any(|h| h.starts_with(start)), "{start}");
+    }
+    let mut out = Vec::new();
+    render(&paced, Format::Table, &narrow, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.contains("latency under --rate: from when each call was due")
+            && text.contains("--wide also shows it from each call's actual start"),
+        "{text}"
+    );
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+}
+
+/// Under `--rate`, the JSON has the latency from when each call was due, never below the
+/// latency from its start; the table says which it shows; and four workers paced at 50
+/// calls/s sit idle nearly all the time, which the table says with the reason.
+#[test]
+fn rate_runs_report_the_corrected_latency_and_idle_workers() {
+    let args = [
+        "--rate",
+        "50",
+        "-c",
+        "4",
+        "-n",
+        "20",
+        "--warmup",
+        "0",
+        "--names",
+        "ip",
+        "--transports",
+        "tcp,http-keepalive",
+        "--no-progress",
+    ];
+    let (stdout, report, code) = run_args_env("paced", &args, &[("COLUMNS", "100")]);
+    assert_eq!(code, Some(0), "{stdout}");
+    // The lines are wrapped to the width: read them as one text.
+    let text = stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    for r in &report.runs {
+        let actual = r.latency_us.expect("latency");
+        let due = r
+            .latency_intended_us
+            .expect("a paced run has the corrected latency");
+        let pairs = [
+            ("min", due.min, actual.min),
+            ("mean", due.mean, actual.mean),
+            ("p50", due.p50, actual.p50),
+            ("p90", due.p90, actual.p90),
+            ("p99", due.p99, actual.p99),
+            ("p99.9", due.p999, actual.p999),
+            ("max", due.max, actual.max),
+        ];
+        for (name, due, actual) in pairs {
+            assert!(
+                due >= actual,
+                "{} {name}: due {due} < start {actual}",
+                r.transport
+            );
+        }
+        assert!(
+            r.concurrency_achieved < 0.9 * 4.0 && r.concurrency_fell_short(),
+            "{}: {} in flight",
+            r.transport,
+            r.concurrency_achieved
+        );
+        assert!(
+            text.contains(&format!(
+                "{} (ip): {} calls in flight on average, -c 4 asked for: the workers wait for their due calls (pacing)",
+                r.transport,
+                rpcbench::render::units::significant(r.concurrency_achieved, 2)
+            )),
+            "{stdout}"
+        );
+    }
+    assert!(
+        text.contains("latency under --rate: from when each call was due (corrected"),
+        "{stdout}"
+    );
+    assert!(stdout.lines().all(|l| l.chars().count() <= 100), "{stdout}");
+    // CSV carries both latencies, in µs, equal to the JSON's.
+    let (csv, report, code) = run_args("paced-csv", &[&args[..], &["--format", "csv"]].concat());
+    assert_eq!(code, Some(0));
+    let rows = csv_rows(&csv);
+    let col = |name: &str| rows[0].iter().position(|h| h == name).unwrap();
+    for (row, r) in rows[1..].iter().zip(&report.runs) {
+        assert_eq!(number(&row[col("p99_us")]), r.latency_us.map(|l| l.p99));
+        assert_eq!(
+            number(&row[col("intended_p99_us")]),
+            r.latency_intended_us.map(|l| l.p99)
+        );
+    }
+}
+
+/// Two workers kept busy back to back (each call waits 1 ms at the server, for 300 ms)
+/// raise no idle-worker warning, and a back-to-back table says nothing about --rate.
+#[test]
+fn busy_workers_raise_no_warning() {
+    let args = [
+        "-c",
+        "2",
+        "--duration",
+        "300ms",
+        "--delay-us",
+        "1000",
+        "--names",
+        "ip",
+        "--transports",
+        "tcp",
+        "--no-progress",
+    ];
+    let (stdout, report, code) = run_args_env("busy", &args, &[("COLUMNS", "100")]);
+    assert_eq!(code, Some(0), "{stdout}");
+    let r = &report.runs[0];
+    assert!(
+        !r.concurrency_fell_short(),
+        "{} in flight",
+        r.concurrency_achieved
+    );
+    assert!(!stdout.contains("calls in flight"), "{stdout}");
+    assert!(!stdout.contains("--rate"), "{stdout}");
 }

@@ -113,6 +113,23 @@ fn assert_well_formed(text: &str, what: &str) {
     assert!(stack.is_empty(), "{what}: left open: {stack:?}");
 }
 
+/// Reads chart `name` from `site` and checks it is a well-formed SVG with axes, a unit
+/// on its axis label, a legend and data; returns it.
+fn assert_chart(site: &Path, name: &str) -> String {
+    let svg = std::fs::read_to_string(site.join(name)).unwrap();
+    assert_well_formed(&svg, name);
+    assert!(
+        svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""),
+        "{name}"
+    );
+    assert!(svg.contains("class=\"axis x-axis\""), "{name}: x axis");
+    assert!(svg.contains("class=\"axis-label\""), "{name}: axis label");
+    assert!(svg.contains("(ms"), "{name}: the unit is named");
+    assert!(svg.contains("class=\"legend\""), "{name}: legend");
+    assert!(svg.contains("class=\"series\""), "{name}: data");
+    svg
+}
+
 #[test]
 fn report_pages_hold_the_json_figures_and_every_chart() {
     let dir = Scratch::new("report");
@@ -190,17 +207,7 @@ fn report_pages_hold_the_json_figures_and_every_chart() {
 
     // Charts: four SVG files, well-formed, with axes, a legend and a series per run.
     for name in ["percentiles.svg", "mean-p99.svg", "phases.svg", "dns.svg"] {
-        let svg = std::fs::read_to_string(site.join(name)).unwrap();
-        assert_well_formed(&svg, name);
-        assert!(
-            svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""),
-            "{name}"
-        );
-        assert!(svg.contains("class=\"axis x-axis\""), "{name}: x axis");
-        assert!(svg.contains("class=\"axis-label\""), "{name}: axis label");
-        assert!(svg.contains("(ms"), "{name}: the unit is named");
-        assert!(svg.contains("class=\"legend\""), "{name}: legend");
-        assert!(svg.contains("class=\"series\""), "{name}: data");
+        assert_chart(&site, name);
         assert!(
             readme.contains(&format!("]({name})")),
             "README links {name}"
@@ -410,4 +417,142 @@ fn peers_are_judged_once_and_do_not_gate_the_report() {
         .collect();
     assert_eq!(rows.len(), 2, "{readme}");
     assert!(rows[1].ends_with("| no |"), "{}", rows[1]);
+}
+
+/// Runs `rpcbench sweep ARGS --out PATH` quietly; returns the path.
+fn sweep_results(dir: &Path, name: &str, args: &[&str]) -> PathBuf {
+    let path = dir.join(name);
+    let mut all = vec!["sweep", "--no-progress", "--format", "csv", "--out"];
+    all.push(path.to_str().unwrap());
+    all.extend_from_slice(args);
+    let out = rpcbench(&all);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path
+}
+
+/// A sweep over rates with an objective and one over payload sizes make a report on
+/// their own: the latency-throughput chart (with the objective's bound), the payload
+/// chart, the capacity table with a row per series as the JSON has it, the sentences, and
+/// the truth checks listed as not run. With a plain run beside them, the run's tables
+/// and charts come too.
+#[test]
+fn sweeps_make_a_report_alone_and_beside_a_run() {
+    let dir = Scratch::new("sweeps");
+    let common = [
+        "--transports",
+        "tcp,http-keepalive",
+        "--names",
+        "ip",
+        "--step-duration",
+        "300ms",
+    ];
+    let rates = sweep_results(
+        &dir.0,
+        "rates.json",
+        &[&common[..], &["--rates", "200,400", "--slo", "p99=1s"]].concat(),
+    );
+    let payloads = sweep_results(
+        &dir.0,
+        "payloads.json",
+        &[&common[..], &["--payloads", "64,16k"]].concat(),
+    );
+    let sweep: rpcbench::sweep::SweepReport =
+        serde_json::from_slice(&std::fs::read(&rates).unwrap()).unwrap();
+
+    let site = dir.0.join("alone");
+    let (status, text) = report(&[&rates, &payloads], &[], &site);
+    assert_eq!(status, Some(0), "{text}");
+    let readme = std::fs::read_to_string(site.join("README.md")).unwrap();
+    for name in ["latency-throughput.svg", "payload.svg"] {
+        let svg = assert_chart(&site, name);
+        for t in ["tcp", "http-keepalive"] {
+            assert!(
+                svg.contains(&format!("data-run=\"{t}\"")),
+                "{name}: a line for {t}"
+            );
+        }
+        assert!(
+            readme.contains(&format!("]({name})")),
+            "README links {name}"
+        );
+    }
+    let lt = std::fs::read_to_string(site.join("latency-throughput.svg")).unwrap();
+    assert!(lt.contains("achieved calls/s"), "x axis in calls/s");
+    assert!(
+        lt.contains("class=\"objective\"") && lt.contains("objective p99 ≤ 1.00 s"),
+        "the bound is drawn"
+    );
+    let pay = std::fs::read_to_string(site.join("payload.svg")).unwrap();
+    assert!(pay.contains("16 KiB") && pay.contains("(MB/s, log scale)"));
+    // The caption defines the knee.
+    assert!(readme.contains("Ring: the knee, the last step before p99 grows more than 2×"));
+    // The capacity table: a row per series, as the sweep's JSON has it.
+    for s in &sweep.series {
+        let capacity = s
+            .capacity_per_s
+            .map_or("-".to_string(), rpcbench::render::units::rate);
+        let row = format!(
+            "| {} | ip | p99 ≤ 1.00 s | {capacity} | {} |",
+            s.transport,
+            s.steps.len()
+        );
+        assert!(readme.contains(&row), "{row}:\n{readme}");
+    }
+    assert!(readme.contains("At p99 ≤ 1.00 s, "), "{readme}");
+    assert!(
+        readme.contains("From 64 B to 16 KiB payloads: tcp moves"),
+        "{readme}"
+    );
+    assert!(
+        readme.contains("No call was lost in the sweeps"),
+        "{readme}"
+    );
+    // No run among the inputs: no run tables, and the checks are listed as not run.
+    assert!(!readme.contains("## Tables"), "{readme}");
+    assert!(
+        readme.contains("- not run: server delay: no run with --delay-us among the inputs"),
+        "{readme}"
+    );
+    let html = std::fs::read_to_string(site.join("index.html")).unwrap();
+    assert_well_formed(&html, "index.html");
+    assert_eq!(html.matches("<svg ").count(), 2);
+    assert!(
+        html.contains("id=\"chart-latency-throughput\"") && html.contains("id=\"chart-payload\"")
+    );
+
+    // Beside a plain run: the run's four charts and tables, then the sweeps'.
+    let run = results(&dir.0, "run.json", &small("tcp,http-keepalive", &[]));
+    let site = dir.0.join("beside");
+    let (status, text) = report(&[&rates, &run, &payloads], &[], &site);
+    assert_eq!(status, Some(0), "{text}");
+    let readme = std::fs::read_to_string(site.join("README.md")).unwrap();
+    for name in [
+        "percentiles.svg",
+        "mean-p99.svg",
+        "phases.svg",
+        "dns.svg",
+        "latency-throughput.svg",
+        "payload.svg",
+    ] {
+        assert!(site.join(name).exists(), "{name}");
+        assert!(
+            readme.contains(&format!("]({name})")),
+            "README links {name}"
+        );
+    }
+    assert!(
+        readme.contains("## Tables") && readme.contains("## Sweeps"),
+        "{readme}"
+    );
+    assert!(
+        readme.contains("| socket |"),
+        "the seed table reads the run"
+    );
+    let html = std::fs::read_to_string(site.join("index.html")).unwrap();
+    assert_well_formed(&html, "index.html");
+    assert_eq!(html.matches("<svg ").count(), 6);
 }

@@ -224,3 +224,133 @@ fn bad_sweeps_are_usage_errors() {
         );
     }
 }
+
+#[test]
+fn each_mode_is_its_own_series_run_in_that_mode() {
+    let (code, report, stderr) = sweep(&[
+        "--transports",
+        "tcp",
+        "--names",
+        "ip,uncached",
+        "--rates",
+        "200",
+        "--step-duration",
+        "200ms",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let report = report.expect("JSON on stdout");
+    let modes: Vec<String> = report
+        .series
+        .iter()
+        .map(|s| s.addr_mode.to_string())
+        .collect();
+    assert_eq!(modes, ["ip", "uncached"]);
+    for series in &report.series {
+        for step in &series.steps {
+            assert_eq!(
+                step.run.addr_mode, series.addr_mode,
+                "the step ran in its series' mode"
+            );
+        }
+    }
+    assert!(
+        report.series[1].steps[0].run.dns_queries >= 1,
+        "uncached asks DNS"
+    );
+}
+
+/// The step tables fit 80, 100 and 120 columns with the longest transport and mode names
+/// and name their units; `--format csv` is one tidy table, a row per step, that holds the
+/// JSON's values; markdown has a row per step.
+#[test]
+fn sweep_tables_fit_the_terminal_and_csv_holds_the_json() {
+    use rpcbench::render::RenderOptions;
+    let dir = std::env::temp_dir().join(format!("rpcbench-sweep-csv-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("sweep.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcbench"))
+        .args([
+            "sweep",
+            "--transports",
+            "http-keepalive",
+            "--names",
+            "uncached",
+            "--rates",
+            "200,400",
+            "--slo",
+            "p99.9=1s",
+            "--step-duration",
+            "200ms",
+            "--no-progress",
+            "--format",
+            "csv",
+            "--out",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: SweepReport = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    let csv = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+    let steps: Vec<_> = report.series.iter().flat_map(|s| &s.steps).collect();
+    assert_eq!(rows.len(), 1 + steps.len(), "{csv}");
+    assert!(rows.iter().all(|r| r.len() == rows[0].len()));
+    let col = |name: &str| rows[0].iter().position(|h| *h == name).unwrap();
+    for (row, step) in rows[1..].iter().zip(&steps) {
+        assert_eq!(row[col("transport")], "http-keepalive");
+        assert_eq!(row[col("mode")], "uncached");
+        assert_eq!(
+            row[col("offered_per_s")].parse::<f64>().ok(),
+            step.offered_per_s
+        );
+        assert_eq!(
+            row[col("achieved_per_s")].parse::<f64>().unwrap(),
+            step.achieved_per_s
+        );
+        assert_eq!(
+            row[col("slo_latency_us")].parse::<f64>().ok(),
+            step.slo_latency_us
+        );
+        let p99 = step.run.latency_intended_us.map(|l| l.p99);
+        assert_eq!(row[col("intended_p99_us")].parse::<f64>().ok(), p99);
+    }
+    for width in [80, 100, 120] {
+        let mut text = Vec::new();
+        let options = RenderOptions { width, wide: false };
+        rpcbench::render::sweep::write(&report, &options, &mut text).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(
+            text.lines().all(|l| l.chars().count() <= width),
+            "at {width}:\n{text}"
+        );
+        let header = text.lines().find(|l| l.starts_with("transport")).unwrap();
+        for must in ["offered/s", "achieved/s", "p99 "] {
+            assert!(header.contains(must), "{must} at {width}: {header}");
+        }
+        for h in header
+            .split("  ")
+            .map(str::trim)
+            .filter(|h| h.starts_with('p'))
+        {
+            assert!(
+                h.ends_with("µs") || h.ends_with("ms") || h.ends_with(" s"),
+                "{h}"
+            );
+        }
+    }
+    let mut md = Vec::new();
+    rpcbench::render::sweep::write_markdown(&report, &mut md).unwrap();
+    let md = String::from_utf8(md).unwrap();
+    assert_eq!(
+        md.lines()
+            .filter(|l| l.starts_with("| http-keepalive |"))
+            .count(),
+        steps.len()
+    );
+}

@@ -12,10 +12,11 @@ use std::path::PathBuf;
 /// Turns rpcbench JSON results into a report: README.md, index.html and SVG charts.
 #[derive(Debug, clap::Args)]
 pub struct ReportArgs {
-    /// rpcbench JSON results (`--format json` or `--out`), any set of them. The first
-    /// without a server or DNS delay is the baseline; runs with `--delay-us`, or against a
-    /// server with `--dns-delay`, become truth checks against a run without; a check the
-    /// inputs cannot support is listed as not run.
+    /// rpcbench JSON results (`--format json` or `--out`), any set of them, runs and
+    /// sweeps (`rpcbench sweep --out`). The first run without a server or DNS delay is the
+    /// baseline; runs with `--delay-us`, or against a server with `--dns-delay`, become
+    /// truth checks against a run without; a check the inputs cannot support is listed as
+    /// not run. Sweeps add their charts, the capacity table and sentences.
     #[arg(required = true)]
     pub results: Vec<PathBuf>,
     /// Directory to write the report into (created if missing).

@@ -2,6 +2,7 @@
 
 use super::bench::BenchArgs;
 use super::{EXIT_FAILED, EXIT_OK, parse_bytes, parse_positive_duration, parse_rate};
+use crate::render::{self, Format};
 use crate::sweep::{self, Axis, Slo, SweepReport, SweepSpec};
 use anyhow::Context;
 use std::io::Write;
@@ -102,11 +103,17 @@ pub fn sweep(args: &SweepArgs) -> anyhow::Result<u8> {
     }
     let mut stdout = std::io::stdout().lock();
     match args.bench.format {
-        crate::render::Format::Json => {
+        Format::Json => {
             serde_json::to_writer_pretty(&mut stdout, &report).map_err(std::io::Error::from)?;
             writeln!(stdout)?;
         }
-        _ => crate::render::sweep::write(&report, crate::render::terminal_width(), &mut stdout)?,
+        Format::Csv => render::sweep::write_csv(&report, &mut stdout)?,
+        Format::Markdown => render::sweep::write_markdown(&report, &mut stdout)?,
+        Format::Table => render::sweep::write(
+            &report,
+            &render::RenderOptions::terminal(args.bench.wide),
+            &mut stdout,
+        )?,
     }
     stdout.flush()?;
     Ok(if passed(&report, spec.slo.is_some()) {

@@ -10,11 +10,13 @@ use crate::measure::{Phase, Summary};
 use crate::report::{Report, RunRecord};
 use std::io::{self, Write};
 
-/// The columns before the phases: names, counts, then the latency of ok calls in µs.
-pub const CSV_HEADERS: [&str; 24] = [
+/// The columns before the phases: names, counts, the latency of ok calls in µs from each
+/// call's start, then (under `--rate`, else empty) from when each was due.
+pub const CSV_HEADERS: [&str; 33] = [
     "transport",
     "mode",
     "workers",
+    "concurrency_achieved",
     "calls",
     "ok",
     "lost",
@@ -34,6 +36,14 @@ pub const CSV_HEADERS: [&str; 24] = [
     "p999_us",
     "max_us",
     "stddev_us",
+    "intended_min_us",
+    "intended_mean_us",
+    "intended_p50_us",
+    "intended_p90_us",
+    "intended_p99_us",
+    "intended_p999_us",
+    "intended_max_us",
+    "intended_stddev_us",
     "cpu_user_s",
     "cpu_sys_s",
 ];
@@ -55,13 +65,33 @@ fn num(x: f64) -> String {
     format!("{x}")
 }
 
+/// The statistics of a latency summary in the order of [`CSV_HEADERS`]: `min_us` to
+/// `stddev_us`, and again as `intended_min_us` to `intended_stddev_us`.
+const LATENCY_STATS: [fn(&Summary) -> f64; 8] = [
+    |s| s.min,
+    |s| s.mean,
+    |s| s.p50,
+    |s| s.p90,
+    |s| s.p99,
+    |s| s.p999,
+    |s| s.max,
+    |s| s.stddev,
+];
+
+/// The cells of one latency summary, empty when there is none.
+fn latency_cells(summary: Option<&Summary>) -> impl Iterator<Item = String> + '_ {
+    LATENCY_STATS
+        .iter()
+        .map(move |get| summary.map_or(String::new(), |s| num(get(s))))
+}
+
 /// One run's row, in [`headers`] order.
 pub fn row(r: &RunRecord) -> Vec<String> {
-    let lat = |f: fn(&Summary) -> f64| r.latency_us.as_ref().map_or(String::new(), |s| num(f(s)));
     let mut row = vec![
         r.transport.to_string(),
         r.addr_mode.to_string(),
         r.workers.to_string(),
+        num(r.concurrency_achieved),
         r.calls.to_string(),
         r.ok.to_string(),
         r.lost.to_string(),
@@ -73,17 +103,10 @@ pub fn row(r: &RunRecord) -> Vec<String> {
         r.dns_queries.to_string(),
         num(r.elapsed_s),
         num(r.calls_per_s),
-        lat(|s| s.min),
-        lat(|s| s.mean),
-        lat(|s| s.p50),
-        lat(|s| s.p90),
-        lat(|s| s.p99),
-        lat(|s| s.p999),
-        lat(|s| s.max),
-        lat(|s| s.stddev),
-        num(r.cpu_user_s),
-        num(r.cpu_sys_s),
     ];
+    row.extend(latency_cells(r.latency_us.as_ref()));
+    row.extend(latency_cells(r.latency_intended_us.as_ref()));
+    row.extend([num(r.cpu_user_s), num(r.cpu_sys_s)]);
     for phase in Phase::ALL {
         for (_, get) in PHASE_STATS {
             row.push(

@@ -19,6 +19,7 @@ mod table;
 pub mod units;
 
 pub use csv::CSV_HEADERS;
+pub use markdown::write_table as write_markdown_table;
 
 use crate::measure::{Phase, Summary};
 use crate::report::{Report, RunRecord};
@@ -148,6 +149,13 @@ pub enum SummaryColumn {
     Max,
     /// Standard deviation of the latency.
     Stddev,
+    /// Under `--rate`: the mean latency from each call's actual start (the columns above
+    /// read from when it was due).
+    StartMean,
+    /// Under `--rate`: the median from each call's actual start.
+    StartP50,
+    /// Under `--rate`: the 99th percentile from each call's actual start.
+    StartP99,
     /// Mean over the smallest mean of the report.
     Fastest,
     /// Client CPU time in user mode.
@@ -165,8 +173,9 @@ enum Cell {
 }
 
 impl SummaryColumn {
-    /// Every column, in the order they stand; `--wide`, markdown and HTML show them all.
-    pub const ALL: [SummaryColumn; 21] = [
+    /// Every column, in the order they stand; `--wide`, markdown and HTML show them all
+    /// (the [`SummaryColumn::START`] columns only for a report with a paced run).
+    pub const ALL: [SummaryColumn; 24] = [
         SummaryColumn::Transport,
         SummaryColumn::Mode,
         SummaryColumn::Calls,
@@ -185,9 +194,22 @@ impl SummaryColumn {
         SummaryColumn::P999,
         SummaryColumn::Max,
         SummaryColumn::Stddev,
+        SummaryColumn::StartMean,
+        SummaryColumn::StartP50,
+        SummaryColumn::StartP99,
         SummaryColumn::Fastest,
         SummaryColumn::CpuUser,
         SummaryColumn::CpuSys,
+    ];
+
+    /// The latency from each call's actual start, beside the corrected figures the other
+    /// latency columns show under `--rate`. Left out of a report without a paced run (there
+    /// they would repeat the latency columns), and shown only with `--wide`: the compact
+    /// table leads with the figure a caller of a paced service waits.
+    pub const START: [SummaryColumn; 3] = [
+        SummaryColumn::StartMean,
+        SummaryColumn::StartP50,
+        SummaryColumn::StartP99,
     ];
 
     /// The default set, most important first: on a terminal too narrow for all of them
@@ -223,6 +245,16 @@ impl SummaryColumn {
         &[SummaryColumn::Total],
     ];
 
+    /// The columns a report can show: [`SummaryColumn::ALL`], less the
+    /// [`SummaryColumn::START`] columns when no run was paced.
+    pub fn shown(report: &Report) -> Vec<SummaryColumn> {
+        let paced = report.paced();
+        SummaryColumn::ALL
+            .into_iter()
+            .filter(|c| paced || !SummaryColumn::START.contains(c))
+            .collect()
+    }
+
     /// The header without its unit.
     pub fn name(self) -> &'static str {
         match self {
@@ -244,15 +276,21 @@ impl SummaryColumn {
             SummaryColumn::P999 => "p99.9",
             SummaryColumn::Max => "max",
             SummaryColumn::Stddev => "stddev",
+            SummaryColumn::StartMean => "start mean",
+            SummaryColumn::StartP50 => "start p50",
+            SummaryColumn::StartP99 => "start p99",
             SummaryColumn::Fastest => "× fastest",
             SummaryColumn::CpuUser => "cpu user",
             SummaryColumn::CpuSys => "cpu sys",
         }
     }
 
-    /// The column's value for run `r`; `fastest` is the smallest mean of the report.
+    /// The column's value for run `r`; `fastest` is the smallest mean of the report. The
+    /// latency columns read [`RunRecord::latency_shown`]: from when each call was due under
+    /// `--rate`, from its start otherwise.
     fn cell(self, r: &RunRecord, fastest: Option<f64>) -> Cell {
-        let lat = |f: fn(&Summary) -> f64| Cell::Duration(r.latency_us.as_ref().map(f));
+        let lat = |f: fn(&Summary) -> f64| Cell::Duration(r.latency_shown().map(f));
+        let start = |f: fn(&Summary) -> f64| Cell::Duration(r.latency_us.as_ref().map(f));
         let count = |n: u64| Cell::Text(n.to_string());
         match self {
             SummaryColumn::Transport => Cell::Text(r.transport.to_string()),
@@ -273,7 +311,10 @@ impl SummaryColumn {
             SummaryColumn::P999 => lat(|s| s.p999),
             SummaryColumn::Max => lat(|s| s.max),
             SummaryColumn::Stddev => lat(|s| s.stddev),
-            SummaryColumn::Fastest => Cell::Text(match (r.latency_us, fastest) {
+            SummaryColumn::StartMean => start(|s| s.mean),
+            SummaryColumn::StartP50 => start(|s| s.p50),
+            SummaryColumn::StartP99 => start(|s| s.p99),
+            SummaryColumn::Fastest => Cell::Text(match (r.latency_shown(), fastest) {
                 (Some(l), Some(f)) if f > 0.0 => units::ratio(l.mean / f),
                 _ => "-".into(),
             }),
@@ -321,6 +362,32 @@ struct Candidates {
 }
 
 impl Candidates {
+    /// Candidates whose columns stand for `keys` (one each, in order), with the default
+    /// set and the extra groups named by key; a key not among `keys` (a column this table
+    /// leaves out) is skipped, and a group left empty by that is dropped.
+    fn keyed<K: PartialEq>(
+        keys: &[K],
+        columns: Vec<(String, Vec<String>)>,
+        compact: &[K],
+        extras: &[&[K]],
+    ) -> Candidates {
+        let at = |group: &[K]| -> Vec<usize> {
+            group
+                .iter()
+                .filter_map(|k| keys.iter().position(|x| x == k))
+                .collect()
+        };
+        Candidates {
+            columns,
+            compact: at(compact),
+            extras: extras
+                .iter()
+                .map(|g| at(g))
+                .filter(|g| !g.is_empty())
+                .collect(),
+        }
+    }
+
     /// The columns to show: all of them when `wide`; else the compact set, the least
     /// important dropped until it fits `width`, then each extra group that still fits.
     /// The two name columns always stay, so a width below theirs cannot be met.
@@ -373,27 +440,20 @@ impl Candidates {
 /// The summary table: every column with `options.wide`, else what fits `options.width`.
 pub fn summary_grid(report: &Report, options: &RenderOptions) -> Grid {
     let fastest = report.fastest_mean();
-    let columns = SummaryColumn::ALL
+    let shown = SummaryColumn::shown(report);
+    let columns = shown
         .iter()
         .map(|col| {
             let cells = report.runs.iter().map(|r| col.cell(r, fastest)).collect();
             text_column(col.name(), cells)
         })
         .collect();
-    let at = |c: &SummaryColumn| {
-        SummaryColumn::ALL
-            .iter()
-            .position(|x| x == c)
-            .unwrap_or_default()
-    };
-    Candidates {
+    Candidates::keyed(
+        &shown,
         columns,
-        compact: SummaryColumn::COMPACT.iter().map(at).collect(),
-        extras: SummaryColumn::EXTRAS
-            .iter()
-            .map(|g| g.iter().map(at).collect())
-            .collect(),
-    }
+        &SummaryColumn::COMPACT,
+        &SummaryColumn::EXTRAS,
+    )
     .choose(options)
 }
 
@@ -444,6 +504,78 @@ pub fn phase_grid(report: &Report, options: &RenderOptions) -> Grid {
         extras,
     }
     .choose(options)
+}
+
+/// The line that says which latency the summary table shows, for a report with a paced
+/// run; `None` without one, where there is only one latency.
+pub fn latency_note(report: &Report, options: &RenderOptions) -> Option<String> {
+    let where_start = if options.wide {
+        "the start columns time it from each call's actual start"
+    } else {
+        "--wide also shows it from each call's actual start"
+    };
+    report.paced().then(|| {
+        format!(
+            "latency under --rate: from when each call was due (corrected for coordinated omission, as wrk2 does); {where_start}"
+        )
+    })
+}
+
+/// One line per run whose workers were idle much of the time (fewer calls in flight than
+/// [`crate::report::CONCURRENCY_SHORTFALL`] of them), with the likely reason: its
+/// latency is then that of a less loaded system than `-c` suggests.
+pub fn concurrency_lines(report: &Report) -> Vec<String> {
+    let c = &report.config;
+    report
+        .runs
+        .iter()
+        .filter(|r| r.concurrency_fell_short())
+        .map(|r| concurrency_line(r, c.rate_per_s, c.duration_s.is_some()))
+        .collect()
+}
+
+/// One run's shortfall: `tcp (ip): 0.81 calls in flight on average, -c 1 asked for: …`.
+/// Under `--rate`, when the rate itself asks for fewer calls in flight than there are
+/// workers (Little's law: rate × latency), the pacing is the reason, and the line says
+/// what rate would load them all; otherwise the workers sat idle at the start or the end.
+pub fn concurrency_line(r: &RunRecord, rate: Option<f64>, timed: bool) -> String {
+    let workers = r.workers as f64;
+    let mean_s = r.latency_us.map(|l| l.mean / 1e6);
+    let why = match (rate, mean_s) {
+        (Some(rate), Some(mean_s))
+            if rate * mean_s < crate::report::CONCURRENCY_SHORTFALL * workers =>
+        {
+            format!(
+                "the workers wait for their due calls (pacing): {} calls/s of {} each keep {} of them busy (rate × latency); about {} calls/s would load all {}",
+                units::rate(rate),
+                units::duration(mean_s * 1e6),
+                units::significant(rate * mean_s, 2),
+                units::rate(workers / mean_s),
+                r.workers
+            )
+        }
+        _ => {
+            let idle = (1.0 - r.concurrency_achieved / workers.max(1.0)) * 100.0;
+            // Workers given equal shares of -n finish at different times; with
+            // --duration, or a single worker, none waits for another.
+            let early = if timed || r.workers == 1 {
+                ""
+            } else {
+                "some finished their share of the calls early, or "
+            };
+            format!(
+                "the workers sat idle {idle:.0}% of the {} run: {early}starting and stopping them weighs on a run this short; run longer (more calls, or --duration)",
+                units::duration(r.elapsed_s * 1e6)
+            )
+        }
+    };
+    format!(
+        "{} ({}): {} calls in flight on average, -c {} asked for: {why}",
+        r.transport,
+        r.addr_mode,
+        units::significant(r.concurrency_achieved, 2),
+        r.workers
+    )
 }
 
 /// How many seqs of each kind the problem list shows.

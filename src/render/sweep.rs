@@ -1,112 +1,334 @@
 //! `rpcbench sweep` as text: one table per transport and mode, a row per step, then why
 //! steps missed the objective and the capacity under it. Laid out like the run table
-//! (`table.rs`): names left, numbers right, one unit per latency column.
+//! (`table.rs`) from the same pieces: cells as `Cell`s, one unit per latency column
+//! ([`crate::render::units`]), the columns that fit the width chosen by `Candidates`,
+//! `--wide` for all of them. Markdown shows every column; CSV is
+//! one tidy table, a row per step, in fixed units.
 
-use super::units::Unit;
-use super::{Grid, NAME_COLUMNS, wrap};
-use crate::sweep::{Series, Step, SweepReport};
+use super::markdown::write_table;
+use super::table::grid_lines;
+use super::{Candidates, Cell, Grid, RenderOptions, csv, text_column, units, wrap};
+use crate::sweep::{Series, SloRecord, Step, SweepReport};
 use std::io::{self, Write};
 
-/// Writes every series of `report`, no line wider than `width` but the tables.
-pub fn write(report: &SweepReport, width: usize, out: &mut dyn Write) -> io::Result<()> {
-    let heading = format!(
-        "rpcbench {} sweep → {} · {} · {} s per step{}",
-        report.rpcbench,
-        report.target,
-        report.axis,
-        report.step_duration_s,
-        report
-            .slo
-            .as_ref()
-            .map_or(String::new(), |s| format!(" · objective {s}")),
-    );
-    for line in wrap(&heading, width, "", "  ") {
+/// One column of a sweep's step table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Column {
+    /// The transport's name.
+    Transport,
+    /// The address mode.
+    Mode,
+    /// The offered rate, or `closed` for a closed-loop step.
+    Offered,
+    /// Calls completed per second.
+    Achieved,
+    /// Workers (`-c`).
+    Workers,
+    /// Mean calls in flight.
+    InFlight,
+    /// Request bytes.
+    Payload,
+    /// Median latency, corrected at an offered rate.
+    P50,
+    /// 99th percentile, corrected at an offered rate.
+    P99,
+    /// 99th percentile from each call's actual start, beside the corrected one.
+    StartP99,
+    /// The objective's percentile, when it is neither p50 nor p99 (those columns are it).
+    Objective,
+    /// Calls that did not end ok.
+    Failed,
+    /// Calls that started more than one interval late.
+    Late,
+    /// Verified request bytes per second.
+    MbOut,
+    /// Verified reply bytes per second, when replies differ from requests.
+    MbIn,
+    /// Whether the step met the objective.
+    Meets,
+}
+
+impl Column {
+    /// Every column, in the order they stand.
+    const ALL: [Column; 16] = [
+        Column::Transport,
+        Column::Mode,
+        Column::Offered,
+        Column::Achieved,
+        Column::Workers,
+        Column::InFlight,
+        Column::Payload,
+        Column::P50,
+        Column::P99,
+        Column::StartP99,
+        Column::Objective,
+        Column::Failed,
+        Column::Late,
+        Column::MbOut,
+        Column::MbIn,
+        Column::Meets,
+    ];
+
+    /// The default set for a sweep along `axis`, most important first (what varies, then
+    /// the answer), and the groups added while they fit: a rate sweep is about p99 at each
+    /// rate, a payload sweep about latency and goodput per size, a concurrency sweep about
+    /// throughput per worker count.
+    fn sets(axis: &str) -> (&'static [Column], &'static [&'static [Column]]) {
+        use Column::*;
+        match axis {
+            "payload" => (
+                &[
+                    Transport, Mode, Payload, P50, P99, MbOut, MbIn, Achieved, Failed, Objective,
+                    Meets,
+                ],
+                &[&[InFlight], &[Workers], &[Late]],
+            ),
+            "concurrency" => (
+                &[
+                    Transport, Mode, Workers, InFlight, Achieved, P50, P99, Objective, Meets,
+                    Failed,
+                ],
+                &[&[MbOut, MbIn], &[Payload]],
+            ),
+            _ => (
+                &[
+                    Transport, Mode, Offered, Achieved, P99, Objective, Meets, Failed, P50,
+                    InFlight,
+                ],
+                &[&[StartP99], &[Late], &[MbOut, MbIn], &[Workers], &[Payload]],
+            ),
+        }
+    }
+
+    /// Whether the table of `series` has this column: the start latency and lateness only
+    /// with offered rates, the objective's columns only with one, the reply goodput only
+    /// when replies are not echoes.
+    fn applies(self, series: &Series, slo: Option<&SloRecord>) -> bool {
+        let paced = series.steps.iter().any(|s| s.offered_per_s.is_some());
+        match self {
+            Column::StartP99 | Column::Late => paced,
+            Column::Objective => slo.is_some_and(|s| !["p50", "p99"].contains(&&*s.percentile())),
+            Column::Meets => slo.is_some(),
+            Column::MbIn => series
+                .steps
+                .iter()
+                .any(|s| s.reply_bytes != s.payload_bytes),
+            _ => true,
+        }
+    }
+
+    /// The header without its unit (a latency column adds the unit it picks).
+    fn name(self, slo: Option<&SloRecord>) -> String {
+        match self {
+            Column::Transport => "transport".into(),
+            Column::Mode => "mode".into(),
+            Column::Offered => "offered/s".into(),
+            Column::Achieved => "achieved/s".into(),
+            Column::Workers => "-c".into(),
+            Column::InFlight => "in flight".into(),
+            Column::Payload => "payload B".into(),
+            Column::P50 => "p50".into(),
+            Column::P99 => "p99".into(),
+            Column::StartP99 => "start p99".into(),
+            Column::Objective => slo.map_or_else(String::new, SloRecord::percentile),
+            Column::Failed => "failed".into(),
+            Column::Late => "late".into(),
+            Column::MbOut => "MB/s out".into(),
+            Column::MbIn => "MB/s in".into(),
+            Column::Meets => "meets".into(),
+        }
+    }
+
+    /// The column's value for one step of `series`.
+    fn cell(self, series: &Series, step: &Step) -> Cell {
+        let run = &step.run;
+        let text = |t: String| Cell::Text(t);
+        match self {
+            Column::Transport => text(series.transport.to_string()),
+            Column::Mode => text(series.addr_mode.to_string()),
+            Column::Offered => text(step.offered_per_s.map_or("closed".into(), units::rate)),
+            Column::Achieved => text(units::rate(step.achieved_per_s)),
+            Column::Workers => text(step.concurrency.to_string()),
+            Column::InFlight => text(units::significant(run.concurrency_achieved, 2)),
+            Column::Payload => text(step.payload_bytes.to_string()),
+            Column::P50 => Cell::Duration(run.latency_shown().map(|l| l.p50)),
+            Column::P99 => Cell::Duration(run.latency_shown().map(|l| l.p99)),
+            Column::StartP99 => Cell::Duration(
+                run.latency_us
+                    .filter(|_| step.offered_per_s.is_some())
+                    .map(|l| l.p99),
+            ),
+            Column::Objective => Cell::Duration(step.slo_latency_us),
+            Column::Failed => text(run.failed().to_string()),
+            Column::Late => text(run.late.to_string()),
+            Column::MbOut => text(units::significant(step.goodput_out_mb_s, 3)),
+            Column::MbIn => text(units::significant(step.goodput_in_mb_s, 3)),
+            Column::Meets => text(
+                match step.meets_slo {
+                    Some(true) => "yes",
+                    Some(false) => "no",
+                    None => "-",
+                }
+                .into(),
+            ),
+        }
+    }
+}
+
+/// The steps of a series as a grid: the columns that fit `options`, all with `wide`.
+pub fn grid(report: &SweepReport, series: &Series, options: &RenderOptions) -> Grid {
+    let slo = report.slo.as_ref();
+    let keys: Vec<Column> = Column::ALL
+        .into_iter()
+        .filter(|c| c.applies(series, slo))
+        .collect();
+    let columns = keys
+        .iter()
+        .map(|c| {
+            let cells = series.steps.iter().map(|s| c.cell(series, s)).collect();
+            text_column(&c.name(slo), cells)
+        })
+        .collect();
+    let (compact, extras) = Column::sets(&report.axis);
+    Candidates::keyed(&keys, columns, compact, extras).choose(options)
+}
+
+/// What was swept, against what, for how long, and under which objective.
+pub fn heading(report: &SweepReport) -> String {
+    let mut parts = vec![
+        format!("rpcbench {} sweep → {}", report.rpcbench, report.target),
+        format!("over {}", report.axis),
+        format!("{} per step", units::duration(report.step_duration_s * 1e6)),
+    ];
+    if let Some(slo) = &report.slo {
+        parts.push(format!("objective {}", slo.text));
+    }
+    parts.join(" · ")
+}
+
+/// What the columns hold, in their units.
+pub const LEGEND: &str = "offered/s, achieved/s: calls per second over all workers (offered: open loop at that rate; closed: back to back) · in flight: mean calls in flight · payload B: request bytes · p50, p99: from when each call was due at an offered rate (corrected for coordinated omission), from its start when closed; start p99: from its actual start · MB/s: verified request (out) and reply (in) bytes per second, 10^6 bytes";
+
+/// The lines under a series' table: why steps missed the objective, and its capacity.
+pub fn notes(report: &SweepReport, series: &Series) -> Vec<String> {
+    let mut lines = Vec::new();
+    for s in &series.steps {
+        if let (Some(rate), Some(why)) = (s.offered_per_s, &s.why_not) {
+            lines.push(format!("{} calls/s: {why}", units::rate(rate)));
+        }
+    }
+    if let Some(slo) = &report.slo {
+        let judged = series
+            .steps
+            .iter()
+            .any(|s| s.offered_per_s.is_some() && s.meets_slo.is_some());
+        match series.capacity_per_s {
+            Some(c) => lines.push(format!(
+                "capacity at {}: {} calls/s",
+                slo.text,
+                units::rate(c)
+            )),
+            None if judged => lines.push(format!("capacity at {}: no rate met it", slo.text)),
+            None => {}
+        }
+    }
+    lines
+}
+
+/// Writes every series of `report` as terminal tables: no line wider than
+/// `options.width` unless `options.wide`, and then only the tables.
+pub fn write(report: &SweepReport, options: &RenderOptions, out: &mut dyn Write) -> io::Result<()> {
+    let width = options.width;
+    let mut lines = wrap(&heading(report), width, "", "  ");
+    lines.extend(wrap(LEGEND, width, "", "  "));
+    for series in &report.series {
+        lines.push(String::new());
+        lines.extend(grid_lines(&grid(report, series, options)));
+        for note in notes(report, series) {
+            lines.extend(wrap(&note, width, "  ", "    "));
+        }
+    }
+    for line in lines {
         writeln!(out, "{line}")?;
     }
-    let legend = "offered, achieved: calls/s over all workers (offered: open loop at that rate; closed: back to back) · payload: request bytes · p50, p99: from each call's start · slo: the objective's percentile, from when each call was due · MB/s: verified request bytes per second";
-    for line in wrap(legend, width, "", "  ") {
-        writeln!(out, "{line}")?;
-    }
+    Ok(())
+}
+
+/// Writes every series as a markdown table with every column, each followed by its notes.
+pub fn write_markdown(report: &SweepReport, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "{}\n\n{LEGEND}", heading(report))?;
     for series in &report.series {
         writeln!(out)?;
-        for line in series_lines(series, width) {
-            writeln!(out, "{line}")?;
+        write_table(out, &grid(report, series, &RenderOptions::WIDE))?;
+        let notes = notes(report, series);
+        if !notes.is_empty() {
+            writeln!(out)?;
+            for n in notes {
+                writeln!(out, "- {n}")?;
+            }
         }
     }
     Ok(())
 }
 
-/// The table and notes of one series.
-fn series_lines(series: &Series, width: usize) -> Vec<String> {
-    let mut lines = super::table::grid_lines(&grid(series));
-    for s in &series.steps {
-        if let (Some(rate), Some(why)) = (s.offered_per_s, &s.why_not) {
-            lines.extend(wrap(&format!("{rate:.0}/s: {why}"), width, "  ", "    "));
+/// The columns of a step before its run's: the step's number in its series (1 up), then
+/// what it offered and got; then come the run's own columns (as `--format csv` of a run has them) but the
+/// transport and mode, which lead the row.
+pub const SWEEP_CSV_HEADERS: [&str; 10] = [
+    "step",
+    "offered_per_s",
+    "achieved_per_s",
+    "payload_bytes",
+    "reply_bytes",
+    "slo_latency_us",
+    "meets_slo",
+    "goodput_out_mb_s",
+    "goodput_in_mb_s",
+    "server_requests",
+];
+
+/// The transport and mode, which lead every row, as the run CSV has them.
+const NAME_CELLS: usize = 2;
+
+/// Writes one tidy CSV table: the header once, a row per step of every series, every
+/// number in the fixed unit its header names, at full precision; an empty cell is a
+/// figure the step does not have.
+pub fn write_csv(report: &SweepReport, out: &mut dyn Write) -> io::Result<()> {
+    let run_headers = csv::headers();
+    let header: Vec<&str> = run_headers[..NAME_CELLS]
+        .iter()
+        .map(String::as_str)
+        .chain(SWEEP_CSV_HEADERS)
+        .chain(run_headers[NAME_CELLS..].iter().map(String::as_str))
+        .collect();
+    writeln!(out, "{}", header.join(","))?;
+    let opt = |v: Option<f64>| v.map_or(String::new(), |x| x.to_string());
+    for series in &report.series {
+        for (i, s) in series.steps.iter().enumerate() {
+            let run = csv::row(&s.run);
+            let step = [
+                (i + 1).to_string(),
+                opt(s.offered_per_s),
+                s.achieved_per_s.to_string(),
+                s.payload_bytes.to_string(),
+                s.reply_bytes.to_string(),
+                opt(s.slo_latency_us),
+                s.meets_slo.map_or(String::new(), |m| m.to_string()),
+                s.goodput_out_mb_s.to_string(),
+                s.goodput_in_mb_s.to_string(),
+                s.server
+                    .as_ref()
+                    .map_or(String::new(), |c| c.requests.to_string()),
+            ];
+            let row: Vec<&str> = run[..NAME_CELLS]
+                .iter()
+                .chain(&step)
+                .chain(&run[NAME_CELLS..])
+                .map(String::as_str)
+                .collect();
+            debug_assert!(row.iter().all(|c| !c.contains([',', '"', '\n'])));
+            writeln!(out, "{}", row.join(","))?;
         }
     }
-    let judged = series
-        .steps
-        .iter()
-        .any(|s| s.offered_per_s.is_some() && s.meets_slo.is_some());
-    match series.capacity_per_s {
-        Some(c) => lines.push(format!("capacity at the objective: {c:.0} calls/s")),
-        None if judged => lines.push("capacity at the objective: no rate met it".to_string()),
-        None => {}
-    }
-    lines
-}
-
-/// The steps of a series as a grid: the name columns, then what was offered and got.
-fn grid(series: &Series) -> Grid {
-    let steps = &series.steps;
-    let col = |f: fn(&Step) -> Option<f64>| -> Vec<f64> { steps.iter().filter_map(f).collect() };
-    let p50 = |s: &Step| s.run.latency_us.map(|l| l.p50);
-    let p99 = |s: &Step| s.run.latency_us.map(|l| l.p99);
-    let slo = |s: &Step| s.slo_latency_us;
-    let units = [
-        Unit::for_column(&col(p50)),
-        Unit::for_column(&col(p99)),
-        Unit::for_column(&col(slo)),
-    ];
-    let cell = |unit: Unit, v: Option<f64>| v.map_or("-".to_string(), |us| unit.format(us));
-    let headers = vec![
-        "transport".to_string(),
-        "mode".to_string(),
-        "offered".to_string(),
-        "achieved".to_string(),
-        "-c".to_string(),
-        "payload".to_string(),
-        format!("p50 {}", units[0].label()),
-        format!("p99 {}", units[1].label()),
-        format!("slo {}", units[2].label()),
-        "failed".to_string(),
-        "MB/s".to_string(),
-        "meets".to_string(),
-    ];
-    let rows = steps
-        .iter()
-        .map(|s| {
-            vec![
-                series.transport.to_string(),
-                series.addr_mode.clone(),
-                s.offered_per_s
-                    .map_or("closed".to_string(), |r| format!("{r:.0}")),
-                format!("{:.0}", s.achieved_per_s),
-                s.concurrency.to_string(),
-                s.payload_bytes.to_string(),
-                cell(units[0], p50(s)),
-                cell(units[1], p99(s)),
-                cell(units[2], slo(s)),
-                s.run.failed().to_string(),
-                super::units::significant(s.goodput_out_mb_s, 3),
-                match s.meets_slo {
-                    Some(true) => "yes".to_string(),
-                    Some(false) => "no".to_string(),
-                    None => "-".to_string(),
-                },
-            ]
-        })
-        .collect();
-    debug_assert_eq!(NAME_COLUMNS, 2, "transport and mode lead");
-    Grid { headers, rows }
+    Ok(())
 }

@@ -6,7 +6,8 @@
 //! (`--wide` all of them, and then only the tables may be wider), and text is wrapped.
 
 use super::{
-    Grid, NAME_COLUMNS, RenderOptions, phase_grid, problem_lines, summary_grid, units, wrap,
+    Grid, NAME_COLUMNS, RenderOptions, concurrency_lines, latency_note, phase_grid, problem_lines,
+    summary_grid, units, wrap,
 };
 use crate::report::Report;
 use crate::site;
@@ -19,12 +20,16 @@ const BULLET: &str = "- ";
 /// Indents a finding's further lines by as much as its bullet.
 const HANGING: &str = "  ";
 
-/// Writes the heading, the tables that fit, the failed calls, the findings and, for an
-/// unpinned run, how to pin it.
+/// Writes the heading, which latency a paced run shows, the tables that fit, the runs
+/// whose workers sat idle, the failed calls, the findings and, for an unpinned run, how to
+/// pin it.
 pub fn write(report: &Report, options: &RenderOptions, out: &mut dyn Write) -> io::Result<()> {
     let width = options.width;
     let mut lines = pack(&heading(report), width);
     lines.push(String::new());
+    if let Some(note) = latency_note(report, options) {
+        lines.extend(wrap(&note, width, "", HANGING));
+    }
     let summary = summary_grid(report, options);
     lines.extend(grid_lines(&summary));
     lines.extend(hidden_note(
@@ -32,6 +37,9 @@ pub fn write(report: &Report, options: &RenderOptions, out: &mut dyn Write) -> i
         &summary_grid(report, &RenderOptions::WIDE),
         width,
     ));
+    for line in concurrency_lines(report) {
+        lines.extend(wrap(&line, width, "", HANGING));
+    }
     let phases = phase_grid(report, options);
     if phases.headers.len() > NAME_COLUMNS {
         lines.push(String::new());

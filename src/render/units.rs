@@ -106,9 +106,10 @@ pub fn significant(x: f64, max_decimals: usize) -> String {
         return format!("{sign}<{floor:.max_decimals$}");
     }
     // Rounding can carry into a new leading digit (99.96 at one decimal is 100.0): then
-    // one decimal fewer keeps three significant digits.
+    // one decimal fewer keeps three significant digits. Not when `max_decimals` already
+    // cut the decimals: 0.0051 at two decimals is 0.01, and one fewer would print 0.0.
     let rounded: f64 = format!("{x:.decimals$}").parse().unwrap_or(x);
-    if decimals > 0 && rounded.abs() >= 10f64.powi(magnitude + 1) {
+    if decimals > 0 && decimals == wanted && rounded.abs() >= 10f64.powi(magnitude + 1) {
         decimals -= 1;
     }
     format!("{x:.decimals$}")
@@ -118,6 +119,51 @@ pub fn significant(x: f64, max_decimals: usize) -> String {
 pub fn duration(us: f64) -> String {
     let unit = Unit::for_value(us);
     format!("{} {}", unit.format(us), unit.label())
+}
+
+/// A rate (calls per second) for a sentence or a cell: three significant digits, thousands
+/// grouped, never a decimal on a rate of 100 or more (`18,400`, `502`, `2.50`): the last
+/// digits of a measured rate are noise.
+pub fn rate(per_s: f64) -> String {
+    if per_s.fract() == 0.0 && per_s.abs() < 100.0 {
+        // A rate as it was asked for (`--rate 50`), without a made-up decimal.
+        return format!("{per_s:.0}");
+    }
+    if !per_s.is_finite() || per_s.abs() < 100.0 {
+        return significant(per_s, 3);
+    }
+    let magnitude = per_s.abs().log10().floor() as i32;
+    let step = 10f64.powi(magnitude - (SIGNIFICANT - 1));
+    let whole = ((per_s / step).round() * step) as i64;
+    let digits = whole.unsigned_abs().to_string();
+    let mut grouped = String::new();
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(d);
+    }
+    if whole < 0 {
+        grouped.insert(0, '-');
+    }
+    grouped
+}
+
+/// Bytes in a binary unit: `64 B`, `16 KiB`, `1 MiB`, `1.50 KiB`; whole units where the
+/// size is a whole number of them, as payload sizes are written on the command line.
+pub fn bytes(n: u32) -> String {
+    const KIB: u32 = 1 << 10;
+    const MIB: u32 = 1 << 20;
+    let (unit, name) = match n {
+        n if n >= MIB => (MIB, "MiB"),
+        n if n >= KIB => (KIB, "KiB"),
+        _ => return format!("{n} B"),
+    };
+    if n % unit == 0 {
+        format!("{} {name}", n / unit)
+    } else {
+        format!("{} {name}", significant(f64::from(n) / f64::from(unit), 2))
+    }
 }
 
 /// A ratio (`× fastest`, `× the peer`) with three significant digits: `1.00`, `12.3`.
@@ -163,6 +209,9 @@ mod tests {
         // Rounding up into a new digit keeps three digits.
         assert_eq!(Unit::Micros.format(99.96), "100");
         assert_eq!(Unit::Micros.format(9.996), "10.0");
+        // A carry at the decimals' limit keeps them: 0.0051 at two decimals is 0.01.
+        assert_eq!(significant(0.0051, 2), "0.01");
+        assert_eq!(significant(0.81, 2), "0.81");
     }
 
     #[test]
@@ -193,5 +242,21 @@ mod tests {
         assert_eq!(duration(-1_500.0), "-1.50 ms");
         assert_eq!(ratio(1.0), "1.00");
         assert_eq!(ratio(12.34), "12.3");
+    }
+
+    #[test]
+    fn rates_read_at_a_glance() {
+        assert_eq!(rate(18_437.5), "18,400");
+        assert_eq!(rate(9_100.0), "9,100");
+        assert_eq!(rate(502.3), "502");
+        assert_eq!(rate(999.6), "1,000");
+        assert_eq!(rate(1_234_567.0), "1,230,000");
+        assert_eq!(rate(2.5), "2.50");
+        assert_eq!(rate(50.0), "50");
+        assert_eq!(bytes(64), "64 B");
+        assert_eq!(bytes(16 << 10), "16 KiB");
+        assert_eq!(bytes(1 << 20), "1 MiB");
+        assert_eq!(bytes(1536), "1.50 KiB");
+        assert_eq!(rate(0.0), "0");
     }
 }

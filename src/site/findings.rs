@@ -199,7 +199,7 @@ fn lost(base: &Report, others: &[&Report]) -> String {
 }
 
 /// rpcbench beside established tools: at worst how far from them, or where above the limit.
-fn peer_sentence(p: &Peers) -> Option<String> {
+pub(super) fn peer_sentence(p: &Peers) -> Option<String> {
     let ratios: Vec<(&PeerPair, f64)> = p
         .pairs
         .iter()

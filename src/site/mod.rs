@@ -7,7 +7,11 @@
 //! measured), rpcbench beside established tools (benchmarks, not checks) and the
 //! environment and commands.
 //!
-//! Inputs are rpcbench JSON reports, any set of them. Their roles are read from their own
+//! Inputs are rpcbench JSON results, any set of them: runs ([`Report`]) and sweeps
+//! ([`SweepReport`], told apart by their `axis` and `series` fields). A sweep adds its
+//! charts (latency against throughput, or against payload size), the capacity table and
+//! sentences about both ([`sweep`]); a report of sweeps alone has no run tables, and its
+//! truth checks are listed as not run. The roles of runs are read from their own
 //! contents: a run asked for a server delay (`config.delay_us > 0`) checks delays; a server
 //! that delayed DNS answers (`server.settings.dns.delay_us > 0`) checks DNS; a run without
 //! either is a reference, back to back or (with `--rate`) paced. The first back-to-back
@@ -20,12 +24,15 @@ mod findings;
 /// README.md and index.html.
 mod page;
 pub mod svg;
+/// Charts, capacity and sentences from sweep results.
+pub mod sweep;
 
 pub use findings::{findings, pinning_advice};
 
 use crate::render::units;
 use crate::report::{Report, RunRecord};
 use crate::resolve::AddrMode;
+use crate::sweep::SweepReport;
 use crate::transport::TransportKind;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -143,16 +150,32 @@ pub struct NotRun {
 /// Everything the report shows, computed once and written twice (markdown and HTML).
 #[derive(Debug)]
 pub struct Site {
-    pub baseline: Report,
-    pub baseline_path: PathBuf,
+    /// The run the tables, findings and seed table start from, and its file; `None` when
+    /// every input is a sweep.
+    pub baseline: Option<(PathBuf, Report)>,
+    /// The other runs.
     pub others: Vec<(PathBuf, Report)>,
+    /// The sweeps, in the order given.
+    pub sweeps: Vec<(PathBuf, SweepReport)>,
+    /// A row per series of every sweep over offered rates.
+    pub capacity: Vec<sweep::CapacityRow>,
     pub findings: Vec<String>,
+    /// Seed 004's cases beside today's; empty without a run.
     pub seed: Vec<SeedRow>,
     pub checks: Vec<TruthCheck>,
     pub not_run: Vec<NotRun>,
     pub peers: Option<Peers>,
-    /// The four charts, as SVG: (file name, svg).
-    pub charts: Vec<(&'static str, String)>,
+    /// The charts: the four of the baseline run, then each sweep's.
+    pub charts: Vec<sweep::Chart>,
+}
+
+/// One input file's contents: a run or a sweep.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// `rpcbench --out`.
+    Run(Box<Report>),
+    /// `rpcbench sweep --out`.
+    Sweep(Box<SweepReport>),
 }
 
 /// One row of seed 004's table beside today's figure for the same case.
@@ -205,6 +228,12 @@ pub enum BuildReportError {
 
 /// Reads a JSON file of type `T`.
 pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, BuildReportError> {
+    let value: serde_json::Value = read_json_value(path)?;
+    parse_value(path, value)
+}
+
+/// Reads a file as JSON of any shape.
+fn read_json_value(path: &Path) -> Result<serde_json::Value, BuildReportError> {
     let bytes = std::fs::read(path).map_err(|source| BuildReportError::Read {
         path: path.to_path_buf(),
         source,
@@ -213,6 +242,31 @@ pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, BuildRe
         path: path.to_path_buf(),
         source,
     })
+}
+
+/// Reads JSON already parsed as `T`, naming `path` in the error.
+fn parse_value<T: for<'de> Deserialize<'de>>(
+    path: &Path,
+    value: serde_json::Value,
+) -> Result<T, BuildReportError> {
+    serde_json::from_value(value).map_err(|source| BuildReportError::Parse {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// The fields only a sweep's JSON has at its top level: what tells a sweep from a run,
+/// before either is parsed strictly (unknown fields denied).
+const SWEEP_FIELDS: [&str; 2] = ["axis", "series"];
+
+/// Reads a run or a sweep, telling them apart by the fields only a sweep has (`axis`, `series`).
+pub fn read_input(path: &Path) -> Result<Input, BuildReportError> {
+    let value = read_json_value(path)?;
+    if SWEEP_FIELDS.iter().all(|f| value.get(f).is_some()) {
+        parse_value(path, value).map(|s| Input::Sweep(Box::new(s)))
+    } else {
+        parse_value(path, value).map(|r| Input::Run(Box::new(r)))
+    }
 }
 
 /// How late the server answered DNS queries in this run, µs (0: not delayed, or unknown).
@@ -352,53 +406,46 @@ fn truth_checks(inputs: &[&Report]) -> (Vec<TruthCheck>, Vec<NotRun>) {
 }
 
 impl Site {
-    /// Builds the report from any set of rpcbench JSON reports and, optionally, peer
+    /// Builds the report from any set of rpcbench runs and sweeps and, optionally, peer
     /// figures; fails only when there is no input at all.
     pub fn build(
         inputs: Vec<(PathBuf, Report)>,
+        sweeps: Vec<(PathBuf, SweepReport)>,
         peers: Option<Peers>,
     ) -> Result<Site, BuildReportError> {
-        if inputs.is_empty() {
+        if inputs.is_empty() && sweeps.is_empty() {
             return Err(BuildReportError::NoInputs);
         }
         let reports: Vec<&Report> = inputs.iter().map(|(_, r)| r).collect();
         let (checks, not_run) = truth_checks(&reports);
         let base_at = Roles::of(&reports).baseline();
         let mut others = inputs;
-        let (baseline_path, baseline) = others.remove(base_at);
+        let baseline = (!others.is_empty()).then(|| others.remove(base_at));
         let other_reports: Vec<&Report> = others.iter().map(|(_, r)| r).collect();
-        let seed = seed_rows(&baseline, &other_reports);
-        let findings = findings(&baseline, &other_reports, peers.as_ref());
-        let runs: Vec<&RunRecord> = baseline.runs.iter().collect();
-        let ip_runs: Vec<&RunRecord> = baseline
-            .runs
-            .iter()
-            .filter(|r| r.addr_mode == AddrMode::Ip)
-            .collect();
-        let curve_runs = if ip_runs.is_empty() {
-            runs.clone()
-        } else {
-            ip_runs
+        let sweep_reports: Vec<&SweepReport> = sweeps.iter().map(|(_, s)| s).collect();
+        let mut findings = match &baseline {
+            Some((_, b)) => findings(b, &other_reports, peers.as_ref()),
+            None => peers
+                .as_ref()
+                .and_then(findings::peer_sentence)
+                .into_iter()
+                .collect(),
         };
-        // The DNS chart is most telling with a slow resolver, when there is a run with one.
-        let dns_source = other_reports
-            .iter()
-            .copied()
-            .find(|r| dns_delay_us(r) > 0)
-            .unwrap_or(&baseline);
-        let dns_runs: Vec<&RunRecord> = dns_source.runs.iter().collect();
-        let charts = vec![
-            ("percentiles.svg", svg::percentile_curves(&curve_runs)),
-            ("mean-p99.svg", svg::mean_p99(&runs)),
-            ("phases.svg", svg::phase_stack(&runs)),
-            ("dns.svg", svg::dns_overhead(&dns_runs)),
-        ];
+        findings.extend(sweep::findings(&sweep_reports));
+        let mut charts = match &baseline {
+            Some((_, b)) => run_charts(b, &other_reports),
+            None => Vec::new(),
+        };
+        charts.extend(sweep_charts(&sweep_reports));
         Ok(Site {
+            seed: baseline
+                .as_ref()
+                .map_or_else(Vec::new, |(_, b)| seed_rows(b, &other_reports)),
+            capacity: sweep::capacity_rows(&sweep_reports),
             baseline,
-            baseline_path,
             others,
+            sweeps,
             findings,
-            seed,
             checks,
             not_run,
             peers,
@@ -412,6 +459,16 @@ impl Site {
         self.checks.iter().any(|c| !c.pass)
     }
 
+    /// The input the page's heading and environment describe: the baseline run, else the
+    /// first sweep.
+    pub fn lead(&self) -> Lead<'_> {
+        match (&self.baseline, self.sweeps.first()) {
+            (Some((_, b)), _) => Lead::Run(b),
+            (None, Some((_, s))) => Lead::Sweep(s),
+            (None, None) => unreachable!("a site has at least one input"),
+        }
+    }
+
     /// Writes README.md, index.html and the SVG charts into `dir`.
     pub fn write(&self, dir: &Path) -> Result<(), BuildReportError> {
         let write = |name: &str, text: &str| {
@@ -422,13 +479,77 @@ impl Site {
             path: dir.to_path_buf(),
             source,
         })?;
-        for (name, svg) in &self.charts {
-            write(name, svg)?;
+        for chart in &self.charts {
+            write(&chart.file, &chart.svg)?;
         }
         write("README.md", &page::markdown(self))?;
         write("index.html", &page::html(self))?;
         Ok(())
     }
+}
+
+/// The input a page's heading describes.
+#[derive(Debug, Clone, Copy)]
+pub enum Lead<'a> {
+    Run(&'a Report),
+    Sweep(&'a SweepReport),
+}
+
+/// The four charts of the baseline run: percentile curves (by IP when it has such runs),
+/// mean and p99, phases, and what name resolution adds (from a run with a slow resolver
+/// when there is one).
+fn run_charts(baseline: &Report, others: &[&Report]) -> Vec<sweep::Chart> {
+    let runs: Vec<&RunRecord> = baseline.runs.iter().collect();
+    let ip_runs: Vec<&RunRecord> = baseline
+        .runs
+        .iter()
+        .filter(|r| r.addr_mode == AddrMode::Ip)
+        .collect();
+    let curve_runs = if ip_runs.is_empty() {
+        runs.clone()
+    } else {
+        ip_runs
+    };
+    // The DNS chart is most telling with a slow resolver, when there is a run with one.
+    let dns_source = others
+        .iter()
+        .copied()
+        .find(|r| dns_delay_us(r) > 0)
+        .unwrap_or(baseline);
+    let dns_runs: Vec<&RunRecord> = dns_source.runs.iter().collect();
+    [
+        ("percentiles.svg", svg::percentile_curves(&curve_runs)),
+        ("mean-p99.svg", svg::mean_p99(&runs)),
+        ("phases.svg", svg::phase_stack(&runs)),
+        ("dns.svg", svg::dns_overhead(&dns_runs)),
+    ]
+    .into_iter()
+    .map(|(file, svg)| sweep::Chart {
+        file: file.to_string(),
+        caption: None,
+        svg,
+    })
+    .collect()
+}
+
+/// Every sweep's charts, numbered within their kind (`payload.svg`, `payload-2.svg`) so
+/// that several sweeps of one kind share a report.
+fn sweep_charts(sweeps: &[&SweepReport]) -> Vec<sweep::Chart> {
+    let mut seen: Vec<bool> = Vec::new();
+    sweeps
+        .iter()
+        .flat_map(|sw| {
+            let payload = sw.axis == "payload";
+            seen.push(payload);
+            let n = seen.iter().filter(|&&p| p == payload).count();
+            let suffix = if n == 1 {
+                String::new()
+            } else {
+                format!("-{n}")
+            };
+            sweep::charts(sw, &suffix)
+        })
+        .collect()
 }
 
 /// With a server delay of D, every transport's mean should rise by D, within
@@ -533,18 +654,22 @@ fn seed_rows(base: &Report, others: &[&Report]) -> Vec<SeedRow> {
         .collect()
 }
 
-/// Reads inputs and writes the report; used by `rpcbench report`.
+/// Reads inputs (runs and sweeps) and writes the report; used by `rpcbench report`.
 pub fn build_from_files(
     files: &[PathBuf],
     peers: Option<&Path>,
     dir: &Path,
 ) -> Result<Site, BuildReportError> {
-    let inputs = files
-        .iter()
-        .map(|p| read_json::<Report>(p).map(|r| (p.clone(), r)))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut runs = Vec::new();
+    let mut sweeps = Vec::new();
+    for path in files {
+        match read_input(path)? {
+            Input::Run(r) => runs.push((path.clone(), *r)),
+            Input::Sweep(s) => sweeps.push((path.clone(), *s)),
+        }
+    }
     let peers = peers.map(read_json::<Peers>).transpose()?;
-    let site = Site::build(inputs, peers)?;
+    let site = Site::build(runs, sweeps, peers)?;
     site.write(dir)?;
     Ok(site)
 }

@@ -2,62 +2,60 @@
 //! self-contained index.html (charts inline, no scripts, nothing fetched).
 
 use super::svg::esc;
-use super::{PEER_RATIO_LIMIT, Site};
+use super::{Lead, PEER_RATIO_LIMIT, Site};
 use crate::render::{self, Format, Grid, RenderOptions, units};
-use crate::report::Report;
+use crate::report::{Environment, Report};
 use std::fmt::Write;
 
 /// The report as markdown.
 pub fn markdown(site: &Site) -> String {
-    let b = &site.baseline;
     let mut out = String::new();
     let _ = writeln!(out, "# rpcbench comparison report\n");
-    let _ = writeln!(
-        out,
-        "Target {} · {} · started {} · rpcbench {}\n",
-        b.target,
-        placement(b),
-        b.started,
-        b.rpcbench
-    );
+    let _ = writeln!(out, "{}\n", lead_line(site));
     let _ = writeln!(out, "## Findings\n");
     for f in &site.findings {
         let _ = writeln!(out, "- {f}");
     }
     let _ = writeln!(out, "\n## Charts\n");
-    for (name, _) in &site.charts {
-        let _ = writeln!(out, "![{name}]({name})\n");
+    for chart in &site.charts {
+        let _ = writeln!(out, "![{0}]({0})\n", chart.file);
+        if let Some(caption) = &chart.caption {
+            let _ = writeln!(out, "{caption}\n");
+        }
     }
-    let _ = writeln!(
-        out,
-        "## Tables\n\nLatency is the full round trip of ok calls, connect included for fresh transports; `{}`.\n",
-        site.baseline_path.display()
-    );
-    out.push_str(&tables(b));
-    for (path, r) in &site.others {
-        let _ = writeln!(out, "\n### {} ({})\n", describe(r), path.display());
-        out.push_str(&tables(r));
-    }
-    let _ = writeln!(out, "\n## Seed 004, then and now\n");
-    let _ = writeln!(
-        out,
-        "A PHP team in 2007 timed 1000 calls each way (`../shared/seeds/004_*.txt`). The same five cases today:\n"
-    );
-    let _ = writeln!(
-        out,
-        "| case | 2007 mean ms | rpcbench transport | mode | today mean ms |"
-    );
-    let _ = writeln!(out, "| --- | ---: | --- | --- | ---: |");
-    for s in &site.seed {
+    if let Some((path, b)) = &site.baseline {
         let _ = writeln!(
             out,
-            "| {} | {:.2} | {} | {} | {} |",
-            s.case,
-            s.seed_ms,
-            s.transport,
-            seed_mode(s),
-            seed_today(s)
+            "## Tables\n\nLatency is the full round trip of ok calls, connect included for fresh transports; `{}`.\n",
+            path.display()
         );
+        out.push_str(&tables(b));
+        for (path, r) in &site.others {
+            let _ = writeln!(out, "\n### {} ({})\n", describe(r), path.display());
+            out.push_str(&tables(r));
+        }
+    }
+    if !site.sweeps.is_empty() {
+        let _ = writeln!(out, "\n## Sweeps\n\n{}\n", capacity_intro());
+        if !site.capacity.is_empty() {
+            out.push_str(&markdown_table(&capacity_grid(site)));
+        }
+        for (path, sw) in &site.sweeps {
+            let _ = writeln!(out, "\n### Sweep over {} ({})\n", sw.axis, path.display());
+            let mut buf = Vec::new();
+            let _ = render::sweep::write_markdown(sw, &mut buf);
+            out.push_str(&String::from_utf8_lossy(&buf));
+        }
+    }
+    let _ = writeln!(out, "\n## Seed 004, then and now\n");
+    if site.seed.is_empty() {
+        let _ = writeln!(out, "{NO_SEED}");
+    } else {
+        let _ = writeln!(
+            out,
+            "A PHP team in 2007 timed 1000 calls each way (`../shared/seeds/004_*.txt`). The same five cases today:\n"
+        );
+        out.push_str(&markdown_table(&seed_grid(site)));
     }
     let _ = writeln!(out, "\n## Truth checks\n");
     let _ = writeln!(
@@ -103,10 +101,10 @@ pub fn markdown(site: &Site) -> String {
         }
     }
     let _ = writeln!(out, "\n## Environment\n");
-    out.push_str(&environment(b));
+    out.push_str(&lead_environment(site));
     let _ = writeln!(out, "\n## Commands\n\n```sh");
-    for r in std::iter::once(b).chain(site.others.iter().map(|(_, r)| r)) {
-        let _ = writeln!(out, "{}", r.command.join(" "));
+    for command in commands(site) {
+        let _ = writeln!(out, "{command}");
     }
     if let Some(p) = &site.peers {
         for e in &p.pairs {
@@ -115,6 +113,126 @@ pub fn markdown(site: &Site) -> String {
     }
     let _ = writeln!(out, "```");
     out
+}
+
+/// The line under the title: what was called, where, when, by which version.
+fn lead_line(site: &Site) -> String {
+    let (target, placement, started, version) = match site.lead() {
+        Lead::Run(b) => (&b.target, placement(b), &b.started, &b.rpcbench),
+        Lead::Sweep(s) => (
+            &s.target,
+            placement_of(&s.environment.cpu_affinity, None),
+            &s.started,
+            &s.rpcbench,
+        ),
+    };
+    format!("Target {target} · {placement} · started {started} · rpcbench {version}")
+}
+
+/// The environment of the lead input: the run's, else the first sweep's.
+fn lead_environment(site: &Site) -> String {
+    match site.lead() {
+        Lead::Run(b) => environment(b),
+        Lead::Sweep(s) => {
+            let mut out = client_environment(&s.environment);
+            let _ = writeln!(
+                out,
+                "- sweep over {}, {} per step",
+                s.axis,
+                units::duration(s.step_duration_s * 1e6)
+            );
+            out
+        }
+    }
+}
+
+/// Every input's command line, runs first.
+fn commands(site: &Site) -> Vec<String> {
+    site.baseline
+        .iter()
+        .chain(&site.others)
+        .map(|(_, r)| r.command.join(" "))
+        .chain(site.sweeps.iter().map(|(_, s)| s.command.join(" ")))
+        .collect()
+}
+
+/// What the sweeps section says before its capacity table.
+fn capacity_intro() -> String {
+    format!(
+        "Capacity: the highest offered rate at which the objective's percentile, timed from when each call was due, stays within its bound, no call fails, and at least {:.0}% of the offered rate is achieved. A closed step runs back to back; ✓ met the objective, ✗ missed it.",
+        crate::sweep::MIN_ACHIEVED * 100.0
+    )
+}
+
+/// What the seed section says without a run among the inputs.
+const NO_SEED: &str = "Seed 004's five cases (PHP, 2007) are read from a run; there is none (only sweeps) among the inputs.";
+
+/// A grid as a markdown table, as the run tables are written.
+fn markdown_table(grid: &Grid) -> String {
+    let mut buf = Vec::new();
+    // Writing into a Vec cannot fail.
+    let _ = render::write_markdown_table(&mut buf, grid);
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// Seed 004's table beside today's figures, as text cells.
+fn seed_grid(site: &Site) -> Grid {
+    Grid {
+        headers: [
+            "case",
+            "2007 mean ms",
+            "rpcbench transport",
+            "mode",
+            "today mean ms",
+        ]
+        .iter()
+        .map(|h| h.to_string())
+        .collect(),
+        rows: site
+            .seed
+            .iter()
+            .map(|s| {
+                vec![
+                    s.case.to_string(),
+                    format!("{:.2}", s.seed_ms),
+                    s.transport.to_string(),
+                    seed_mode(s),
+                    seed_today(s),
+                ]
+            })
+            .collect(),
+    }
+}
+
+/// The capacity table as text cells.
+fn capacity_grid(site: &Site) -> Grid {
+    Grid {
+        headers: [
+            "transport",
+            "mode",
+            "objective",
+            "capacity calls/s",
+            "steps",
+            "offered calls/s",
+        ]
+        .iter()
+        .map(|h| h.to_string())
+        .collect(),
+        rows: site
+            .capacity
+            .iter()
+            .map(|c| {
+                vec![
+                    c.transport.to_string(),
+                    c.mode.to_string(),
+                    c.objective.clone(),
+                    c.capacity_per_s.map_or("-".into(), units::rate),
+                    c.steps.to_string(),
+                    c.offered.clone(),
+                ]
+            })
+            .collect(),
+    }
 }
 
 /// How the margin of a truth check is made, as the report states it.
@@ -203,15 +321,16 @@ fn describe(r: &Report) -> String {
 
 /// Where client and server ran, as the report should state it.
 fn placement(r: &Report) -> String {
-    let server = r
-        .server
-        .as_ref()
-        .map(|s| s.settings.cpu_affinity.clone())
-        .unwrap_or_default();
-    let client = &r.environment.cpu_affinity;
+    let server = r.server.as_ref().map(|s| s.settings.cpu_affinity.as_str());
+    placement_of(&r.environment.cpu_affinity, server)
+}
+
+/// Placement from the client's allowed CPUs and the server's, when known.
+fn placement_of(client: &str, server: Option<&str>) -> String {
+    let server = server.unwrap_or_default();
     let how = if server.is_empty() {
-        "server placement unknown".to_string()
-    } else if &server == client && !client.contains(['-', ',']) {
+        format!("client CPUs {client}, server placement unknown")
+    } else if server == client && !client.contains(['-', ',']) {
         format!("client and server pinned to the same core (CPU {client})")
     } else if !client.contains(['-', ',']) && !server.contains(['-', ',']) {
         format!("client on CPU {client}, server on CPU {server} (different cores)")
@@ -228,9 +347,8 @@ fn family(f: crate::resolve::Family) -> String {
         .map_or_else(String::new, |v| v.get_name().to_string())
 }
 
-/// The client, the server, the DNS responder and the settings, as a list.
-fn environment(r: &Report) -> String {
-    let e = &r.environment;
+/// The client host, libcurl and the resolver cache, as list items.
+fn client_environment(e: &Environment) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -244,6 +362,12 @@ fn environment(r: &Report) -> String {
             "- a caching resolver sits in front of getaddrinfo: {cache}"
         );
     }
+    out
+}
+
+/// The client, the server, the DNS responder and the settings, as a list.
+fn environment(r: &Report) -> String {
+    let mut out = client_environment(&r.environment);
     if let Some(s) = &r.server {
         let _ = writeln!(
             out,
@@ -280,56 +404,68 @@ fn environment(r: &Report) -> String {
 
 /// The report as one self-contained HTML page.
 pub fn html(site: &Site) -> String {
-    let b = &site.baseline;
     let mut out = String::new();
     out.push_str(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>rpcbench comparison report</title>\n<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}table{border-collapse:collapse;margin:1em 0;font-size:13px}th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}th:first-child,td:first-child,th:nth-child(2),td:nth-child(2){text-align:left}svg{max-width:100%;height:auto;display:block;margin:1em 0}.fail{color:#b00;font-weight:bold}pre{background:#f6f6f6;padding:1em;overflow-x:auto}</style></head><body>\n",
     );
     let _ = writeln!(out, "<h1>rpcbench comparison report</h1>");
-    let _ = writeln!(
-        out,
-        "<p>Target {} · {} · started {} · rpcbench {}</p>",
-        esc(&b.target),
-        esc(&placement(b)),
-        esc(&b.started),
-        esc(&b.rpcbench)
-    );
+    let _ = writeln!(out, "<p>{}</p>", esc(&lead_line(site)));
     let _ = writeln!(out, "<h2>Findings</h2><ul>");
     for f in &site.findings {
         let _ = writeln!(out, "<li>{}</li>", esc(f));
     }
     let _ = writeln!(out, "</ul><h2>Charts</h2>");
-    for (_, svg) in &site.charts {
-        out.push_str(svg);
+    for chart in &site.charts {
+        out.push_str(&chart.svg);
         out.push('\n');
+        if let Some(caption) = &chart.caption {
+            let _ = writeln!(out, "<p>{}</p>", esc(caption));
+        }
     }
-    let _ = writeln!(out, "<h2>Tables</h2>");
-    html_tables(&mut out, b);
-    for (path, r) in &site.others {
-        let _ = writeln!(
-            out,
-            "<h3>{} ({})</h3>",
-            esc(&describe(r)),
-            esc(&path.display().to_string())
-        );
-        html_tables(&mut out, r);
+    if let Some((_, b)) = &site.baseline {
+        let _ = writeln!(out, "<h2>Tables</h2>");
+        html_tables(&mut out, b);
+        for (path, r) in &site.others {
+            let _ = writeln!(
+                out,
+                "<h3>{} ({})</h3>",
+                esc(&describe(r)),
+                esc(&path.display().to_string())
+            );
+            html_tables(&mut out, r);
+        }
     }
-    let _ = writeln!(
-        out,
-        "<h2>Seed 004, then and now</h2><table><tr><th>case</th><th>2007 mean ms</th><th>rpcbench transport</th><th>mode</th><th>today mean ms</th></tr>"
-    );
-    for s in &site.seed {
-        let _ = writeln!(
-            out,
-            "<tr><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(s.case),
-            s.seed_ms,
-            s.transport,
-            seed_mode(s),
-            seed_today(s)
-        );
+    if !site.sweeps.is_empty() {
+        let _ = writeln!(out, "<h2>Sweeps</h2><p>{}</p>", esc(&capacity_intro()));
+        if !site.capacity.is_empty() {
+            html_table(&mut out, &capacity_grid(site));
+        }
+        for (path, sw) in &site.sweeps {
+            let _ = writeln!(
+                out,
+                "<h3>Sweep over {} ({})</h3><p>{}</p><p>{}</p>",
+                esc(&sw.axis),
+                esc(&path.display().to_string()),
+                esc(&render::sweep::heading(sw)),
+                esc(render::sweep::LEGEND)
+            );
+            for series in &sw.series {
+                html_table(
+                    &mut out,
+                    &render::sweep::grid(sw, series, &RenderOptions::WIDE),
+                );
+                for note in render::sweep::notes(sw, series) {
+                    let _ = writeln!(out, "<p>{}</p>", esc(&note));
+                }
+            }
+        }
     }
-    out.push_str("</table>\n");
+    let _ = writeln!(out, "<h2>Seed 004, then and now</h2>");
+    if site.seed.is_empty() {
+        let _ = writeln!(out, "<p>{}</p>", esc(NO_SEED));
+    } else {
+        html_table(&mut out, &seed_grid(site));
+    }
     let _ = writeln!(
         out,
         "<h2>Truth checks</h2><p>Expected against measured: an injected delay must come back within {}. The report's exit status is 1 when one fails.</p>",
@@ -391,11 +527,11 @@ pub fn html(site: &Site) -> String {
     let _ = writeln!(
         out,
         "<h2>Environment</h2><pre>{}</pre>",
-        esc(&environment(b))
+        esc(&lead_environment(site))
     );
     let _ = writeln!(out, "<h2>Commands</h2><pre>");
-    for r in std::iter::once(b).chain(site.others.iter().map(|(_, r)| r)) {
-        let _ = writeln!(out, "{}", esc(&r.command.join(" ")));
+    for command in commands(site) {
+        let _ = writeln!(out, "{}", esc(&command));
     }
     if let Some(p) = &site.peers {
         for e in &p.pairs {
@@ -406,12 +542,18 @@ pub fn html(site: &Site) -> String {
     out
 }
 
-/// One report's summary and phase tables, and its failed calls, in HTML.
+/// One report's summary and phase tables, its failed calls and idle workers, in HTML.
 fn html_tables(out: &mut String, r: &Report) {
+    if let Some(note) = render::latency_note(r, &RenderOptions::WIDE) {
+        let _ = writeln!(out, "<p>{}</p>", esc(&note));
+    }
     html_table(out, &render::summary_grid(r, &RenderOptions::WIDE));
     html_table(out, &render::phase_grid(r, &RenderOptions::WIDE));
     for line in render::problem_lines(r) {
         let _ = writeln!(out, "<p class=\"fail\">{}</p>", esc(&line));
+    }
+    for line in render::concurrency_lines(r) {
+        let _ = writeln!(out, "<p>{}</p>", esc(&line));
     }
 }
 

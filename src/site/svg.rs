@@ -1,5 +1,6 @@
-//! SVG charts, written by hand: four chart kinds, each a function from runs to a
-//! self-contained `<svg>` string (no scripts, no external fonts or links).
+//! SVG charts, written by hand: four chart kinds for runs and two for sweeps, each a
+//! function from runs (or sweep lines) to a self-contained `<svg>` string (no scripts, no
+//! external fonts or links).
 //!
 //! A transport has the same colour in every chart ([`transport_colour`]); an address mode
 //! the same dash pattern ([`mode_dash`]). Every axis names its unit.
@@ -24,6 +25,8 @@ const COLOURS: [&str; 10] = [
     "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1", "#edc948", "#ff9da7",
     "#9c755f", "#bab0ac",
 ];
+/// The label of a latency axis in ms on a log scale, the same in every chart.
+const LATENCY_LOG: &str = "latency (ms, log scale)";
 /// Colours of the phases in the stacked chart.
 const PHASE_COLOURS: [(&str, &str); 5] = [
     ("dns", "#9c755f"),
@@ -284,13 +287,7 @@ pub fn percentile_curves(runs: &[&RunRecord]) -> String {
         "percentile (log scale of 1 − quantile)",
         &ticks,
     );
-    y_axis(
-        &mut out,
-        &ya,
-        LEFT,
-        WIDTH - RIGHT,
-        "latency (ms, log scale)",
-    );
+    y_axis(&mut out, &ya, LEFT, WIDTH - RIGHT, LATENCY_LOG);
     let mut entries = Vec::new();
     for r in runs {
         if r.percentiles_us.is_empty() {
@@ -337,7 +334,7 @@ pub fn mean_p99(runs: &[&RunRecord]) -> String {
     let hi = values.iter().copied().fold(0.0, f64::max);
     let xa = Axis::new(lo, hi, true, LEFT, WIDTH - RIGHT);
     let ticks: Vec<(f64, String)> = xa.ticks().into_iter().map(|v| (v, tick_label(v))).collect();
-    x_axis(&mut out, &xa, y0, y1, "latency (ms, log scale)", &ticks);
+    x_axis(&mut out, &xa, y0, y1, LATENCY_LOG, &ticks);
     for (i, r) in runs.iter().enumerate() {
         let y = y0 + 10.0 + row * (i as f64 + 0.5);
         let colour = transport_colour(r.transport);
@@ -569,6 +566,222 @@ pub fn dns_overhead(runs: &[&RunRecord]) -> String {
         .map(|&t| (t.to_string(), transport_colour(t), "none", true))
         .collect();
     legend(&mut out, &entries);
+    out.push_str("</svg>");
+    out
+}
+
+/// One line of a sweep chart: a transport's steps, in order, and its knee.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChartLine {
+    /// The series' name in the legend (`tcp`, `tcp (cached)`).
+    pub label: String,
+    /// Its colour comes from here, as in every chart.
+    pub transport: TransportKind,
+    /// `[x, p50 µs, p99 µs, goodput MB/s]` per step; x is the chart's own (calls/s or bytes).
+    pub points: Vec<[f64; 4]>,
+    /// The index into `points` of the knee, if the chart marks one.
+    pub knee: Option<usize>,
+}
+
+/// Dash of the p50 line in the sweep charts; p99 is solid, so the tail reads first.
+const P50_DASH: &str = "5 4";
+/// Dash of the objective's bound.
+const BOUND_DASH: &str = "8 4";
+/// Grey of the marks that belong to no transport: the bound, the p50/p99 legend keys.
+const NEUTRAL: &str = "#555555";
+
+/// A polyline through `points` (already in pixels) in a line's colour.
+fn polyline(
+    out: &mut String,
+    run: &str,
+    colour: &str,
+    dash: &str,
+    width: f64,
+    points: &[(f64, f64)],
+) {
+    let pts: Vec<String> = points
+        .iter()
+        .map(|(x, y)| format!("{x:.1},{y:.1}"))
+        .collect();
+    let _ = write!(
+        out,
+        r#"<polyline class="series" data-run="{}" fill="none" stroke="{colour}" stroke-width="{width}" stroke-dasharray="{dash}" points="{}"/>"#,
+        esc(run),
+        pts.join(" ")
+    );
+}
+
+/// The legend of a sweep chart: a line per transport, then what solid and dashed mean.
+fn sweep_legend(out: &mut String, lines: &[ChartLine], bound: Option<&str>) {
+    let mut entries: Vec<(String, &str, &str, bool)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l.label.clone(),
+                transport_colour(l.transport),
+                "none",
+                false,
+            )
+        })
+        .collect();
+    entries.push(("p99".into(), NEUTRAL, "none", false));
+    entries.push(("p50".into(), NEUTRAL, P50_DASH, false));
+    if bound.is_some() {
+        entries.push(("objective".into(), NEUTRAL, BOUND_DASH, false));
+    }
+    legend(out, &entries);
+}
+
+/// The smallest and largest of some values; (0, 0) for none, which an axis widens.
+fn span(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (lo, hi) = values.fold((f64::INFINITY, 0.0_f64), |(lo, hi), v| {
+        (lo.min(v), hi.max(v))
+    });
+    if lo > hi { (0.0, 0.0) } else { (lo, hi) }
+}
+
+/// The p50 and p99 lines of every sweep line on one pair of axes (latency in ms).
+fn latency_lines(out: &mut String, lines: &[ChartLine], xa: &Axis, ya: &Axis) {
+    for l in lines {
+        let colour = transport_colour(l.transport);
+        let at = |i: usize| -> Vec<(f64, f64)> {
+            l.points
+                .iter()
+                .map(|p| (xa.px(p[0]), ya.px(p[i] / 1e3)))
+                .collect()
+        };
+        polyline(out, &l.label, colour, P50_DASH, 1.5, &at(1));
+        polyline(out, &l.label, colour, "none", 2.0, &at(2));
+        for (x, y) in at(2) {
+            let _ = write!(
+                out,
+                r#"<circle cx="{x:.1}" cy="{y:.1}" r="3" fill="{colour}"/>"#
+            );
+        }
+    }
+}
+
+/// Latency against throughput for a sweep over rates or worker counts: p99 (solid) and
+/// p50 (dashed) per transport against the achieved rate, the knee ringed, and the
+/// objective's bound as a horizontal line when there is one (`bound`: µs and its label).
+pub fn latency_throughput(lines: &[ChartLine], bound: Option<(f64, String)>, id: &str) -> String {
+    let height = 440.0;
+    let mut out = String::new();
+    open(&mut out, height, "Latency against throughput", id);
+    let (y0, y1) = (TOP, height - BOTTOM);
+    let (_, x_hi) = span(lines.iter().flat_map(|l| l.points.iter().map(|p| p[0])));
+    let (lo, hi) = span(
+        lines
+            .iter()
+            .flat_map(|l| l.points.iter().flat_map(|p| [p[1], p[2]]))
+            .chain(bound.as_ref().map(|b| b.0))
+            .map(|us| us / 1e3),
+    );
+    let xa = Axis::new(0.0, x_hi, false, LEFT, WIDTH - RIGHT);
+    let ya = Axis::new(lo, hi, true, y1, y0);
+    let ticks: Vec<(f64, String)> = xa
+        .ticks()
+        .into_iter()
+        .map(|v| (v, crate::render::units::rate(v)))
+        .collect();
+    x_axis(&mut out, &xa, y0, y1, "achieved calls/s", &ticks);
+    y_axis(&mut out, &ya, LEFT, WIDTH - RIGHT, LATENCY_LOG);
+    if let Some((us, text)) = &bound {
+        let y = ya.px(us / 1e3);
+        let _ = write!(
+            out,
+            r#"<g class="objective"><line x1="{LEFT}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="{NEUTRAL}" stroke-width="1.5" stroke-dasharray="{BOUND_DASH}"/><text x="{}" y="{:.1}" fill="{NEUTRAL}">{}</text></g>"#,
+            WIDTH - RIGHT,
+            LEFT + 6.0,
+            y - 5.0,
+            esc(text)
+        );
+    }
+    latency_lines(&mut out, lines, &xa, &ya);
+    for l in lines {
+        if let Some(p) = l.knee.and_then(|k| l.points.get(k)) {
+            let (x, y) = (xa.px(p[0]), ya.px(p[2] / 1e3));
+            let _ = write!(
+                out,
+                r#"<g class="knee" data-run="{}"><circle cx="{x:.1}" cy="{y:.1}" r="8" fill="none" stroke="{}" stroke-width="2"/><text x="{:.1}" y="{:.1}">knee</text></g>"#,
+                esc(&l.label),
+                transport_colour(l.transport),
+                x + 10.0,
+                y - 10.0
+            );
+        }
+    }
+    sweep_legend(&mut out, lines, bound.as_ref().map(|b| b.1.as_str()));
+    out.push_str("</svg>");
+    out
+}
+
+/// Latency and goodput against payload size, on log axes: p99 (solid) and p50 (dashed)
+/// above, MB/s of verified request bytes below, a line per transport in each.
+pub fn payload_chart(lines: &[ChartLine], id: &str) -> String {
+    let panel = 230.0;
+    let gap = 60.0;
+    let height = TOP + panel + gap + panel + BOTTOM;
+    let mut out = String::new();
+    open(
+        &mut out,
+        height,
+        "Latency and goodput against payload size",
+        id,
+    );
+    let (x_lo, x_hi) = span(lines.iter().flat_map(|l| l.points.iter().map(|p| p[0])));
+    let xa = Axis::new(x_lo, x_hi, true, LEFT, WIDTH - RIGHT);
+    // Ticks at the payloads swept, named as the command line writes them.
+    let mut sizes: Vec<f64> = lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| p[0]))
+        .collect();
+    sizes.sort_by(f64::total_cmp);
+    sizes.dedup();
+    let ticks: Vec<(f64, String)> = sizes
+        .iter()
+        .map(|&b| (b, crate::render::units::bytes(b as u32)))
+        .collect();
+    // Latency, above.
+    let (t0, t1) = (TOP, TOP + panel);
+    let (lo, hi) = span(
+        lines
+            .iter()
+            .flat_map(|l| l.points.iter().flat_map(|p| [p[1], p[2]]))
+            .map(|us| us / 1e3),
+    );
+    let ya = Axis::new(lo, hi, true, t1, t0);
+    x_axis(&mut out, &xa, t0, t1, "request payload (log scale)", &ticks);
+    y_axis(&mut out, &ya, LEFT, WIDTH - RIGHT, LATENCY_LOG);
+    latency_lines(&mut out, lines, &xa, &ya);
+    // Goodput, below.
+    let (b0, b1) = (t1 + gap, t1 + gap + panel);
+    let (lo, hi) = span(lines.iter().flat_map(|l| l.points.iter().map(|p| p[3])));
+    let ga = Axis::new(lo, hi, true, b1, b0);
+    x_axis(&mut out, &xa, b0, b1, "request payload (log scale)", &ticks);
+    y_axis(
+        &mut out,
+        &ga,
+        LEFT,
+        WIDTH - RIGHT,
+        "goodput (MB/s, log scale)",
+    );
+    for l in lines {
+        let pts: Vec<(f64, f64)> = l
+            .points
+            .iter()
+            .map(|p| (xa.px(p[0]), ga.px(p[3])))
+            .collect();
+        let colour = transport_colour(l.transport);
+        polyline(&mut out, &l.label, colour, "none", 2.0, &pts);
+        for (x, y) in pts {
+            let _ = write!(
+                out,
+                r#"<circle cx="{x:.1}" cy="{y:.1}" r="3" fill="{colour}"/>"#
+            );
+        }
+    }
+    sweep_legend(&mut out, lines, None);
     out.push_str("</svg>");
     out
 }

@@ -1,0 +1,408 @@
+//! What `rpcbench report` makes of sweep results (`rpcbench sweep --out`): the curves its
+//! charts draw, the knee of each, the capacity table and the sentences about them.
+//!
+//! Drawing is `svg.rs`'s; this file only decides what is drawn and said, so the
+//! chart, the table and the findings read the same numbers.
+
+use super::svg::{self, ChartLine};
+use crate::render::units::{self, bytes, duration, rate, ratio};
+use crate::resolve::AddrMode;
+use crate::sweep::{MIN_ACHIEVED, Series, SloRecord, Step, SweepReport};
+use crate::transport::TransportKind;
+
+/// The knee of a latency curve is the last step before p99 grows more than this many
+/// times from one step to the next: queueing has started, and each further step costs
+/// more latency than the one before. Twice is far above the step-to-step noise of a p99
+/// on a quiet host and well below the jump of a saturated server.
+pub const KNEE_P99_GROWTH: f64 = 2.0;
+
+/// Axes whose steps are offered rates (a list, or the ones the capacity search chose).
+const RATE_AXES: [&str; 2] = ["rate", "search"];
+
+/// One chart of a sweep: its file name, the SVG, and the caption that says how to read it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chart {
+    /// File name beside README.md, e.g. `latency-throughput.svg`.
+    pub file: String,
+    /// What the chart shows and how its marks are defined, for the page under it.
+    pub caption: Option<String>,
+    /// The chart itself.
+    pub svg: String,
+}
+
+/// One row of the capacity table: a series of a rate sweep and what it sustained.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CapacityRow {
+    pub transport: TransportKind,
+    pub mode: AddrMode,
+    /// The objective, e.g. `p99 <= 2.00 ms`; `none` for a sweep without one.
+    pub objective: String,
+    /// The highest offered rate that met it.
+    pub capacity_per_s: Option<f64>,
+    /// Steps run, retries of the search included.
+    pub steps: usize,
+    /// Each step's offered rate and verdict, in the order run: `closed 1,020, 255 ✓, 383 ✗`.
+    pub offered: String,
+}
+
+/// A series' name in a chart or a sentence: the transport, and the mode when it is not
+/// `ip`.
+fn label(s: &Series) -> String {
+    match s.addr_mode {
+        AddrMode::Ip => s.transport.to_string(),
+        mode => format!("{} ({mode})", s.transport),
+    }
+}
+
+/// The steps a latency-throughput curve is drawn through: at offered rates, in increasing
+/// order, a rate run twice (a retry of the search) by its later run; a series without
+/// offered rates (a concurrency sweep), every step in the order run.
+fn curve_steps(series: &Series) -> Vec<&Step> {
+    let mut paced: Vec<&Step> = series
+        .steps
+        .iter()
+        .filter(|s| s.offered_per_s.is_some())
+        .collect();
+    if paced.is_empty() {
+        return series.steps.iter().collect();
+    }
+    // A stable sort keeps run order among equal rates; the later run then wins.
+    let offered = |s: &Step| s.offered_per_s.unwrap_or(0.0);
+    paced.sort_by(|a, b| offered(a).total_cmp(&offered(b)));
+    let mut kept: Vec<&Step> = Vec::new();
+    for s in paced {
+        match kept.last_mut() {
+            Some(last) if last.offered_per_s == s.offered_per_s => *last = s,
+            _ => kept.push(s),
+        }
+    }
+    kept
+}
+
+/// The p50 and p99 a chart draws for a step: from when each call was due at an offered
+/// rate, from its start otherwise (what the step tables show).
+fn p50_p99(s: &Step) -> Option<(f64, f64)> {
+    s.run.latency_shown().map(|l| (l.p50, l.p99))
+}
+
+/// The index of the knee among `steps`: the last step before p99 grows more than
+/// [`KNEE_P99_GROWTH`] times, or before a step achieves less than [`MIN_ACHIEVED`] of
+/// its offered rate, whichever comes first; `None` when neither happens in the range.
+pub fn knee(steps: &[&Step]) -> Option<usize> {
+    steps.windows(2).position(|w| {
+        let grew = match (p50_p99(w[0]), p50_p99(w[1])) {
+            (Some((_, before)), Some((_, after))) => after > KNEE_P99_GROWTH * before,
+            _ => false,
+        };
+        let fell_behind = w[1]
+            .offered_per_s
+            .is_some_and(|o| w[1].achieved_per_s < MIN_ACHIEVED * o);
+        grew || fell_behind
+    })
+}
+
+/// The caption of a latency-throughput chart: which latency, and how the knee is defined.
+fn latency_caption(paced: bool, slo: Option<&SloRecord>) -> String {
+    let latency = if paced {
+        "from when each call was due (corrected for coordinated omission), one point per offered rate"
+    } else {
+        "from each call's start, one point per worker count"
+    };
+    let objective = slo.map_or(String::new(), |s| {
+        format!("; grey line: the objective's bound ({})", s.text)
+    });
+    format!(
+        "p99 (solid) and p50 (dashed) latency {latency}, against the rate achieved. Ring: the knee, the last step before p99 grows more than {KNEE_P99_GROWTH}× or the achieved rate falls below {:.0}% of the offered{objective}.",
+        MIN_ACHIEVED * 100.0
+    )
+}
+
+/// What the payload chart's caption says.
+const PAYLOAD_CAPTION: &str = "Top: p99 (solid) and p50 (dashed) latency from each call's start, by request payload. Bottom: goodput, verified request bytes per second (MB/s, 10^6 bytes). Both axes log scale.";
+
+/// The charts of one sweep, their file names ending in `suffix` (`""`, `-2`, ...) so that
+/// several sweeps can share a report: a latency-throughput chart for a sweep over rates or
+/// worker counts, a payload chart for one over payload sizes.
+pub fn charts(sweep: &SweepReport, suffix: &str) -> Vec<Chart> {
+    let lines = |x: fn(&Step) -> f64| -> Vec<ChartLine> {
+        sweep
+            .series
+            .iter()
+            .map(|series| {
+                let steps = curve_steps(series);
+                ChartLine {
+                    label: label(series),
+                    transport: series.transport,
+                    points: steps
+                        .iter()
+                        .filter_map(|s| {
+                            let (p50, p99) = p50_p99(s)?;
+                            Some([x(s), p50, p99, s.goodput_out_mb_s])
+                        })
+                        .collect(),
+                    knee: knee(&steps),
+                }
+            })
+            .collect()
+    };
+    if sweep.axis == "payload" {
+        let lines = lines(|s| f64::from(s.payload_bytes));
+        return vec![Chart {
+            file: format!("payload{suffix}.svg"),
+            caption: Some(PAYLOAD_CAPTION.to_string()),
+            svg: svg::payload_chart(&lines, &format!("chart-payload{suffix}")),
+        }];
+    }
+    let paced = RATE_AXES.contains(&sweep.axis.as_str());
+    let lines = lines(|s| s.achieved_per_s);
+    let bound = sweep
+        .slo
+        .as_ref()
+        .map(|s| (s.bound_us, format!("objective {}", s.text)));
+    vec![Chart {
+        file: format!("latency-throughput{suffix}.svg"),
+        caption: Some(latency_caption(paced, sweep.slo.as_ref())),
+        svg: svg::latency_throughput(&lines, bound, &format!("chart-latency-throughput{suffix}")),
+    }]
+}
+
+/// The capacity table's rows: every series of every sweep over offered rates.
+pub fn capacity_rows(sweeps: &[&SweepReport]) -> Vec<CapacityRow> {
+    sweeps
+        .iter()
+        .filter(|sw| RATE_AXES.contains(&sw.axis.as_str()))
+        .flat_map(|sw| {
+            sw.series.iter().map(|s| CapacityRow {
+                transport: s.transport,
+                mode: s.addr_mode,
+                objective: sw.slo.as_ref().map_or("none".into(), |s| s.text.clone()),
+                capacity_per_s: s.capacity_per_s,
+                steps: s.steps.len(),
+                offered: s
+                    .steps
+                    .iter()
+                    .map(|st| {
+                        let verdict = match st.meets_slo {
+                            Some(true) => " ✓",
+                            Some(false) => " ✗",
+                            None => "",
+                        };
+                        match st.offered_per_s {
+                            Some(o) => format!("{}{verdict}", rate(o)),
+                            None => format!("closed {}", rate(st.achieved_per_s)),
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+        })
+        .collect()
+}
+
+/// The sentences about the sweeps: capacity at each objective, where the knees are, what
+/// payload size does to latency and goodput, and whether any call of any step was lost.
+pub fn findings(sweeps: &[&SweepReport]) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(lost) = lost_sentence(sweeps) {
+        out.push(lost);
+    }
+    for sw in sweeps {
+        if sw.axis == "payload" {
+            out.extend(payload_sentence(sw));
+            continue;
+        }
+        if let Some(slo) = &sw.slo {
+            out.extend(capacity_sentence(sw, slo));
+        }
+        out.extend(knee_sentence(sw));
+    }
+    out
+}
+
+/// `At p99 ≤ 2.00 ms, tcp sustains 18,400 calls/s and http-keepalive 9,100: tcp takes
+/// 2.02× the load.`, with the series that met it at no rate said after.
+fn capacity_sentence(sw: &SweepReport, slo: &SloRecord) -> Option<String> {
+    if !RATE_AXES.contains(&sw.axis.as_str()) {
+        return None;
+    }
+    let mut met: Vec<(&Series, f64)> = sw
+        .series
+        .iter()
+        .filter_map(|s| Some((s, s.capacity_per_s?)))
+        .collect();
+    met.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let missed: Vec<String> = sw
+        .series
+        .iter()
+        .filter(|s| s.capacity_per_s.is_none())
+        .map(|s| {
+            let lowest = s
+                .steps
+                .iter()
+                .filter_map(|st| st.offered_per_s)
+                .fold(f64::INFINITY, f64::min);
+            if lowest.is_finite() {
+                format!(
+                    "{} met it at no rate tried (from {} calls/s)",
+                    label(s),
+                    rate(lowest)
+                )
+            } else {
+                format!("{} was not judged at any rate", label(s))
+            }
+        })
+        .collect();
+    let mut text = format!("At {}", slo.text);
+    let names =
+        |set: &[(&Series, f64)]| -> Vec<String> { set.iter().map(|(s, _)| label(s)).collect() };
+    match met.as_slice() {
+        [] => {}
+        [(s, c)] => text.push_str(&format!(", {} sustains {} calls/s", label(s), rate(*c))),
+        [(_, top), .., (_, bottom)] if top == bottom => text.push_str(&format!(
+            ", {} each sustain {} calls/s",
+            names(&met).join(" and "),
+            rate(*top)
+        )),
+        [(first, top), rest @ ..] => {
+            let others: Vec<String> = rest
+                .iter()
+                .map(|(s, c)| format!("{} {}", label(s), rate(*c)))
+                .collect();
+            let (last, bottom) = met[met.len() - 1];
+            let of = if met.len() > 2 {
+                format!(" of {}", label(last))
+            } else {
+                String::new()
+            };
+            text.push_str(&format!(
+                ", {} sustains {} calls/s and {}: {} takes {}× the load{of}",
+                label(first),
+                rate(*top),
+                others.join(", "),
+                label(first),
+                ratio(top / bottom)
+            ));
+        }
+    }
+    if !missed.is_empty() {
+        let sep = if met.is_empty() { ", " } else { "; " };
+        text.push_str(sep);
+        text.push_str(&missed.join("; "));
+    }
+    // On a list of rates, a capacity at the highest one tried is only a floor.
+    if sw.axis == "rate" {
+        let at_top: Vec<String> = met
+            .iter()
+            .filter(|(s, c)| {
+                s.steps
+                    .iter()
+                    .filter_map(|st| st.offered_per_s)
+                    .all(|o| o <= *c)
+            })
+            .map(|(s, _)| label(s))
+            .collect();
+        if !at_top.is_empty() {
+            text.push_str(&format!(
+                " ({} met it at the highest rate tried, so may take more)",
+                at_top.join(", ")
+            ));
+        }
+    }
+    text.push('.');
+    Some(text)
+}
+
+/// The lost-call check over every step of every sweep, as the run findings say it.
+fn lost_sentence(sweeps: &[&SweepReport]) -> Option<String> {
+    let steps: Vec<(&Series, &Step)> = sweeps
+        .iter()
+        .flat_map(|sw| &sw.series)
+        .flat_map(|s| s.steps.iter().map(move |st| (s, st)))
+        .collect();
+    if steps.is_empty() {
+        return None;
+    }
+    let calls: u64 = steps.iter().map(|(_, st)| st.run.calls).sum();
+    let failed: Vec<String> = steps
+        .iter()
+        .filter(|(_, st)| st.run.failed() > 0)
+        .map(|(s, st)| {
+            let at = st.offered_per_s.map_or_else(
+                || bytes(st.payload_bytes),
+                |o| format!("{} calls/s", rate(o)),
+            );
+            format!(
+                "{} at {at} {} of {}",
+                label(s),
+                st.run.failed(),
+                st.run.calls
+            )
+        })
+        .collect();
+    Some(if failed.is_empty() {
+        format!(
+            "No call was lost in the sweeps: all {calls} measured calls of {} steps came back with their own bytes.",
+            steps.len()
+        )
+    } else {
+        format!(
+            "Calls failed in the sweeps: {} (of {calls} measured calls in all); see the step tables.",
+            failed.join(", ")
+        )
+    })
+}
+
+/// Where each curve's knee is: `The knee (…): tcp at 5,000 calls/s (p99 180 µs), …`.
+fn knee_sentence(sw: &SweepReport) -> Option<String> {
+    let knees: Vec<String> = sw
+        .series
+        .iter()
+        .filter_map(|series| {
+            let steps = curve_steps(series);
+            let k = steps[knee(&steps)?];
+            let (_, p99) = p50_p99(k)?;
+            Some(format!(
+                "{} at {} calls/s (p99 {})",
+                label(series),
+                rate(k.achieved_per_s),
+                duration(p99)
+            ))
+        })
+        .collect();
+    (!knees.is_empty()).then(|| {
+        format!(
+            "Past the knee (the last step before p99 grows more than {KNEE_P99_GROWTH}× or the offered rate is no longer achieved) latency climbs faster than load: {}.",
+            knees.join(", ")
+        )
+    })
+}
+
+/// `From 64 B to 256 KiB payloads: tcp moves 1.20 to 180 MB/s, p99 62.0 µs to 2.10 ms; …`.
+fn payload_sentence(sw: &SweepReport) -> Option<String> {
+    let parts: Vec<String> = sw
+        .series
+        .iter()
+        .filter_map(|s| {
+            let (first, last) = (s.steps.first()?, s.steps.last()?);
+            let (a, b) = (first.run.latency_us?, last.run.latency_us?);
+            Some(format!(
+                "{} moves {} to {} MB/s, p99 {} to {}",
+                label(s),
+                units::significant(first.goodput_out_mb_s, 3),
+                units::significant(last.goodput_out_mb_s, 3),
+                duration(a.p99),
+                duration(b.p99)
+            ))
+        })
+        .collect();
+    let steps = &sw.series.first()?.steps;
+    let (lo, hi) = (steps.first()?.payload_bytes, steps.last()?.payload_bytes);
+    (!parts.is_empty()).then(|| {
+        format!(
+            "From {} to {} payloads: {}.",
+            bytes(lo),
+            bytes(hi),
+            parts.join("; ")
+        )
+    })
+}
