@@ -1,7 +1,8 @@
-//! What the two hyper transports share: connecting, one request/response exchange, and
-//! reading the reply headers the server adds.
+//! What the two hyper transports (the blocking side of `http-fresh` and `http-keepalive`)
+//! share: connecting, one request/response exchange, and reading the reply headers the
+//! server adds. Their event-loop side speaks through the lean codec in `h1.rs` instead.
 
-use super::{Call, CallError, Endpoint, Phases};
+use super::{Call, CallError, Endpoint, OpenTransportError, Phases};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{self, SendRequest};
@@ -15,11 +16,11 @@ pub const SEQ_HEADER: &str = "x-rpcbench-seq";
 
 /// A current-thread runtime for one worker's hyper transport: the worker blocks on it for
 /// each call, so the async client runs on the worker's own thread with no hand-off.
-pub(super) fn worker_runtime() -> tokio::runtime::Runtime {
+pub(super) fn worker_runtime() -> Result<tokio::runtime::Runtime, OpenTransportError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .expect("a current-thread runtime needs only an epoll fd and a timer")
+        .map_err(OpenTransportError::Runtime)
 }
 
 /// Opens a connection and performs the HTTP/1.1 handshake; the connection task runs on the
@@ -189,22 +190,6 @@ fn classify(e: &hyper::Error) -> CallError {
         CallError::Closed
     } else {
         CallError::Protocol
-    }
-}
-
-/// Runs `fut` within `timeout`; a connect that was still under way counts as a connect
-/// timeout, anything later as a lost call.
-pub(super) async fn within<T, E: From<CallError>>(
-    timeout: Duration,
-    connecting: &std::cell::Cell<bool>,
-    fut: impl Future<Output = Result<T, E>>,
-) -> Result<T, E> {
-    match tokio::time::timeout(timeout, fut).await {
-        Ok(res) => res,
-        Err(_) if connecting.get() => {
-            Err(CallError::Connect(super::ConnectFailure::TimedOut).into())
-        }
-        Err(_) => Err(CallError::Timeout.into()),
     }
 }
 

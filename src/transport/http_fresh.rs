@@ -1,8 +1,12 @@
 //! `http-fresh`: HTTP/1.1 `POST /echo` with `Connection: close` over a new connection per
 //! call (hyper), like PHP's `file_get_contents` in seed 004. The latency includes connect.
 
+use super::h1::{H1Conn, Requests};
 use super::http::{self, SendError, worker_runtime};
-use super::{Port, Call, CallError, Endpoint, Phases, Reply, Transport, remaining};
+use super::{
+    AsyncTransport, Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply,
+    Transport, remaining, within,
+};
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
@@ -21,15 +25,15 @@ impl Transport for HttpFresh {
     const PERSISTENT: bool = false;
     const PORT: Port = Port::Http;
 
-    fn open(endpoint: Endpoint, timeout: Duration) -> HttpFresh {
-        HttpFresh {
-            rt: worker_runtime(),
+    fn open(endpoint: Endpoint, timeout: Duration) -> Result<HttpFresh, OpenTransportError> {
+        Ok(HttpFresh {
+            rt: worker_runtime()?,
             template: http::Template::new(&endpoint),
             endpoint,
             timeout,
             body: Vec::new(),
             connects: 0,
-        }
+        })
     }
 
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
@@ -47,7 +51,7 @@ impl Transport for HttpFresh {
         let req = template.request(call, true)?;
         let connecting = Cell::new(true);
         let left = remaining(deadline)?;
-        let (seq, server) = rt.block_on(http::within(left, &connecting, async {
+        let (seq, server) = rt.block_on(within(left, &connecting, async {
             let (mut sender, conn, took) = http::open(addr).await?;
             *connects += 1;
             phases.connect = Some(took);
@@ -76,6 +80,75 @@ impl Transport for HttpFresh {
     }
 
     fn reset(&mut self) {}
+
+    fn connects(&self) -> u64 {
+        self.connects
+    }
+}
+
+/// The `http-fresh` transport on the event loop: a new connection per call, one request
+/// with `Connection: close` through the lean codec (`h1.rs`), closed by `end_call` inside
+/// the timed call. A connection that ends before any reply byte is lost, as on the
+/// blocking side: a new connection is never resent on.
+pub struct AsyncHttpFresh {
+    endpoint: Endpoint,
+    timeout: Duration,
+    requests: Requests,
+    /// The connection of the call in progress; kept only so the reply can borrow from it.
+    conn: Option<H1Conn>,
+    connects: u64,
+}
+
+impl AsyncTransport for AsyncHttpFresh {
+    fn open(endpoint: Endpoint, timeout: Duration) -> AsyncHttpFresh {
+        AsyncHttpFresh {
+            requests: Requests::new(&endpoint, true),
+            endpoint,
+            timeout,
+            conn: None,
+            connects: 0,
+        }
+    }
+
+    async fn call(
+        &mut self,
+        call: &Call<'_>,
+        phases: &mut Phases,
+    ) -> Result<Reply<'_>, CallError> {
+        let deadline = Instant::now() + self.timeout;
+        let addr = self
+            .endpoint
+            .addr_async(Port::Http, deadline, phases)
+            .await?;
+        let AsyncHttpFresh {
+            requests,
+            conn,
+            connects,
+            ..
+        } = self;
+        let request = requests.build(call);
+        let connecting = &Cell::new(true);
+        let conn = within(remaining(deadline)?, connecting, async move {
+            let (new, took) = H1Conn::connect(addr).await?;
+            *connects += 1;
+            phases.connect = Some(took);
+            connecting.set(false);
+            let conn = conn.insert(new);
+            let response = conn.exchange(request, &mut phases.first_byte).await?;
+            Ok::<_, CallError>((conn, response))
+        })
+        .await;
+        let (conn, response) = conn?;
+        conn.reply(response)
+    }
+
+    fn end_call(&mut self) {
+        self.conn = None;
+    }
+
+    fn reset(&mut self) {
+        self.conn = None;
+    }
 
     fn connects(&self) -> u64 {
         self.connects

@@ -1,7 +1,12 @@
-//! `http-keepalive`: HTTP/1.1 `POST /echo` over one kept-alive connection per worker (hyper).
+//! `http-keepalive`: HTTP/1.1 `POST /echo` over one kept-alive connection per worker
+//! (hyper), or per connection of the event loop (the lean codec of `h1.rs`).
 
+use super::h1::{ExchangeError, H1Conn, Requests};
 use super::http::{self, SendError, worker_runtime};
-use super::{Port, Call, CallError, Endpoint, Phases, Reply, Transport, remaining};
+use super::{
+    AsyncTransport, Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply,
+    Transport, remaining, within,
+};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::client::conn::http1::SendRequest;
@@ -24,16 +29,16 @@ impl Transport for HttpKeepalive {
     const PERSISTENT: bool = true;
     const PORT: Port = Port::Http;
 
-    fn open(endpoint: Endpoint, timeout: Duration) -> HttpKeepalive {
-        HttpKeepalive {
-            rt: worker_runtime(),
+    fn open(endpoint: Endpoint, timeout: Duration) -> Result<HttpKeepalive, OpenTransportError> {
+        Ok(HttpKeepalive {
+            rt: worker_runtime()?,
             template: http::Template::new(&endpoint),
             endpoint,
             timeout,
             sender: None,
             body: Vec::new(),
             connects: 0,
-        }
+        })
     }
 
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
@@ -61,7 +66,7 @@ impl Transport for HttpKeepalive {
             };
             let reused = addr.is_none();
             let connecting = Cell::new(addr.is_some());
-            let sent = rt.block_on(http::within(remaining(deadline)?, &connecting, async {
+            let sent = rt.block_on(within(remaining(deadline)?, &connecting, async {
                 let sender = match (sender, addr) {
                     (Some(s), _) => s,
                     (slot, Some(addr)) => {
@@ -102,6 +107,104 @@ impl Transport for HttpKeepalive {
 
     fn reset(&mut self) {
         self.sender = None;
+    }
+
+    fn connects(&self) -> u64 {
+        self.connects
+    }
+}
+
+/// How many times an event-loop call may send its request: once, and once more on a new
+/// connection when a reused one ended before any reply byte (the rule of [`HttpKeepalive`]
+/// and of libcurl).
+const ATTEMPTS: usize = 2;
+
+/// The `http-keepalive` transport on the event loop: one kept-alive connection through the
+/// lean codec (`h1.rs`), with the blocking side's rules. A connection the server announced
+/// closed (`Connection: close`), or seen closed or sending stray bytes while idle, is
+/// replaced before the request goes out; a reused connection that ends before any byte of
+/// the reply gets the request once more on a new one; a reply that started, or a new
+/// connection that fails, is never resent.
+pub struct AsyncHttpKeepalive {
+    endpoint: Endpoint,
+    timeout: Duration,
+    requests: Requests,
+    conn: Option<H1Conn>,
+    connects: u64,
+}
+
+impl AsyncTransport for AsyncHttpKeepalive {
+    fn open(endpoint: Endpoint, timeout: Duration) -> AsyncHttpKeepalive {
+        AsyncHttpKeepalive {
+            requests: Requests::new(&endpoint, false),
+            endpoint,
+            timeout,
+            conn: None,
+            connects: 0,
+        }
+    }
+
+    async fn call(
+        &mut self,
+        call: &Call<'_>,
+        phases: &mut Phases,
+    ) -> Result<Reply<'_>, CallError> {
+        let deadline = Instant::now() + self.timeout;
+        let AsyncHttpKeepalive {
+            endpoint,
+            requests,
+            conn,
+            connects,
+            ..
+        } = self;
+        let request = requests.build(call);
+        let mut attempt = 0;
+        let response = loop {
+            attempt += 1;
+            // Replacing a connection before anything is sent is no resend.
+            if conn.as_ref().is_some_and(|c| !c.usable()) {
+                *conn = None;
+            }
+            // The lookup runs before the call's timer, as on the blocking side.
+            let addr = match conn {
+                Some(_) => None,
+                None => Some(endpoint.addr_async(Port::Http, deadline, phases).await?),
+            };
+            let reused = conn.as_ref().is_some_and(H1Conn::reused);
+            let connecting = &Cell::new(addr.is_some());
+            let sent = within(remaining(deadline)?, connecting, async {
+                let c = match (&mut *conn, addr) {
+                    (Some(c), _) => c,
+                    (slot, Some(addr)) => {
+                        let (new, took) = H1Conn::connect(addr).await?;
+                        *connects += 1;
+                        phases.connect = Some(took);
+                        connecting.set(false);
+                        slot.insert(new)
+                    }
+                    (None, None) => {
+                        unreachable!("an address is looked up when there is no connection")
+                    }
+                };
+                c.exchange(request, &mut phases.first_byte).await
+            })
+            .await;
+            match sent {
+                Ok(response) => break response,
+                Err(ExchangeError::NoReply(CallError::Closed)) if reused && attempt < ATTEMPTS => {
+                    *conn = None;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
+        match conn {
+            Some(c) => c.reply(response),
+            None => unreachable!("a reply comes on a connection"),
+        }
+    }
+
+    fn reset(&mut self) {
+        self.conn = None;
     }
 
     fn connects(&self) -> u64 {

@@ -1,0 +1,504 @@
+//! A lean HTTP/1.1 client codec for the event loop's HTTP transports (`http-keepalive` and
+//! `http-fresh` at high `-c`): request bytes built once per run with only the seq and the
+//! body filled in per call, and replies parsed in place with `httparse`.
+//!
+//! Why not hyper, which the blocking transports use: at 64 connections on one core, a hyper
+//! client connection per socket (a dispatcher task, a request channel, header maps, a body
+//! stream) made rpcbench the bottleneck, at 0.37 times wrk's request rate. This codec
+//! does what wrk does per request (one write, one read for a small reply) and still checks
+//! everything the blocking transports check: status 200, the seq header, the body bytes
+//! (the runner verifies them), `Content-Length` (a chunked reply is rejected as a protocol
+//! error: the echo server never chunks, and a decoder would be code no reply needs),
+//! `Connection: close`, and an early end of file, told apart as the blocking transport
+//! does: nothing of a reply on a reused connection may be resent once, a reply cut short is
+//! lost.
+
+use super::buf::RecvBuf;
+use super::http::{SEQ_HEADER, parse_server_timing};
+use super::{Call, CallError, Endpoint, Reply};
+use crate::wire;
+use std::io::ErrorKind;
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Most headers a reply may carry: the echo server sends five, a proxy in between might
+/// add a few; a reply with more is rejected as a protocol error.
+const MAX_HEADERS: usize = 32;
+/// Largest reply head accepted; a server that sends more is broken, not slow.
+const MAX_HEAD: usize = 64 * 1024;
+/// Largest reply body accepted: the echo server never sends more than its max frame.
+const MAX_BODY: usize = wire::DEFAULT_MAX_FRAME as usize;
+/// Room a read asks for beyond what is buffered while the length is unknown (a head, or a
+/// body that ends with the connection).
+const READ_AHEAD: usize = 4 * 1024;
+/// Initial receive buffer of a connection: a default reply (head and 64 bytes) is under
+/// 300 bytes, and an event loop may hold 10,000 connections; it grows when needed.
+const INITIAL_BUFFER: usize = 4 * 1024;
+/// Digits of the largest `u64`.
+const U64_DIGITS: usize = 20;
+
+/// What a request's path depends on: its `reply_len` and `delay_us` query parameters.
+type Query = (Option<u32>, u32);
+
+/// The bytes of `POST /echo` requests of one transport: everything before the seq value is
+/// built once (request line, `Host`, `Content-Type`, `Connection: close` for `http-fresh`),
+/// and a call appends its seq, its `Content-Length` and its body.
+#[derive(Debug)]
+pub(super) struct Requests {
+    /// `Host` header value: host and port, an IPv6 literal in brackets.
+    host: String,
+    /// True to ask for `Connection: close`.
+    close: bool,
+    /// The query (`reply_len`, `delay_us`) the head was built for, and the head.
+    head: Option<(Query, Vec<u8>)>,
+    /// The request being sent.
+    out: Vec<u8>,
+}
+
+impl Requests {
+    /// Requests to `endpoint`'s HTTP port; `close` asks the server to close after replying.
+    pub fn new(endpoint: &Endpoint, close: bool) -> Requests {
+        let host = endpoint.host();
+        let host = if host.contains(':') {
+            format!("[{host}]:{}", endpoint.http_port)
+        } else {
+            format!("{host}:{}", endpoint.http_port)
+        };
+        Requests {
+            host,
+            close,
+            head: None,
+            out: Vec::new(),
+        }
+    }
+
+    /// The whole request for `call`.
+    pub fn build(&mut self, call: &Call) -> &[u8] {
+        let key: Query = (call.reply_len, call.delay_us);
+        let head = match &mut self.head {
+            Some((built_for, head)) if *built_for == key => head,
+            slot => {
+                let head = format!(
+                    "POST {} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/octet-stream\r\n\
+                     {}{SEQ_HEADER}: ",
+                    Endpoint::echo_path(call),
+                    self.host,
+                    if self.close {
+                        "connection: close\r\n"
+                    } else {
+                        ""
+                    },
+                );
+                &mut slot.insert((key, head.into_bytes())).1
+            }
+        };
+        let out = &mut self.out;
+        out.clear();
+        out.extend_from_slice(head);
+        push_decimal(out, call.seq);
+        out.extend_from_slice(b"\r\ncontent-length: ");
+        push_decimal(out, call.payload.len() as u64);
+        out.extend_from_slice(b"\r\n\r\n");
+        out.extend_from_slice(call.payload);
+        out
+    }
+}
+
+/// Appends `n` in decimal: no formatting machinery, no allocation.
+fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; U64_DIGITS];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+/// How a reply's body ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyLen {
+    /// After this many bytes (`Content-Length`, or 0 for 204 and 304).
+    Bytes(usize),
+    /// With the connection (no length given: HTTP/1.1's last resort).
+    UntilClose,
+}
+
+/// A reply head, parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Head {
+    /// Bytes of the head, blank line included.
+    len: usize,
+    status: u16,
+    /// The `x-rpcbench-seq` value, if present and numeric.
+    seq: Option<u64>,
+    /// The `server-timing` duration.
+    server: Option<Duration>,
+    body: BodyLen,
+    /// The server will close after this reply (`Connection: close`, or HTTP/1.0 without
+    /// keep-alive).
+    close: bool,
+}
+
+/// What the start of a connection's buffered bytes holds.
+#[derive(Debug, PartialEq, Eq)]
+enum Parsed {
+    /// Not a whole head yet.
+    Partial,
+    /// An interim `1xx` reply of this many bytes, to be skipped.
+    Interim(usize),
+    /// The head of the final reply.
+    Final(Head),
+}
+
+/// Parses the reply head at the start of `data`.
+fn parse_head(data: &[u8]) -> Result<Parsed, CallError> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut headers);
+    let len = match resp.parse(data).map_err(|_| CallError::Protocol)? {
+        httparse::Status::Partial => return Ok(Parsed::Partial),
+        httparse::Status::Complete(len) => len,
+    };
+    let status = resp.code.ok_or(CallError::Protocol)?;
+    match status {
+        // 101 would switch protocols, which we never ask for.
+        101 => return Err(CallError::Protocol),
+        100..=199 => return Ok(Parsed::Interim(len)),
+        _ => {}
+    }
+    let mut head = Head {
+        len,
+        status,
+        seq: None,
+        server: None,
+        body: BodyLen::UntilClose,
+        close: resp.version == Some(0),
+    };
+    for h in resp.headers.iter() {
+        let value = std::str::from_utf8(h.value).map_err(|_| CallError::Protocol)?;
+        if h.name.eq_ignore_ascii_case("content-length") {
+            let n: usize = value.trim().parse().map_err(|_| CallError::Protocol)?;
+            // Two different lengths: which one frames the body cannot be known.
+            if matches!(head.body, BodyLen::Bytes(m) if m != n) || n > MAX_BODY {
+                return Err(CallError::Protocol);
+            }
+            head.body = BodyLen::Bytes(n);
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            // Chunked (or any other coding) is not decoded: see the module docs.
+            return Err(CallError::Protocol);
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            for token in value.split(',').map(str::trim) {
+                if token.eq_ignore_ascii_case("close") {
+                    head.close = true;
+                } else if token.eq_ignore_ascii_case("keep-alive") && resp.version == Some(0) {
+                    head.close = false;
+                }
+            }
+        } else if h.name.eq_ignore_ascii_case(SEQ_HEADER) {
+            head.seq = value.trim().parse().ok();
+        } else if h.name.eq_ignore_ascii_case("server-timing") {
+            head.server = parse_server_timing(value);
+        }
+    }
+    if matches!(status, 204 | 304) {
+        head.body = BodyLen::Bytes(0);
+    }
+    Ok(Parsed::Final(head))
+}
+
+/// Why an exchange produced no reply.
+#[derive(Debug)]
+pub(super) enum ExchangeError {
+    /// Not one byte of a reply came before the connection ended: on a connection that had
+    /// already served calls, the server closed it (idle) before reading the request, and
+    /// sending it again on a new connection is safe.
+    NoReply(CallError),
+    /// Anything else: a reply cut short, a timeout, a broken reply.
+    Failed(CallError),
+}
+
+impl From<CallError> for ExchangeError {
+    fn from(e: CallError) -> Self {
+        ExchangeError::Failed(e)
+    }
+}
+
+impl From<ExchangeError> for CallError {
+    fn from(e: ExchangeError) -> Self {
+        match e {
+            ExchangeError::NoReply(e) | ExchangeError::Failed(e) => e,
+        }
+    }
+}
+
+/// A reply read off a connection: what its head said, and where its body is.
+#[derive(Debug)]
+pub(super) struct Response {
+    status: u16,
+    seq: Option<u64>,
+    server: Option<Duration>,
+    body: Range<usize>,
+}
+
+/// One HTTP/1.1 connection driven by the codec.
+#[derive(Debug)]
+pub(super) struct H1Conn {
+    stream: tokio::net::TcpStream,
+    inbuf: RecvBuf,
+    /// False once the server said it closes (or sent bytes nobody asked for): the next
+    /// call opens a new connection instead.
+    reusable: bool,
+    /// Replies read so far: a connection that has served one is a reused connection.
+    served: u64,
+}
+
+impl H1Conn {
+    /// Connects and turns Nagle off. Returns the connection and the time connect took.
+    pub async fn connect(addr: SocketAddr) -> Result<(H1Conn, Duration), CallError> {
+        let started = Instant::now();
+        let stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| CallError::from_connect(&e))?;
+        let took = started.elapsed();
+        stream
+            .set_nodelay(true)
+            .map_err(|e| CallError::from_io(&e))?;
+        Ok((
+            H1Conn {
+                stream,
+                inbuf: RecvBuf::new(INITIAL_BUFFER),
+                reusable: true,
+                served: 0,
+            },
+            took,
+        ))
+    }
+
+    /// True when the connection has served a reply before this call.
+    pub fn reused(&self) -> bool {
+        self.served > 0
+    }
+
+    /// True when the connection may carry another request: the server did not say it
+    /// closes, and nothing arrived while it was idle (an end of file from a server-side
+    /// idle close, or stray bytes, which hyper also takes as the end of a connection).
+    /// Costs no system call unless the event loop saw the socket become readable: tokio
+    /// answers `WouldBlock` from its own readiness state. A close it has not seen yet is
+    /// caught after the write instead, as [`ExchangeError::NoReply`].
+    pub fn usable(&self) -> bool {
+        let mut probe = [0u8; 1];
+        self.reusable
+            && matches!(self.stream.try_read(&mut probe), Err(e) if e.kind() == ErrorKind::WouldBlock)
+    }
+
+    /// Sends `request` and reads the whole reply. `first_byte` gets the time from the
+    /// write to the first reply byte.
+    pub async fn exchange(
+        &mut self,
+        request: &[u8],
+        first_byte: &mut Option<Duration>,
+    ) -> Result<Response, ExchangeError> {
+        let sent = Instant::now();
+        // The server may have closed while we were idle (a reset, a broken pipe): nothing
+        // of a reply has come, so this is `NoReply` like an end of file before one.
+        self.stream
+            .write_all(request)
+            .await
+            .map_err(|e| ExchangeError::NoReply(CallError::from_io(&e)))?;
+        let head = loop {
+            match parse_head(self.inbuf.data())? {
+                Parsed::Final(head) => break head,
+                Parsed::Interim(len) => {
+                    self.inbuf.take(len);
+                    continue;
+                }
+                Parsed::Partial => {}
+            }
+            let have = self.inbuf.data().len();
+            if have >= MAX_HEAD {
+                return Err(CallError::Protocol.into());
+            }
+            let started = first_byte.is_some();
+            match self.read(have + READ_AHEAD).await {
+                Ok(0) | Err(CallError::Closed) if !started => {
+                    return Err(ExchangeError::NoReply(CallError::Closed));
+                }
+                Ok(0) => return Err(CallError::Closed.into()),
+                Ok(_) if !started => *first_byte = Some(sent.elapsed()),
+                Ok(_) => {}
+                Err(e) => return Err(e.into()),
+            }
+        };
+        let total = match head.body {
+            BodyLen::Bytes(n) => {
+                let total = head.len + n;
+                while self.inbuf.data().len() < total {
+                    if self.read(total).await? == 0 {
+                        return Err(CallError::Closed.into());
+                    }
+                }
+                total
+            }
+            BodyLen::UntilClose => {
+                self.reusable = false;
+                loop {
+                    let have = self.inbuf.data().len();
+                    if have - head.len > MAX_BODY {
+                        return Err(CallError::Protocol.into());
+                    }
+                    if self.read(have + READ_AHEAD).await? == 0 {
+                        break have;
+                    }
+                }
+            }
+        };
+        let reply = self.inbuf.take(total);
+        // Bytes after the reply were never asked for: do not read them as the next reply.
+        if head.close || !self.inbuf.data().is_empty() {
+            self.reusable = false;
+        }
+        self.served += 1;
+        Ok(Response {
+            status: head.status,
+            seq: head.seq,
+            server: head.server,
+            body: reply.start + head.len..reply.end,
+        })
+    }
+
+    /// Reads once into room for `need` buffered bytes; 0 at end of file.
+    async fn read(&mut self, need: usize) -> Result<usize, CallError> {
+        let n = self
+            .stream
+            .read(self.inbuf.space_for(need))
+            .await
+            .map_err(|e| CallError::from_io(&e))?;
+        self.inbuf.filled(n);
+        Ok(n)
+    }
+
+    /// The reply `response` as the runner takes it: a status other than 200 is an error
+    /// (its body read, so the connection is still in step).
+    pub fn reply(&self, response: Response) -> Result<Reply<'_>, CallError> {
+        if response.status != 200 {
+            return Err(CallError::HttpStatus(response.status));
+        }
+        Ok(Reply {
+            seq: response.seq,
+            body: self.inbuf.get(response.body),
+            server: response.server,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{IpAddr, Ipv4Addr};
+
+    fn endpoint() -> Endpoint {
+        let ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        Endpoint::new(SocketAddr::new(ip, 7001), SocketAddr::new(ip, 7080))
+    }
+
+    #[test]
+    fn request_bytes() {
+        let call = Call {
+            seq: 1234567,
+            payload: b"hi",
+            reply_len: None,
+            delay_us: 0,
+        };
+        let mut requests = Requests::new(&endpoint(), false);
+        assert_eq!(
+            requests.build(&call),
+            b"POST /echo HTTP/1.1\r\nhost: 127.0.0.1:7080\r\n\
+              content-type: application/octet-stream\r\nx-rpcbench-seq: 1234567\r\n\
+              content-length: 2\r\n\r\nhi"
+        );
+        let call = Call {
+            seq: 0,
+            reply_len: Some(10),
+            delay_us: 5,
+            ..call
+        };
+        let mut fresh = Requests::new(&endpoint(), true);
+        assert_eq!(
+            fresh.build(&call),
+            b"POST /echo?reply_len=10&delay_us=5 HTTP/1.1\r\nhost: 127.0.0.1:7080\r\n\
+              content-type: application/octet-stream\r\nconnection: close\r\n\
+              x-rpcbench-seq: 0\r\ncontent-length: 2\r\n\r\nhi"
+        );
+        let mut out = Vec::new();
+        push_decimal(&mut out, u64::MAX);
+        assert_eq!(out, u64::MAX.to_string().as_bytes());
+    }
+
+    #[test]
+    fn reply_heads() {
+        let ok = b"HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\n\
+                   x-rpcbench-seq: 7\r\nserver-timing: app;dur=0.009\r\ncontent-length: 3\r\n\
+                   date: Tue, 01 Dec 2026 09:31:58 GMT\r\n\r\nabc";
+        let Parsed::Final(head) = parse_head(ok).unwrap() else {
+            panic!("a whole head")
+        };
+        assert_eq!(
+            head,
+            Head {
+                len: ok.len() - 3,
+                status: 200,
+                seq: Some(7),
+                server: Some(Duration::from_micros(9)),
+                body: BodyLen::Bytes(3),
+                close: false,
+            }
+        );
+        assert_eq!(parse_head(&ok[..20]).unwrap(), Parsed::Partial);
+        let close = b"HTTP/1.1 503 Busy\r\nConnection: Close\r\ncontent-length: 0\r\n\r\n";
+        assert!(matches!(
+            parse_head(close).unwrap(),
+            Parsed::Final(Head {
+                status: 503,
+                close: true,
+                body: BodyLen::Bytes(0),
+                ..
+            })
+        ));
+        let old = b"HTTP/1.0 200 OK\r\n\r\n";
+        assert!(matches!(
+            parse_head(old).unwrap(),
+            Parsed::Final(Head {
+                close: true,
+                body: BodyLen::UntilClose,
+                ..
+            })
+        ));
+        let kept = b"HTTP/1.0 200 OK\r\nconnection: keep-alive\r\ncontent-length: 1\r\n\r\n";
+        assert!(matches!(
+            parse_head(kept).unwrap(),
+            Parsed::Final(Head { close: false, .. })
+        ));
+        let interim = b"HTTP/1.1 100 Continue\r\n\r\n";
+        assert_eq!(parse_head(interim).unwrap(), Parsed::Interim(interim.len()));
+        for bad in [
+            &b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"[..],
+            b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\ncontent-length: 4\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\ncontent-length: lots\r\n\r\n",
+            b"HTTP/1.1 101 Switching Protocols\r\n\r\n",
+            b"SSH-2.0-OpenSSH\r\n\r\n",
+        ] {
+            assert_eq!(
+                parse_head(bad),
+                Err(CallError::Protocol),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+}
