@@ -14,12 +14,12 @@ use std::sync::OnceLock;
 /// server's listeners and runtime, the resolvers' sockets and runtimes, the progress bar.
 /// Counted generously: running out is a failed run, a spare descriptor costs nothing.
 const BASE_FILES: u64 = 128;
-/// Open files of one tokio runtime: its epoll instance, the eventfd that wakes it and a
-/// copy of the signal driver's pipe. Every event-loop thread has one, and so has every
-/// blocking worker of a hyper transport.
-const FILES_PER_RUNTIME: u64 = 3;
-/// Open files of one libcurl easy handle besides its connection: the socket pair its
-/// internal multi handle keeps for wake-ups.
+/// Open files of one tokio runtime, counted in `/proc/PID/fd` (tokio 1.54): two epoll
+/// instances, the eventfd that wakes it and a copy of the signal driver's socket. Every
+/// event-loop thread has one, and so has every blocking worker of a hyper transport.
+const FILES_PER_RUNTIME: u64 = 4;
+/// Open files of one libcurl easy handle besides its connection, counted the same way:
+/// the socket pair its internal multi handle keeps for wake-ups.
 const FILES_PER_CURL_HANDLE: u64 = 2;
 
 /// Why a run cannot have the connections it asks for.

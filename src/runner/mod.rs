@@ -100,7 +100,7 @@ impl Default for RunConfig {
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Engine {
-    /// `blocking` up to one connection per CPU, `evloop` above.
+    /// blocking up to one connection per CPU, evloop above.
     Auto,
     /// A thread per worker, blocking calls (at most 1024 workers).
     Blocking,
@@ -610,6 +610,43 @@ mod tests {
         let due = second.next(long_ago, &mut late);
         assert_eq!((due.wait, late), (Duration::ZERO, 1));
         assert!(Pacer::new(None, 4, 1).is_none());
+    }
+
+    #[test]
+    fn a_thread_that_fails_before_the_start_stops_the_others() {
+        let started = std::sync::atomic::AtomicUsize::new(0);
+        let result = run_threads(4, &|i| format!("test-{i}"), |i, start_line| {
+            if i == 2 {
+                start_line.abort();
+                return Err(RunTransportError::Runtime(std::io::Error::other("no fds")));
+            }
+            start_line.wait()?;
+            started.fetch_add(1, Relaxed);
+            Ok(Finished {
+                tally: Tally::default(),
+                ended: Instant::now(),
+            })
+        });
+        assert!(
+            matches!(result, Err(RunTransportError::Runtime(_))),
+            "{result:?}"
+        );
+        assert_eq!(
+            started.load(Relaxed),
+            0,
+            "no thread went past the start line"
+        );
+        let ok = run_threads(3, &|i| format!("test-{i}"), |_, start_line| {
+            start_line.wait()?;
+            let mut tally = Tally::default();
+            tally.per_connection.add(1);
+            Ok(Finished {
+                tally,
+                ended: Instant::now(),
+            })
+        });
+        let (tally, _) = ok.unwrap();
+        assert_eq!(tally.per_connection.connections, 3);
     }
 
     #[test]

@@ -166,16 +166,54 @@ pub(super) fn header_seq(headers: &HeaderMap) -> Option<u64> {
 
 /// The server time in a `server-timing: app;dur=<ms>` header.
 pub(super) fn server_timing(headers: &HeaderMap) -> Option<Duration> {
-    parse_server_timing(headers.get("server-timing")?.to_str().ok()?)
+    parse_server_timing(headers.get("server-timing")?.as_bytes())
 }
 
-/// Parses `app;dur=<milliseconds>` (the first metric with a `dur`).
-pub fn parse_server_timing(value: &str) -> Option<Duration> {
-    let dur = value
-        .split(';')
-        .find_map(|p| p.trim().strip_prefix("dur="))?;
-    let ms: f64 = dur.split(',').next()?.trim().parse().ok()?;
-    Duration::try_from_secs_f64(ms / 1e3).ok()
+/// Nanoseconds in a millisecond.
+const NS_PER_MS: u64 = 1_000_000;
+
+/// Parses `app;dur=<milliseconds>` (the first metric with a `dur`). Read on every call of
+/// every HTTP transport, so the usual form (digits, a point, digits) is read digit by
+/// digit, exact to the nanosecond; anything else (an exponent, say) goes through `f64`.
+pub fn parse_server_timing(value: &[u8]) -> Option<Duration> {
+    let at = value.windows(DUR.len()).position(|w| w == DUR)? + DUR.len();
+    let rest = &value[at..];
+    let end = rest
+        .iter()
+        .position(|&b| b == b',' || b == b';')
+        .unwrap_or(rest.len());
+    let ms = rest[..end].trim_ascii();
+    decimal_ms(ms).or_else(|| {
+        let ms: f64 = std::str::from_utf8(ms).ok()?.parse().ok()?;
+        Duration::try_from_secs_f64(ms / 1e3).ok()
+    })
+}
+
+/// The parameter of a `server-timing` metric that holds its duration.
+const DUR: &[u8] = b"dur=";
+
+/// `<digits>[.<digits>]` milliseconds, or `None` for any other form.
+fn decimal_ms(ms: &[u8]) -> Option<Duration> {
+    let (whole, frac) = match ms.iter().position(|&b| b == b'.') {
+        Some(dot) => (&ms[..dot], &ms[dot + 1..]),
+        None => (ms, &[][..]),
+    };
+    if whole.is_empty() || !whole.iter().chain(frac).all(u8::is_ascii_digit) {
+        return None;
+    }
+    let digits = |d: &[u8]| {
+        d.iter().try_fold(0u64, |n, &b| {
+            n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+        })
+    };
+    // Digits past the nanosecond are dropped, as a float would round them away.
+    let frac = &frac[..frac.len().min(NS_PER_MS.ilog10() as usize)];
+    let frac_ns = digits(frac)? * 10u64.pow(NS_PER_MS.ilog10() - frac.len() as u32);
+    Some(Duration::from_nanos(
+        digits(whole)?
+            .checked_mul(NS_PER_MS)?
+            .checked_add(frac_ns)?,
+    ))
 }
 
 /// Maps a hyper error to how the call ended.
@@ -199,15 +237,18 @@ mod tests {
 
     #[test]
     fn server_timing_values() {
+        let parse = |v: &str| parse_server_timing(v.as_bytes());
+        assert_eq!(parse("app;dur=1.500"), Some(Duration::from_micros(1500)));
+        assert_eq!(parse("app; dur=0.001"), Some(Duration::from_micros(1)));
+        assert_eq!(parse("app;dur=12"), Some(Duration::from_millis(12)));
+        assert_eq!(parse("app;dur=0.0000015"), Some(Duration::from_nanos(1)));
         assert_eq!(
-            parse_server_timing("app;dur=1.500"),
-            Some(Duration::from_micros(1500))
+            parse("app;dur=2.5, db;dur=1"),
+            Some(Duration::from_micros(2500))
         );
-        assert_eq!(
-            parse_server_timing("app; dur=0.001"),
-            Some(Duration::from_micros(1))
-        );
-        assert_eq!(parse_server_timing("app"), None);
-        assert_eq!(parse_server_timing("app;dur=x"), None);
+        assert_eq!(parse("app;dur=1e-3"), Some(Duration::from_micros(1)));
+        assert_eq!(parse("app"), None);
+        assert_eq!(parse("app;dur=x"), None);
+        assert_eq!(parse("app;dur=-1"), None);
     }
 }
