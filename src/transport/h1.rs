@@ -297,14 +297,7 @@ pub(super) struct H1Conn {
 impl H1Conn {
     /// Connects and turns Nagle off. Returns the connection and the time connect took.
     pub async fn connect(addr: SocketAddr) -> Result<(H1Conn, Duration), CallError> {
-        let started = Instant::now();
-        let stream = tokio::net::TcpStream::connect(addr)
-            .await
-            .map_err(|e| CallError::from_connect(&e))?;
-        let took = started.elapsed();
-        stream
-            .set_nodelay(true)
-            .map_err(|e| CallError::from_io(&e))?;
+        let (stream, took) = super::connect_nodelay(addr).await?;
         Ok((
             H1Conn {
                 stream,

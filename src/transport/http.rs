@@ -44,14 +44,7 @@ pub(super) type Conn = http1::Connection<TokioIo<tokio::net::TcpStream>, Full<By
 pub(super) async fn open(
     addr: SocketAddr,
 ) -> Result<(SendRequest<Full<Bytes>>, Conn, Duration), CallError> {
-    let started = Instant::now();
-    let stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| CallError::from_connect(&e))?;
-    let took = started.elapsed();
-    stream
-        .set_nodelay(true)
-        .map_err(|e| CallError::from_io(&e))?;
+    let (stream, took) = super::connect_nodelay(addr).await?;
     let (sender, conn) = http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| classify(&e))?;

@@ -1,11 +1,12 @@
 //! `http-fresh`: HTTP/1.1 `POST /echo` with `Connection: close` over a new connection per
-//! call (hyper), like PHP's `file_get_contents` in seed 004. The latency includes connect.
+//! call (hyper on a worker thread, the lean codec of `h1.rs` on the event loop), like PHP's
+//! `file_get_contents` in seed 004. The latency includes connect.
 
 use super::h1::{H1Conn, Requests};
 use super::http::{self, SendError, worker_runtime};
 use super::{
-    AsyncTransport, Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply,
-    Transport, remaining, within,
+    AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
+    Transport, opened, remaining, within,
 };
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -93,6 +94,7 @@ impl Transport for HttpFresh {
 pub struct AsyncHttpFresh {
     endpoint: Endpoint,
     timeout: Duration,
+    timer: CallTimer,
     requests: Requests,
     /// The connection of the call in progress; kept only so the reply can borrow from it.
     conn: Option<H1Conn>,
@@ -105,6 +107,7 @@ impl AsyncTransport for AsyncHttpFresh {
             requests: Requests::new(&endpoint, true),
             endpoint,
             timeout,
+            timer: CallTimer::default(),
             conn: None,
             connects: 0,
         }
@@ -121,6 +124,7 @@ impl AsyncTransport for AsyncHttpFresh {
             .addr_async(Port::Http, deadline, phases)
             .await?;
         let AsyncHttpFresh {
+            timer,
             requests,
             conn,
             connects,
@@ -128,11 +132,8 @@ impl AsyncTransport for AsyncHttpFresh {
         } = self;
         let request = requests.build(call);
         let connecting = &Cell::new(true);
-        let conn = within(remaining(deadline)?, connecting, async move {
-            let (new, took) = H1Conn::connect(addr).await?;
-            *connects += 1;
-            phases.connect = Some(took);
-            connecting.set(false);
+        let conn = timer.within(deadline, connecting, async move {
+            let new = opened(H1Conn::connect(addr).await?, connects, phases, connecting);
             let conn = conn.insert(new);
             let response = conn.exchange(request, &mut phases.first_byte).await?;
             Ok::<_, CallError>((conn, response))

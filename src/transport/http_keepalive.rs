@@ -4,8 +4,8 @@
 use super::h1::{ExchangeError, H1Conn, Requests};
 use super::http::{self, SendError, worker_runtime};
 use super::{
-    AsyncTransport, Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply,
-    Transport, remaining, within,
+    AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
+    Transport, opened, remaining, within,
 };
 use bytes::Bytes;
 use http_body_util::Full;
@@ -128,6 +128,7 @@ const ATTEMPTS: usize = 2;
 pub struct AsyncHttpKeepalive {
     endpoint: Endpoint,
     timeout: Duration,
+    timer: CallTimer,
     requests: Requests,
     conn: Option<H1Conn>,
     connects: u64,
@@ -139,6 +140,7 @@ impl AsyncTransport for AsyncHttpKeepalive {
             requests: Requests::new(&endpoint, false),
             endpoint,
             timeout,
+            timer: CallTimer::default(),
             conn: None,
             connects: 0,
         }
@@ -151,6 +153,7 @@ impl AsyncTransport for AsyncHttpKeepalive {
     ) -> Result<Reply<'_>, CallError> {
         let deadline = Instant::now() + self.timeout;
         let AsyncHttpKeepalive {
+            timer,
             endpoint,
             requests,
             conn,
@@ -172,16 +175,15 @@ impl AsyncTransport for AsyncHttpKeepalive {
             };
             let reused = conn.as_ref().is_some_and(H1Conn::reused);
             let connecting = &Cell::new(addr.is_some());
-            let sent = within(remaining(deadline)?, connecting, async {
+            let sent = timer.within(deadline, connecting, async {
                 let c = match (&mut *conn, addr) {
                     (Some(c), _) => c,
-                    (slot, Some(addr)) => {
-                        let (new, took) = H1Conn::connect(addr).await?;
-                        *connects += 1;
-                        phases.connect = Some(took);
-                        connecting.set(false);
-                        slot.insert(new)
-                    }
+                    (slot, Some(addr)) => slot.insert(opened(
+                        H1Conn::connect(addr).await?,
+                        connects,
+                        phases,
+                        connecting,
+                    )),
                     (None, None) => {
                         unreachable!("an address is looked up when there is no connection")
                     }

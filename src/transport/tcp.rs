@@ -7,8 +7,8 @@
 
 use super::buf::RecvBuf;
 use super::{
-    AsyncTransport, Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply,
-    Transport, remaining, within,
+    AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
+    Transport, connect_nodelay, opened, remaining,
 };
 use crate::wire::{self, LEN_PREFIX, Request, ResponseRef, Status};
 use std::cell::Cell;
@@ -206,14 +206,7 @@ impl AsyncFrameConn {
     pub async fn connect(
         addr: std::net::SocketAddr,
     ) -> Result<(AsyncFrameConn, Duration), CallError> {
-        let started = Instant::now();
-        let stream = tokio::net::TcpStream::connect(addr)
-            .await
-            .map_err(|e| CallError::from_connect(&e))?;
-        let took = started.elapsed();
-        stream
-            .set_nodelay(true)
-            .map_err(|e| CallError::from_io(&e))?;
+        let (stream, took) = connect_nodelay(addr).await?;
         Ok((
             AsyncFrameConn {
                 stream,
@@ -342,6 +335,7 @@ impl Transport for Tcp {
 pub struct AsyncTcp {
     endpoint: Endpoint,
     timeout: Duration,
+    timer: CallTimer,
     conn: Option<AsyncFrameConn>,
     connects: u64,
     duplicates: u64,
@@ -352,6 +346,7 @@ impl AsyncTransport for AsyncTcp {
         AsyncTcp {
             endpoint,
             timeout,
+            timer: CallTimer::default(),
             conn: None,
             connects: 0,
             duplicates: 0,
@@ -372,21 +367,21 @@ impl AsyncTransport for AsyncTcp {
         };
         let connecting = &Cell::new(addr.is_some());
         let AsyncTcp {
+            timer,
             conn,
             connects,
             duplicates,
             ..
         } = self;
-        within(remaining(deadline)?, connecting, async move {
+        timer.within(deadline, connecting, async move {
             let conn = match (conn, addr) {
                 (Some(conn), _) => conn,
-                (slot, Some(addr)) => {
-                    let (new, took) = AsyncFrameConn::connect(addr).await?;
-                    *connects += 1;
-                    phases.connect = Some(took);
-                    connecting.set(false);
-                    slot.insert(new)
-                }
+                (slot, Some(addr)) => slot.insert(opened(
+                    AsyncFrameConn::connect(addr).await?,
+                    connects,
+                    phases,
+                    connecting,
+                )),
                 (None, None) => unreachable!("an address is looked up when there is no connection"),
             };
             conn.exchange(call, phases, duplicates).await

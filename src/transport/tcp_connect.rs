@@ -3,8 +3,8 @@
 
 use super::tcp::{AsyncFrameConn, FrameConn};
 use super::{
-    AsyncTransport, Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply,
-    Transport, remaining, within,
+    AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
+    Transport, opened, remaining,
 };
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -63,6 +63,7 @@ impl Transport for TcpConnect {
 pub struct AsyncTcpConnect {
     endpoint: Endpoint,
     timeout: Duration,
+    timer: CallTimer,
     /// The connection of the call in progress, as in [`TcpConnect`].
     conn: Option<AsyncFrameConn>,
     connects: u64,
@@ -73,6 +74,7 @@ impl AsyncTransport for AsyncTcpConnect {
         AsyncTcpConnect {
             endpoint,
             timeout,
+            timer: CallTimer::default(),
             conn: None,
             connects: 0,
         }
@@ -86,12 +88,19 @@ impl AsyncTransport for AsyncTcpConnect {
         let deadline = Instant::now() + self.timeout;
         let addr = self.endpoint.addr_async(Port::Tcp, deadline, phases).await?;
         let connecting = &Cell::new(true);
-        let AsyncTcpConnect { conn, connects, .. } = self;
-        within(remaining(deadline)?, connecting, async move {
-            let (new, took) = AsyncFrameConn::connect(addr).await?;
-            *connects += 1;
-            phases.connect = Some(took);
-            connecting.set(false);
+        let AsyncTcpConnect {
+            timer,
+            conn,
+            connects,
+            ..
+        } = self;
+        timer.within(deadline, connecting, async move {
+            let new = opened(
+                AsyncFrameConn::connect(addr).await?,
+                connects,
+                phases,
+                connecting,
+            );
             // A new connection per call cannot hold an earlier call's reply.
             let mut none = 0;
             conn.insert(new).exchange(call, phases, &mut none).await
