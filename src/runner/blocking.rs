@@ -39,12 +39,15 @@ pub(super) fn run(
 
 /// What a worker needs besides its transport.
 struct WorkerCtx<'a> {
+    /// What each call asks for, and how many there are.
     config: &'a RunConfig,
     /// This worker's place among the workers: its shares of the calls and the schedule.
     index: usize,
+    /// Workers in the run.
     workers: usize,
     /// Calls finished, for the progress display.
     done: &'a AtomicU64,
+    /// Where the worker waits once warm.
     start_line: &'a StartLine,
 }
 

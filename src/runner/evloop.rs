@@ -79,13 +79,17 @@ pub(super) fn run(
 
 /// What a loop thread needs besides its transports.
 struct LoopCtx<'a> {
+    /// Where the calls go.
     endpoint: &'a Endpoint,
+    /// What each call asks for, and how many there are.
     config: &'a RunConfig,
     /// Connections in the whole run.
     connections: usize,
     /// The indexes (among all connections) of this loop's connections.
     mine: Vec<usize>,
+    /// The run's progress counter.
     done: Arc<AtomicU64>,
+    /// Where the loop waits with its connections warm.
     start_line: &'a StartLine,
 }
 
@@ -100,12 +104,15 @@ impl WithAsyncTransport for LoopCtx<'_> {
 /// What a loop's connection tasks share. Tasks run one at a time on the loop's thread, so
 /// plain cells do; no task holds a borrow across an `await`.
 struct Shared {
+    /// The run's settings (a copy: tasks must own what they hold).
     config: RunConfig,
+    /// Connections in the whole run, for each connection's shares.
     connections: usize,
     /// The seq block being handed out: next, and one past the last.
     seqs: Cell<(u64, u64)>,
-    /// The run's progress counter, and calls finished here not yet added to it.
+    /// The run's progress counter.
     done: Arc<AtomicU64>,
+    /// Calls finished here not yet added to `done`.
     undone: Cell<u64>,
     /// What the measured calls of every connection of this loop measured.
     tally: RefCell<Tally>,

@@ -27,7 +27,12 @@ const FILES_PER_CURL_HANDLE: u64 = 2;
 pub enum LoadLimitError {
     /// More connections than any engine runs.
     #[error("-c {asked} is above the most connections a run may have ({max})")]
-    TooManyConnections { asked: usize, max: u16 },
+    TooManyConnections {
+        /// Connections asked for.
+        asked: usize,
+        /// [`MAX_CONCURRENCY`].
+        max: u16,
+    },
     /// More workers than the blocking engine runs.
     #[error(
         "-c {asked} is above the {max} worker threads of the blocking engine{}",
@@ -35,7 +40,9 @@ pub enum LoadLimitError {
     )]
     TooManyWorkers {
         kind: TransportKind,
+        /// Workers asked for.
         asked: usize,
+        /// [`MAX_BLOCKING_WORKERS`].
         max: usize,
         /// True when the transport could run on the event loop instead.
         evloop: bool,
@@ -50,8 +57,11 @@ pub enum LoadLimitError {
     )]
     TooFewFiles {
         kind: TransportKind,
+        /// Connections asked for.
         connections: usize,
+        /// Open files the run would need ([`files_needed`]).
         need: u64,
+        /// The soft `RLIMIT_NOFILE`, after raising it to the hard limit.
         limit: u64,
     },
 }

@@ -169,6 +169,7 @@ pub fn available_cpus() -> usize {
 /// A transport's merged result.
 #[derive(Debug, Clone)]
 pub struct TransportRun {
+    /// The transport that ran.
     pub kind: TransportKind,
     /// How the target's name was resolved.
     pub mode: AddrMode,
@@ -176,6 +177,7 @@ pub struct TransportRun {
     pub dns_queries: u64,
     /// The first name-lookup failure, worded for a person.
     pub dns_error: Option<String>,
+    /// What the run measured, merged over its threads.
     pub tally: Tally,
     /// Wall time of the measured part: from the common start until the last measured call
     /// ended (tearing connections down afterwards is not in it).
@@ -222,6 +224,7 @@ pub enum RunTransportError {
     /// An engine thread could not be started.
     #[error("cannot start thread {thread}")]
     Spawn {
+        /// The thread's name (`tcp-17`, `tcp-loop-0`).
         thread: String,
         #[source]
         source: std::io::Error,
@@ -318,7 +321,9 @@ pub fn try_run_transport(
 /// deadline under `--duration`, so every connection has the same window.
 #[derive(Debug, Clone, Copy)]
 enum Quota {
+    /// This many calls.
     Calls(u64),
+    /// Calls started before this instant.
     Until(Instant),
 }
 
@@ -348,6 +353,7 @@ impl Quota {
 /// wrk2 does). Latency is still timed from the actual start, so the `late` count is what
 /// tells a reader that the rate asked for was not held.
 struct Pacer {
+    /// Time between this connection's calls: connections / rate.
     interval: Duration,
     /// Offset of this connection's first call from the start.
     offset: Duration,
@@ -393,10 +399,11 @@ impl Pacer {
     }
 }
 
-/// What one engine thread hands back: what it measured, and when its last measured call
-/// ended.
+/// What one engine thread hands back.
 struct Finished {
+    /// What its calls measured.
     tally: Tally,
+    /// When its last measured call ended.
     ended: Instant,
 }
 
@@ -406,6 +413,7 @@ struct Finished {
 /// runtime could not be built) aborts it, and those already waiting stop instead of
 /// waiting forever.
 struct StartLine {
+    /// Threads that must arrive before any goes on.
     parties: usize,
     state: Mutex<Gate>,
     changed: Condvar,
@@ -414,8 +422,11 @@ struct StartLine {
 /// The state of a [`StartLine`].
 #[derive(Default)]
 struct Gate {
+    /// Parties waiting (or gone through).
     arrived: usize,
+    /// Every party arrived: the run has started.
     open: bool,
+    /// The start was called off.
     aborted: bool,
 }
 

@@ -162,11 +162,13 @@ enum BodyLen {
 struct Head {
     /// Bytes of the head, blank line included.
     len: usize,
+    /// The HTTP status.
     status: u16,
     /// The `x-rpcbench-seq` value, if present and numeric.
     seq: Option<u64>,
     /// The `server-timing` duration.
     server: Option<Duration>,
+    /// Where the body ends.
     body: BodyLen,
     /// The server will close after this reply (`Connection: close`, or HTTP/1.0 without
     /// keep-alive).
@@ -276,16 +278,22 @@ impl From<ExchangeError> for CallError {
 /// A reply read off a connection: what its head said, and where its body is.
 #[derive(Debug)]
 pub(super) struct Response {
+    /// The HTTP status.
     status: u16,
+    /// The `x-rpcbench-seq` value.
     seq: Option<u64>,
+    /// The `server-timing` duration.
     server: Option<Duration>,
+    /// Where the body is in the connection's buffer.
     body: Range<usize>,
 }
 
 /// One HTTP/1.1 connection driven by the codec.
 #[derive(Debug)]
 pub(super) struct H1Conn {
+    /// The socket.
     stream: tokio::net::TcpStream,
+    /// Reply bytes received and not yet consumed.
     inbuf: RecvBuf,
     /// False once the server said it closes (or sent bytes nobody asked for): the next
     /// call opens a new connection instead.

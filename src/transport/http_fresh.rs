@@ -92,12 +92,17 @@ impl Transport for HttpFresh {
 /// the timed call. A connection that ends before any reply byte is lost, as on the
 /// blocking side: a new connection is never resent on.
 pub struct AsyncHttpFresh {
+    /// Where the calls go.
     endpoint: Endpoint,
+    /// Longest a call may take.
     timeout: Duration,
+    /// The timer of this connection's calls.
     timer: CallTimer,
+    /// The request bytes, built once and filled per call.
     requests: Requests,
     /// The connection of the call in progress; kept only so the reply can borrow from it.
     conn: Option<H1Conn>,
+    /// Connections opened so far.
     connects: u64,
 }
 

@@ -126,11 +126,17 @@ const ATTEMPTS: usize = 2;
 /// the reply gets the request once more on a new one; a reply that started, or a new
 /// connection that fails, is never resent.
 pub struct AsyncHttpKeepalive {
+    /// Where the calls go.
     endpoint: Endpoint,
+    /// Longest a call may take.
     timeout: Duration,
+    /// The timer of this connection's calls.
     timer: CallTimer,
+    /// The request bytes, built once and filled per call.
     requests: Requests,
+    /// The connection, once open.
     conn: Option<H1Conn>,
+    /// Connections opened so far.
     connects: u64,
 }
 

@@ -196,8 +196,11 @@ impl FrameConn {
 /// event loop: the same framing as [`FrameConn`]; the call's timeout is the caller's
 /// (one timer around the whole call rather than one per read).
 pub(super) struct AsyncFrameConn {
+    /// The socket.
     stream: tokio::net::TcpStream,
+    /// Reply bytes received and not yet consumed.
     inbuf: RecvBuf,
+    /// The request frame being sent.
     outbuf: Vec<u8>,
 }
 
@@ -333,11 +336,17 @@ impl Transport for Tcp {
 /// same duplicate rule; like [`Tcp`] it does not probe a connection before writing, so a
 /// call after a server-side close is lost.
 pub struct AsyncTcp {
+    /// Where the calls go.
     endpoint: Endpoint,
+    /// Longest a call may take.
     timeout: Duration,
+    /// The timer of this connection's calls.
     timer: CallTimer,
+    /// The connection, once open.
     conn: Option<AsyncFrameConn>,
+    /// Connections opened so far.
     connects: u64,
+    /// Replies to earlier calls read so far.
     duplicates: u64,
 }
 

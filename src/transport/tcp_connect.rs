@@ -61,11 +61,15 @@ impl Transport for TcpConnect {
 /// The `tcp-connect` transport on the event loop: a new tokio connection per call, closed
 /// by `end_call` inside the timed call, as on the blocking side.
 pub struct AsyncTcpConnect {
+    /// Where the calls go.
     endpoint: Endpoint,
+    /// Longest a call may take.
     timeout: Duration,
+    /// The timer of this connection's calls.
     timer: CallTimer,
     /// The connection of the call in progress, as in [`TcpConnect`].
     conn: Option<AsyncFrameConn>,
+    /// Connections opened so far.
     connects: u64,
 }
 
