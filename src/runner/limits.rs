@@ -6,7 +6,7 @@
 //! some connects (counted as connect errors, which would look like the server's fault).
 
 use super::{Engine, MAX_BLOCKING_WORKERS, MAX_CONCURRENCY, RunConfig, available_cpus};
-use crate::transport::{Port, TransportKind};
+use crate::transport::TransportKind;
 use nix::sys::resource::{RLIM_INFINITY, Resource, getrlimit, setrlimit};
 use std::sync::OnceLock;
 
@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 const BASE_FILES: u64 = 128;
 /// Open files of one tokio runtime, counted in `/proc/PID/fd` (tokio 1.54): two epoll
 /// instances, the eventfd that wakes it and a copy of the signal driver's socket. Every
-/// event-loop thread has one, and so has every blocking worker of a hyper transport.
+/// event-loop thread has one, and so has every blocking `http-fresh` worker (hyper).
 const FILES_PER_RUNTIME: u64 = 4;
 /// Open files of one libcurl easy handle besides its connection, counted the same way:
 /// the socket pair its internal multi handle keeps for wake-ups.
@@ -118,8 +118,8 @@ pub fn files_needed(
         Engine::Evloop => 1,
         Engine::Blocking | Engine::Auto => match kind {
             TransportKind::CurlReuse | TransportKind::CurlFresh => 1 + FILES_PER_CURL_HANDLE,
-            // The hyper transports drive a runtime of their own in each worker.
-            _ if kind.port() == Port::Http => 1 + FILES_PER_RUNTIME,
+            // hyper's client drives a runtime of its own in each worker.
+            TransportKind::HttpFresh => 1 + FILES_PER_RUNTIME,
             _ => 1,
         },
     };
@@ -181,9 +181,9 @@ mod tests {
         assert_eq!(tcp, BASE_FILES + 1000);
         let embedded = files_needed(TransportKind::Tcp, 1000, Engine::Blocking, true);
         assert_eq!(embedded, BASE_FILES + 2000);
-        let hyper = files_needed(TransportKind::HttpKeepalive, 1000, Engine::Blocking, false);
+        let hyper = files_needed(TransportKind::HttpFresh, 1000, Engine::Blocking, false);
         assert_eq!(hyper, BASE_FILES + 1000 * (1 + FILES_PER_RUNTIME));
-        let evloop = files_needed(TransportKind::HttpKeepalive, 1000, Engine::Evloop, false);
+        let evloop = files_needed(TransportKind::HttpFresh, 1000, Engine::Evloop, false);
         assert!(evloop < hyper && evloop > BASE_FILES + 1000, "{evloop}");
     }
 

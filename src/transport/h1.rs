@@ -15,6 +15,7 @@
 
 use super::buf::RecvBuf;
 use super::http::{SEQ_HEADER, parse_server_timing};
+use super::tcp::TimedStream;
 use super::{Call, CallError, Endpoint, Reply};
 use crate::wire;
 use std::io::ErrorKind;
@@ -275,6 +276,17 @@ impl From<ExchangeError> for CallError {
     }
 }
 
+/// How many times a call may send its request: once, and once more on a new connection
+/// when a reused one ended before any reply byte (libcurl's rule, and `http-keepalive`'s).
+const ATTEMPTS: usize = 2;
+
+/// True when a call whose `attempt` (1 for the first) failed with `e` may send its request
+/// again on a new connection: nothing of a reply came on a connection that had served
+/// calls before (`reused`), so the server closed it unread, and tries are left.
+pub(super) fn may_resend(e: &ExchangeError, reused: bool, attempt: usize) -> bool {
+    matches!(e, ExchangeError::NoReply(CallError::Closed)) && reused && attempt < ATTEMPTS
+}
+
 /// A reply read off a connection: what its head said, and where its body is.
 #[derive(Debug)]
 pub(super) struct Response {
@@ -288,11 +300,132 @@ pub(super) struct Response {
     body: Range<usize>,
 }
 
-/// One HTTP/1.1 connection driven by the codec.
+/// Reading one reply, whatever does the reading (a tokio socket on the event loop, a
+/// blocking one on a worker thread): [`ReplyReader::next`] says what it needs, the I/O
+/// loop reads, and [`ReplyReader::received`] takes what the read returned. So both
+/// engines parse, bound and classify replies with the same code, as the raw TCP frames do.
 #[derive(Debug)]
-pub(super) struct H1Conn {
+struct ReplyReader {
+    /// When the request went out, for the first-byte phase.
+    sent: Instant,
+    /// The reply's head, once parsed.
+    head: Option<Head>,
+    /// The connection ended: a body delimited by the close is complete.
+    eof: bool,
+}
+
+/// What a [`ReplyReader`] needs next.
+#[derive(Debug)]
+enum Next {
+    /// A read into room for this many buffered bytes ([`RecvBuf::space_for`]).
+    Read(usize),
+    /// The whole reply, consumed from the buffer.
+    Done(Response),
+}
+
+impl ReplyReader {
+    /// A reader for the reply to a request sent at `sent`.
+    fn new(sent: Instant) -> ReplyReader {
+        ReplyReader {
+            sent,
+            head: None,
+            eof: false,
+        }
+    }
+
+    /// Parses what `inbuf` holds: a read is needed, or the reply is complete (then it is
+    /// consumed, and `reusable` cleared when the connection must not carry another
+    /// request: the server said it closes, the body ended with the connection, or bytes
+    /// nobody asked for follow the reply).
+    fn next(&mut self, inbuf: &mut RecvBuf, reusable: &mut bool) -> Result<Next, ExchangeError> {
+        let head = loop {
+            if let Some(head) = self.head {
+                break head;
+            }
+            let have = inbuf.data().len();
+            // Nothing is buffered when a request goes out, so the first parse waits for
+            // the first read.
+            if have > 0 {
+                match parse_head(inbuf.data())? {
+                    Parsed::Final(head) => {
+                        self.head = Some(head);
+                        continue;
+                    }
+                    Parsed::Interim(len) => {
+                        inbuf.take(len);
+                        continue;
+                    }
+                    Parsed::Partial => {}
+                }
+            }
+            if have >= MAX_HEAD {
+                return Err(CallError::Protocol.into());
+            }
+            return Ok(Next::Read(have + READ_AHEAD));
+        };
+        let have = inbuf.data().len();
+        let total = match head.body {
+            BodyLen::Bytes(n) if have < head.len + n => return Ok(Next::Read(head.len + n)),
+            BodyLen::Bytes(n) => head.len + n,
+            BodyLen::UntilClose => {
+                *reusable = false;
+                if have - head.len > MAX_BODY {
+                    return Err(CallError::Protocol.into());
+                }
+                if !self.eof {
+                    return Ok(Next::Read(have + READ_AHEAD));
+                }
+                have
+            }
+        };
+        let reply = inbuf.take(total);
+        if head.close || !inbuf.data().is_empty() {
+            *reusable = false;
+        }
+        Ok(Next::Done(Response {
+            status: head.status,
+            seq: head.seq,
+            server: head.server,
+            body: reply.start + head.len..reply.end,
+        }))
+    }
+
+    /// Takes what a read returned (bytes, 0 at end of file, or its error), timing the
+    /// first reply byte into `first_byte`. An end before any reply byte is
+    /// [`ExchangeError::NoReply`]; an end in the middle of a reply is lost, unless the
+    /// body is the one that ends with the connection.
+    fn received(
+        &mut self,
+        read: Result<usize, CallError>,
+        first_byte: &mut Option<Duration>,
+    ) -> Result<usize, ExchangeError> {
+        let started = first_byte.is_some();
+        match read {
+            Ok(0) | Err(CallError::Closed) if !started => {
+                Err(ExchangeError::NoReply(CallError::Closed))
+            }
+            Ok(0) if self.head.is_some_and(|h| h.body == BodyLen::UntilClose) => {
+                self.eof = true;
+                Ok(0)
+            }
+            Ok(0) => Err(CallError::Closed.into()),
+            Ok(n) => {
+                if !started {
+                    *first_byte = Some(self.sent.elapsed());
+                }
+                Ok(n)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// One HTTP/1.1 connection driven by the codec, over a tokio socket
+/// ([`H1Conn::connect`]) or a blocking one ([`H1Conn::connect_blocking`]).
+#[derive(Debug)]
+pub(super) struct H1Conn<S> {
     /// The socket.
-    stream: tokio::net::TcpStream,
+    stream: S,
     /// Reply bytes received and not yet consumed.
     inbuf: RecvBuf,
     /// False once the server said it closes (or sent bytes nobody asked for): the next
@@ -302,24 +435,51 @@ pub(super) struct H1Conn {
     served: u64,
 }
 
-impl H1Conn {
-    /// Connects and turns Nagle off. Returns the connection and the time connect took.
-    pub async fn connect(addr: SocketAddr) -> Result<(H1Conn, Duration), CallError> {
-        let (stream, took) = super::connect_nodelay(addr).await?;
-        Ok((
-            H1Conn {
-                stream,
-                inbuf: RecvBuf::new(INITIAL_BUFFER),
-                reusable: true,
-                served: 0,
-            },
-            took,
-        ))
+impl<S> H1Conn<S> {
+    fn new(stream: S) -> H1Conn<S> {
+        H1Conn {
+            stream,
+            inbuf: RecvBuf::new(INITIAL_BUFFER),
+            reusable: true,
+            served: 0,
+        }
     }
 
     /// True when the connection has served a reply before this call.
     pub fn reused(&self) -> bool {
         self.served > 0
+    }
+
+    /// The reply `response` as the runner takes it: a status other than 200 is an error
+    /// (its body read, so the connection is still in step).
+    pub fn reply(&self, response: Response) -> Result<Reply<'_>, CallError> {
+        if response.status != 200 {
+            return Err(CallError::HttpStatus(response.status));
+        }
+        Ok(Reply {
+            seq: response.seq,
+            body: self.inbuf.get(response.body),
+            server: response.server,
+        })
+    }
+
+    /// Counts a reply read.
+    fn served(&mut self, response: Response) -> Response {
+        self.served += 1;
+        response
+    }
+}
+
+/// A connection of the event loop.
+pub(super) type AsyncH1Conn = H1Conn<tokio::net::TcpStream>;
+/// A connection of a blocking worker.
+pub(super) type BlockingH1Conn = H1Conn<TimedStream>;
+
+impl H1Conn<tokio::net::TcpStream> {
+    /// Connects and turns Nagle off. Returns the connection and the time connect took.
+    pub async fn connect(addr: SocketAddr) -> Result<(Self, Duration), CallError> {
+        let (stream, took) = super::connect_nodelay(addr).await?;
+        Ok((H1Conn::new(stream), took))
     }
 
     /// True when the connection may carry another request: the server did not say it
@@ -335,106 +495,73 @@ impl H1Conn {
     }
 
     /// Sends `request` and reads the whole reply. `first_byte` gets the time from the
-    /// write to the first reply byte.
+    /// write to the first reply byte. The caller's timer bounds it.
     pub async fn exchange(
         &mut self,
         request: &[u8],
         first_byte: &mut Option<Duration>,
     ) -> Result<Response, ExchangeError> {
-        let sent = Instant::now();
+        let mut reader = ReplyReader::new(Instant::now());
         // The server may have closed while we were idle (a reset, a broken pipe): nothing
         // of a reply has come, so this is `NoReply` like an end of file before one.
         self.stream
             .write_all(request)
             .await
             .map_err(|e| ExchangeError::NoReply(CallError::from_io(&e)))?;
-        let head = loop {
-            // Nothing is buffered when a request goes out (see `usable`), so the first
-            // parse waits for the first read.
-            if !self.inbuf.data().is_empty() {
-                match parse_head(self.inbuf.data())? {
-                    Parsed::Final(head) => break head,
-                    Parsed::Interim(len) => {
-                        self.inbuf.take(len);
-                        continue;
-                    }
-                    Parsed::Partial => {}
-                }
-            }
-            let have = self.inbuf.data().len();
-            if have >= MAX_HEAD {
-                return Err(CallError::Protocol.into());
-            }
-            let started = first_byte.is_some();
-            match self.read(have + READ_AHEAD).await {
-                Ok(0) | Err(CallError::Closed) if !started => {
-                    return Err(ExchangeError::NoReply(CallError::Closed));
-                }
-                Ok(0) => return Err(CallError::Closed.into()),
-                Ok(_) if !started => *first_byte = Some(sent.elapsed()),
-                Ok(_) => {}
-                Err(e) => return Err(e.into()),
-            }
-        };
-        let total = match head.body {
-            BodyLen::Bytes(n) => {
-                let total = head.len + n;
-                while self.inbuf.data().len() < total {
-                    if self.read(total).await? == 0 {
-                        return Err(CallError::Closed.into());
-                    }
-                }
-                total
-            }
-            BodyLen::UntilClose => {
-                self.reusable = false;
-                loop {
-                    let have = self.inbuf.data().len();
-                    if have - head.len > MAX_BODY {
-                        return Err(CallError::Protocol.into());
-                    }
-                    if self.read(have + READ_AHEAD).await? == 0 {
-                        break have;
-                    }
-                }
-            }
-        };
-        let reply = self.inbuf.take(total);
-        // Bytes after the reply were never asked for: do not read them as the next reply.
-        if head.close || !self.inbuf.data().is_empty() {
-            self.reusable = false;
+        loop {
+            let need = match reader.next(&mut self.inbuf, &mut self.reusable)? {
+                Next::Done(response) => return Ok(self.served(response)),
+                Next::Read(need) => need,
+            };
+            let read = self.stream.read(self.inbuf.space_for(need)).await;
+            let n = reader.received(read.map_err(|e| CallError::from_io(&e)), first_byte)?;
+            self.inbuf.filled(n);
         }
-        self.served += 1;
-        Ok(Response {
-            status: head.status,
-            seq: head.seq,
-            server: head.server,
-            body: reply.start + head.len..reply.end,
-        })
+    }
+}
+
+impl H1Conn<TimedStream> {
+    /// Connects within `timeout` and turns Nagle off. Returns the connection and the
+    /// time connect took.
+    pub fn connect_blocking(
+        addr: SocketAddr,
+        timeout: Duration,
+    ) -> Result<(Self, Duration), CallError> {
+        let (stream, took) = TimedStream::connect(addr, timeout)?;
+        Ok((H1Conn::new(stream), took))
     }
 
-    /// Reads once into room for `need` buffered bytes; 0 at end of file.
-    async fn read(&mut self, need: usize) -> Result<usize, CallError> {
-        let n = self
-            .stream
-            .read(self.inbuf.space_for(need))
-            .await
-            .map_err(|e| CallError::from_io(&e))?;
-        self.inbuf.filled(n);
-        Ok(n)
+    /// True when the server has not said it closes. There is no cheap look at a blocking
+    /// socket while it is idle (it would be a system call per call), so a close while idle
+    /// is caught after the write, as [`ExchangeError::NoReply`].
+    pub fn usable(&self) -> bool {
+        self.reusable
     }
 
-    /// The reply `response` as the runner takes it: a status other than 200 is an error
-    /// (its body read, so the connection is still in step).
-    pub fn reply(&self, response: Response) -> Result<Reply<'_>, CallError> {
-        if response.status != 200 {
-            return Err(CallError::HttpStatus(response.status));
+    /// As the async `exchange`, blocking, giving up at `deadline`.
+    pub fn exchange_blocking(
+        &mut self,
+        request: &[u8],
+        deadline: Instant,
+        first_byte: &mut Option<Duration>,
+    ) -> Result<Response, ExchangeError> {
+        let mut reader = ReplyReader::new(Instant::now());
+        self.stream
+            .write_all(request)
+            .map_err(|e| ExchangeError::NoReply(CallError::from_io(&e)))?;
+        let mut first = true;
+        loop {
+            let need = match reader.next(&mut self.inbuf, &mut self.reusable)? {
+                Next::Done(response) => return Ok(self.served(response)),
+                Next::Read(need) => need,
+            };
+            let read = self
+                .stream
+                .read(self.inbuf.space_for(need), deadline, first);
+            first = false;
+            let n = reader.received(read, first_byte)?;
+            self.inbuf.filled(n);
         }
-        Ok(Reply {
-            seq: response.seq,
-            body: self.inbuf.get(response.body),
-            server: response.server,
-        })
     }
 }
 
@@ -545,5 +672,89 @@ mod tests {
                 String::from_utf8_lossy(bad)
             );
         }
+    }
+
+    /// Feeds `chunks` to a reader as reads would return them, then an end of file if
+    /// `eof`; returns how the reply ended and whether the connection stays usable.
+    fn read_reply(chunks: &[&[u8]], eof: bool) -> (Result<Vec<u8>, ExchangeError>, bool) {
+        let mut inbuf = RecvBuf::new(16);
+        let mut reader = ReplyReader::new(Instant::now());
+        let mut reusable = true;
+        let mut first_byte = None;
+        let mut reads = chunks
+            .iter()
+            .map(|c| Ok(c.to_vec()))
+            .chain(eof.then(|| Ok(Vec::new())));
+        let got = loop {
+            let need = match reader.next(&mut inbuf, &mut reusable) {
+                Ok(Next::Done(r)) => break Ok(inbuf.get(r.body).to_vec()),
+                Ok(Next::Read(need)) => need,
+                Err(e) => break Err(e),
+            };
+            let read: Result<Vec<u8>, CallError> = reads.next().unwrap_or(Err(CallError::Timeout));
+            let space = inbuf.space_for(need);
+            let read = read.map(|bytes| {
+                space[..bytes.len()].copy_from_slice(&bytes);
+                bytes.len()
+            });
+            match reader.received(read, &mut first_byte) {
+                Ok(n) => inbuf.filled(n),
+                Err(e) => break Err(e),
+            }
+        };
+        (got, reusable)
+    }
+
+    #[test]
+    fn replies_read_in_pieces_and_how_they_end() {
+        let head = b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n";
+        let (body, reusable) = read_reply(&[&head[..10], &head[10..], b"he", b"llo"], false);
+        assert_eq!((body.unwrap(), reusable), (b"hello".to_vec(), true));
+        // An interim reply first, then the reply; bytes after it make the connection
+        // unusable.
+        let (body, reusable) = read_reply(
+            &[b"HTTP/1.1 100 Continue\r\n\r\n", head, b"hellostray"],
+            false,
+        );
+        assert_eq!((body.unwrap(), reusable), (b"hello".to_vec(), false));
+        // A body that ends with the connection.
+        let (body, reusable) = read_reply(&[b"HTTP/1.1 200 OK\r\n\r\nto the end"], true);
+        assert_eq!((body.unwrap(), reusable), (b"to the end".to_vec(), false));
+        // The end before any byte may be resent; in the middle of a reply it is lost.
+        let (ended, _) = read_reply(&[], true);
+        assert!(matches!(
+            ended,
+            Err(ExchangeError::NoReply(CallError::Closed))
+        ));
+        let (ended, _) = read_reply(&[head, b"hel"], true);
+        assert!(matches!(
+            ended,
+            Err(ExchangeError::Failed(CallError::Closed))
+        ));
+        let (ended, _) = read_reply(&[head], false);
+        assert!(matches!(
+            ended,
+            Err(ExchangeError::Failed(CallError::Timeout))
+        ));
+        assert!(may_resend(
+            &ExchangeError::NoReply(CallError::Closed),
+            true,
+            1
+        ));
+        assert!(!may_resend(
+            &ExchangeError::NoReply(CallError::Closed),
+            true,
+            2
+        ));
+        assert!(!may_resend(
+            &ExchangeError::NoReply(CallError::Closed),
+            false,
+            1
+        ));
+        assert!(!may_resend(
+            &ExchangeError::Failed(CallError::Closed),
+            true,
+            1
+        ));
     }
 }

@@ -1,6 +1,7 @@
-//! What the two hyper transports (the blocking side of `http-fresh` and `http-keepalive`)
-//! share: connecting, one request/response exchange, and reading the reply headers the
-//! server adds. Their event-loop side speaks through the lean codec in `h1.rs` instead.
+//! The hyper client of the blocking `http-fresh` (connecting, one request/response
+//! exchange, reading the reply headers the server adds), and the header name and
+//! `server-timing` parser every HTTP transport shares. `http-keepalive`, and `http-fresh`
+//! on the event loop, speak through the lean codec in `h1.rs` instead.
 
 use super::{Call, CallError, Endpoint, OpenTransportError, Phases};
 use bytes::Bytes;
@@ -21,19 +22,6 @@ pub(super) fn worker_runtime() -> Result<tokio::runtime::Runtime, OpenTransportE
         .enable_all()
         .build()
         .map_err(OpenTransportError::Runtime)
-}
-
-/// Opens a connection and performs the HTTP/1.1 handshake; the connection task runs on the
-/// current runtime. Returns the request sender and how long the TCP connect took.
-pub(super) async fn connect(
-    addr: SocketAddr,
-) -> Result<(SendRequest<Full<Bytes>>, Duration), CallError> {
-    let (sender, conn, took) = open(addr).await?;
-    tokio::spawn(async move {
-        // Errors surface on the request side; the connection task just ends.
-        let _ = conn.await;
-    });
-    Ok((sender, took))
 }
 
 /// The connection half of a handshake: a future that drives the socket.
@@ -101,36 +89,24 @@ impl Template {
 /// A request as hyper takes it.
 pub(super) type Req = hyper::Request<Full<Bytes>>;
 
-/// Why [`send`] did not produce a reply.
-pub(super) enum SendError {
-    /// The connection was found closed before any byte of the request was written; hyper
-    /// hands the request back, and sending it on a new connection is safe.
-    Unsent(Box<Req>),
-    Failed(CallError),
-}
-
-impl From<CallError> for SendError {
-    fn from(e: CallError) -> Self {
-        SendError::Failed(e)
-    }
-}
-
 /// Sends `req` and reads the whole reply into `body`. Returns the seq header and the
-/// server time the reply carried.
+/// server time the reply carried. A connection found closed before any byte of the
+/// request was written (hyper hands the request back) is `Closed`, as any connection that
+/// ends before the reply: `http-fresh` never resends on its new connection.
 pub(super) async fn send(
     sender: &mut SendRequest<Full<Bytes>>,
     req: Req,
     body: &mut Vec<u8>,
     phases: &mut Phases,
-) -> Result<(Option<u64>, Option<Duration>), SendError> {
+) -> Result<(Option<u64>, Option<Duration>), CallError> {
     sender.ready().await.map_err(|e| classify(&e))?;
     let sent = Instant::now();
     let resp = match sender.try_send_request(req).await {
         Ok(resp) => resp,
         Err(mut e) => {
             return Err(match e.take_message() {
-                Some(req) => SendError::Unsent(Box::new(req)),
-                None => SendError::Failed(classify(e.error())),
+                Some(_unsent) => CallError::Closed,
+                None => classify(e.error()),
             });
         }
     };
@@ -147,7 +123,7 @@ pub(super) async fn send(
         }
     }
     if status != 200 {
-        return Err(SendError::Failed(CallError::HttpStatus(status)));
+        return Err(CallError::HttpStatus(status));
     }
     Ok((seq, server))
 }

@@ -2,8 +2,8 @@
 //! call (hyper on a worker thread, the lean codec of `h1.rs` on the event loop), like PHP's
 //! `file_get_contents` in seed 004. The latency includes connect.
 
-use super::h1::{H1Conn, Requests};
-use super::http::{self, SendError, worker_runtime};
+use super::h1::{AsyncH1Conn, Requests};
+use super::http::{self, worker_runtime};
 use super::{
     AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
     Transport, opened, remaining, within,
@@ -63,18 +63,12 @@ impl Transport for HttpFresh {
             let send = http::send(&mut sender, req, body, phases);
             tokio::pin!(send, conn);
             let mut conn_done = false;
-            let sent = loop {
+            loop {
                 tokio::select! {
                     biased;
                     sent = &mut send => break sent,
                     _ = &mut conn, if !conn_done => conn_done = true,
                 }
-            };
-            match sent {
-                Ok(reply) => Ok(reply),
-                // A brand-new connection closed before the request went out.
-                Err(SendError::Unsent(_)) => Err(CallError::Closed),
-                Err(SendError::Failed(e)) => Err(e),
             }
         }))?;
         Ok(Reply { seq, body, server })
@@ -101,7 +95,7 @@ pub struct AsyncHttpFresh {
     /// The request bytes, built once and filled per call.
     requests: Requests,
     /// The connection of the call in progress; kept only so the reply can borrow from it.
-    conn: Option<H1Conn>,
+    conn: Option<AsyncH1Conn>,
     /// Connections opened so far.
     connects: u64,
 }
@@ -138,7 +132,7 @@ impl AsyncTransport for AsyncHttpFresh {
         let request = requests.build(call);
         let connecting = &Cell::new(true);
         let conn = timer.within(deadline, connecting, async move {
-            let new = opened(H1Conn::connect(addr).await?, connects, phases, connecting);
+            let new = opened(AsyncH1Conn::connect(addr).await?, connects, phases, connecting);
             let conn = conn.insert(new);
             let response = conn.exchange(request, &mut phases.first_byte).await?;
             Ok::<_, CallError>((conn, response))

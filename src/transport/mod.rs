@@ -139,7 +139,7 @@ registry! {
     TcpConnect = tcp_connect::{TcpConnect, AsyncTcpConnect}, "tcp-connect";
     /// HTTP/1.1 POST /echo over a new connection per call (hyper).
     HttpFresh = http_fresh::{HttpFresh, AsyncHttpFresh}, "http-fresh";
-    /// HTTP/1.1 POST /echo over one kept-alive connection per worker (hyper).
+    /// HTTP/1.1 POST /echo over one kept-alive connection per worker (a lean HTTP/1.1 client).
     HttpKeepalive = http_keepalive::{HttpKeepalive, AsyncHttpKeepalive}, "http-keepalive";
     /// One libcurl easy handle per worker, reused (its connection and DNS caches too).
     CurlReuse = curl_reuse::{CurlReuse}, "curl-reuse";

@@ -90,22 +90,21 @@ fn reply_of(body: &[u8]) -> Result<Reply<'_>, CallError> {
     })
 }
 
-/// A connected socket that sends request frames and reads response frames, blocking.
-pub(super) struct FrameConn {
+/// A blocking socket whose reads end at a call's deadline: what every blocking transport
+/// that parses its own replies reads through (raw TCP frames, the lean HTTP codec).
+pub(super) struct TimedStream {
     stream: TcpStream,
-    inbuf: RecvBuf,
-    outbuf: Vec<u8>,
     /// The receive timeout currently set on the socket, to skip redundant setsockopt calls.
     rcv_timeout: Option<Duration>,
 }
 
-impl FrameConn {
-    /// Connects with a timeout and turns Nagle off. Returns the connection and the time
-    /// connect took.
+impl TimedStream {
+    /// Connects within `timeout` and turns Nagle off; writes time out after `timeout` too.
+    /// Returns the stream and the time connect took.
     pub fn connect(
         addr: std::net::SocketAddr,
         timeout: Duration,
-    ) -> Result<(FrameConn, Duration), CallError> {
+    ) -> Result<(TimedStream, Duration), CallError> {
         let started = Instant::now();
         let stream =
             TcpStream::connect_timeout(&addr, timeout).map_err(|e| CallError::from_connect(&e))?;
@@ -117,11 +116,63 @@ impl FrameConn {
             .set_write_timeout(Some(timeout))
             .map_err(|e| CallError::from_io(&e))?;
         Ok((
+            TimedStream {
+                stream,
+                rcv_timeout: None,
+            },
+            took,
+        ))
+    }
+
+    /// Writes all of `bytes`.
+    #[inline]
+    pub fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(bytes)
+    }
+
+    /// Reads once into `buf`, giving up at `deadline`; `first` says this is the call's
+    /// first read. 0 at end of file.
+    #[inline]
+    pub fn read(
+        &mut self,
+        buf: &mut [u8],
+        deadline: Instant,
+        first: bool,
+    ) -> Result<usize, CallError> {
+        let left = remaining(deadline)?;
+        // One setsockopt per call at most in the common case: the first read of a call
+        // waits the whole timeout, which is what is already set.
+        if self.rcv_timeout != Some(left) && (!first || self.rcv_timeout.is_none_or(|t| t > left))
+        {
+            self.stream
+                .set_read_timeout(Some(left))
+                .map_err(|e| CallError::from_io(&e))?;
+            self.rcv_timeout = Some(left);
+        }
+        self.stream.read(buf).map_err(|e| CallError::from_io(&e))
+    }
+}
+
+/// A connected socket that sends request frames and reads response frames, blocking.
+pub(super) struct FrameConn {
+    stream: TimedStream,
+    inbuf: RecvBuf,
+    outbuf: Vec<u8>,
+}
+
+impl FrameConn {
+    /// Connects with a timeout and turns Nagle off. Returns the connection and the time
+    /// connect took.
+    pub fn connect(
+        addr: std::net::SocketAddr,
+        timeout: Duration,
+    ) -> Result<(FrameConn, Duration), CallError> {
+        let (stream, took) = TimedStream::connect(addr, timeout)?;
+        Ok((
             FrameConn {
                 stream,
                 inbuf: RecvBuf::new(INITIAL_BUFFER),
                 outbuf: Vec::with_capacity(INITIAL_BUFFER),
-                rcv_timeout: None,
             },
             took,
         ))
@@ -165,21 +216,9 @@ impl FrameConn {
                 Framed::Body(body) => return Ok(body),
                 Framed::Need(need) => need,
             };
-            let left = remaining(deadline)?;
-            // One setsockopt per call at most in the common case: the first read of a call
-            // waits the whole timeout, which is what is already set.
-            if self.rcv_timeout != Some(left)
-                && (!*first || self.rcv_timeout.is_none_or(|t| t > left))
-            {
-                self.stream
-                    .set_read_timeout(Some(left))
-                    .map_err(|e| CallError::from_io(&e))?;
-                self.rcv_timeout = Some(left);
-            }
             let n = self
                 .stream
-                .read(self.inbuf.space_for(need))
-                .map_err(|e| CallError::from_io(&e))?;
+                .read(self.inbuf.space_for(need), deadline, *first)?;
             if n == 0 {
                 return Err(CallError::Closed);
             }
