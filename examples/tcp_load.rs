@@ -10,7 +10,7 @@
 //! last line is `calls/s <rate>`, summed over all connections. Runs on one thread (a
 //! current-thread tokio runtime), so it can be pinned to a single core with `taskset`.
 
-use rpcbench::wire::{self, Request, Response, Status};
+use rpcbench::wire::{self, Request, ResponseRef, Status};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -70,6 +70,10 @@ fn parse_args() -> Result<Args, String> {
 }
 
 /// Runs sequential round trips on one connection until `deadline`; returns the count.
+///
+/// Lean on purpose, as a peer of `rpcbench --transports tcp -c N` should be: the request,
+/// the payload and both buffers are reused, and a reply is decoded in place
+/// ([`ResponseRef`]), so a call allocates nothing.
 async fn one_connection(
     addr: SocketAddr,
     id: u64,
@@ -84,27 +88,42 @@ async fn one_connection(
     let mut inbuf = vec![0u8; 4096];
     let mut have = 0;
     // Sequence numbers are unique over all connections: the id sits in the top bits.
-    let mut seq = id << 40;
+    let mut req = Request {
+        seq: id << 40,
+        reply_len: None,
+        delay_us: 0,
+        payload: Vec::with_capacity(size),
+    };
     let mut calls = 0;
     while Instant::now() < deadline {
-        seq += 1;
-        let mut payload = Vec::with_capacity(size);
-        wire::pattern(seq, size, &mut payload);
-        let req = Request {
-            seq,
-            reply_len: None,
-            delay_us: 0,
-            payload,
-        };
+        req.seq += 1;
+        req.payload.clear();
+        wire::pattern(req.seq, size, &mut req.payload);
         out.clear();
         wire::encode_frame(&req, &mut out);
         stream
             .write_all(&out)
             .await
             .map_err(|e| format!("write: {e}"))?;
-        let (resp, used) = loop {
-            match wire::decode_frame::<Response>(&inbuf[..have], wire::DEFAULT_MAX_FRAME) {
-                Ok(Some(done)) => break done,
+        let used = loop {
+            match wire::decode_frame::<ResponseRef>(&inbuf[..have], wire::DEFAULT_MAX_FRAME) {
+                Ok(Some((resp, used))) => {
+                    if resp.seq != req.seq
+                        || resp.status != Status::Ok as u8
+                        || resp.payload != req.payload
+                    {
+                        return Err(format!(
+                            "wrong reply: seq {} (want {}), status {}, payload {} bytes \
+                             (want {})",
+                            resp.seq,
+                            req.seq,
+                            resp.status,
+                            resp.payload.len(),
+                            req.payload.len()
+                        ));
+                    }
+                    break used;
+                }
                 Ok(None) => {}
                 Err(e) => return Err(format!("bad reply frame: {e}")),
             }
@@ -120,15 +139,6 @@ async fn one_connection(
             }
             have += n;
         };
-        if resp.seq != seq || resp.status != Status::Ok as u8 || resp.payload != req.payload {
-            return Err(format!(
-                "wrong reply: seq {} (want {seq}), status {}, payload {} bytes (want {})",
-                resp.seq,
-                resp.status,
-                resp.payload.len(),
-                req.payload.len()
-            ));
-        }
         inbuf.copy_within(used..have, 0);
         have -= used;
         if have != 0 {

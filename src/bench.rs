@@ -10,7 +10,7 @@
 
 use crate::report::{ConfigRecord, Environment, Report, RunRecord, rfc3339_now};
 use crate::resolve::{AddrMode, Family, Names, ResolveNameError, ResolverAddr};
-use crate::runner::{RunConfig, TransportRun, run_transport};
+use crate::runner::{RunConfig, RunTransportError, TransportRun, try_run_transport};
 use crate::server::dns::{DEFAULT_DNS_NAME, DnsConfig};
 use crate::server::stats::StatsSnapshot;
 use crate::server::{ServerConfig, ServerHandle, StartHandleError};
@@ -102,6 +102,9 @@ pub enum RunBenchError {
     /// The target's name resolved in none of the address modes asked for.
     #[error("{}", unique_reasons(.0))]
     Unresolvable(Vec<SkippedMode>),
+    /// A transport run could not start (a limit, a thread or runtime that could not be had).
+    #[error(transparent)]
+    RunTransport(#[from] RunTransportError),
 }
 
 /// The distinct reasons of skipped modes, joined: modes that failed the same way (`ip` and
@@ -439,7 +442,7 @@ fn run_jobs(
                 None => format!("{kind} {mode}"),
             };
             observer.job_started(&label, config, done.clone());
-            let run = run_transport(kind, &endpoint, config, done);
+            let run = try_run_transport(kind, &endpoint, config, done)?;
             observer.job_finished();
             match &mut merged[i] {
                 Some(m) => m.merge(&run),

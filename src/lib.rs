@@ -7,7 +7,8 @@
 //! - [`server`]: the echo server, one file per listener (`tcp.rs`, `http/`, `dns.rs`), counters.
 //! - [`transport`]: the client transports, one file each, behind one small trait.
 //! - [`bench`](mod@bench): a whole run as one call: embedded server, plan, name check, rounds, report.
-//! - [`runner`]: the load engine: workers, warm-up, timing, verification, counting.
+//! - [`runner`]: the load engine: worker threads or event loops, warm-up, timing,
+//!   verification, counting.
 //! - [`measure`]: HDR histograms and per-call outcome tallies, merged across workers.
 //! - [`resolve`]: address modes: IP literal, getaddrinfo, hickory with and without cache.
 //! - [`report`]: the serialisable result (JSON) that every renderer reads.

@@ -1,8 +1,10 @@
 //! What one worker (and, merged, one transport) measured: HDR histograms of latency and of
 //! each phase, and the outcome of every call.
 //!
-//! Workers fill their own [`Tally`] with no sharing; the runner merges them with `+=` at
-//! the end, so the hot loop never touches another thread's memory.
+//! Each thread of the load engine fills its own [`Tally`] with no sharing (a worker thread,
+//! or an event-loop thread for all of its connections: a `Tally` holds about 1 MB of
+//! histograms, so one per connection would cost 10 GB at 10,000 connections); the runner
+//! merges them with `+=` at the end, so the hot loop never touches another thread's memory.
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -143,6 +145,46 @@ pub enum Outcome {
     Error(String),
 }
 
+/// The fewest and the most measured calls one connection made, over the connections (or
+/// workers) of a run: shows that every connection took part and how evenly.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Spread {
+    /// Connections counted (summed when rounds are merged).
+    pub connections: u64,
+    /// Fewest calls one connection made (0 when none was counted).
+    pub min: u64,
+    /// Most calls one connection made.
+    pub max: u64,
+}
+
+impl Spread {
+    /// Counts one connection that made `calls` measured calls.
+    pub fn add(&mut self, calls: u64) {
+        self.min = if self.connections == 0 {
+            calls
+        } else {
+            self.min.min(calls)
+        };
+        self.max = self.max.max(calls);
+        self.connections += 1;
+    }
+}
+
+impl AddAssign<&Spread> for Spread {
+    fn add_assign(&mut self, other: &Spread) {
+        if other.connections == 0 {
+            return;
+        }
+        if self.connections == 0 {
+            *self = *other;
+            return;
+        }
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+        self.connections += other.connections;
+    }
+}
+
 /// Everything one worker, or one merged transport run, measured.
 #[derive(Debug, Clone, Default)]
 pub struct Tally {
@@ -167,6 +209,8 @@ pub struct Tally {
     pub errors: BTreeMap<String, u64>,
     /// Connections opened, warm-up included.
     pub connects: u64,
+    /// Measured calls per connection (per worker on the blocking engine).
+    pub per_connection: Spread,
     /// First seqs of lost, mismatched and failed calls.
     pub lost_seqs: Vec<u64>,
     pub mismatched_seqs: Vec<u64>,
@@ -254,6 +298,7 @@ impl AddAssign<&Tally> for Tally {
             *self.errors.entry(kind.clone()).or_default() += n;
         }
         self.connects += other.connects;
+        self.per_connection += &other.per_connection;
         for (mine, theirs) in [
             (&mut self.lost_seqs, &other.lost_seqs),
             (&mut self.mismatched_seqs, &other.mismatched_seqs),
@@ -307,6 +352,32 @@ mod tests {
         assert_eq!((a.ok, a.lost, a.mismatched, a.duplicated), (1, 1, 1, 2));
         assert_eq!(a.errors["timeout"], 2);
         assert_eq!(a.error_seqs, [3, 4, 6]);
+    }
+
+    #[test]
+    fn spread_of_calls_per_connection() {
+        let mut a = Spread::default();
+        a += &Spread::default();
+        assert_eq!(a, Spread::default());
+        a.add(5);
+        a.add(3);
+        let mut b = Spread::default();
+        b.add(9);
+        let mut empty = Spread::default();
+        empty += &b;
+        assert_eq!(empty, b);
+        a += &b;
+        assert_eq!(
+            a,
+            Spread {
+                connections: 3,
+                min: 3,
+                max: 9
+            }
+        );
+        let mut idle = Spread::default();
+        idle.add(0);
+        assert_eq!((idle.min, idle.max, idle.connections), (0, 0, 1));
     }
 
     #[test]

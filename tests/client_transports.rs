@@ -3,6 +3,10 @@
 //! misbehaves on purpose (`tests/misbehave`: the client's counts must equal exactly what was
 //! injected), against no server at all, and against a server killed in the middle of a run.
 //!
+//! The transports with an event-loop side are tested on both engines ([`per_engine!`]): the
+//! event loop must count exactly what the worker threads count, server fault by server
+//! fault.
+//!
 //! The accounting rules the misbehaving-server tests hold the client to (one worker, no
 //! warm-up, so the server sees the calls in order):
 //!
@@ -29,7 +33,7 @@ use misbehave::{Action, IDLE_CLOSE, Misbehave, Record, Rule, every};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use rpcbench::measure::Tally;
-use rpcbench::runner::{RunConfig, TransportRun, run_transport};
+use rpcbench::runner::{Engine, RunConfig, TransportRun, run_transport};
 use rpcbench::server::{ServerConfig, ServerHandle};
 use rpcbench::transport::{Endpoint, TransportKind};
 use std::collections::{BTreeMap, BTreeSet};
@@ -49,6 +53,27 @@ const CHILD_LIMIT: Duration = Duration::from_secs(60);
 // ---------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------
+
+/// Runs a test body once per engine, as ripgrep's `rgtest!` runs a test per regex engine:
+/// `per_engine!(name, |engine| ...)` makes `name::blocking` and `name::evloop`. For the
+/// transports with an event-loop side; the curl transports have plain tests.
+macro_rules! per_engine {
+    ($name:ident, $body:expr) => {
+        mod $name {
+            use super::*;
+
+            #[test]
+            fn blocking() {
+                ($body)(Engine::Blocking)
+            }
+
+            #[test]
+            fn evloop() {
+                ($body)(Engine::Evloop)
+            }
+        }
+    };
+}
 
 fn endpoint(tcp: SocketAddr, http: SocketAddr) -> Endpoint {
     Endpoint::new(tcp, http)
@@ -286,8 +311,12 @@ fn assert_clean(kind: TransportKind, run: &TransportRun, calls: u64, connects: u
     );
 }
 
-fn healthy(kind: TransportKind) {
+fn healthy(kind: TransportKind, engine: Engine) {
     let echo = Echo::start();
+    let config = |calls, warmup, concurrency| RunConfig {
+        engine,
+        ..config(calls, warmup, concurrency)
+    };
     let fresh = !kind.persistent();
     // One worker: one connection for the whole run, or one per call (warm-up included).
     let before = echo.requests();
@@ -299,7 +328,7 @@ fn healthy(kind: TransportKind) {
         if fresh { 2020 } else { 1 },
         "2000 calls, 1 worker",
     );
-    assert_eq!(r.workers, 1);
+    assert_eq!((r.workers, r.engine), (1, engine));
     assert_eq!(
         echo.requests() - before,
         2020,
@@ -348,34 +377,25 @@ fn healthy(kind: TransportKind) {
     );
 }
 
-#[test]
-fn healthy_tcp() {
-    healthy(TransportKind::Tcp);
-}
-
-#[test]
-fn healthy_tcp_connect() {
-    healthy(TransportKind::TcpConnect);
-}
-
-#[test]
-fn healthy_http_fresh() {
-    healthy(TransportKind::HttpFresh);
-}
-
-#[test]
-fn healthy_http_keepalive() {
-    healthy(TransportKind::HttpKeepalive);
-}
+per_engine!(healthy_tcp, |e| healthy(TransportKind::Tcp, e));
+per_engine!(healthy_tcp_connect, |e| healthy(
+    TransportKind::TcpConnect,
+    e
+));
+per_engine!(healthy_http_fresh, |e| healthy(TransportKind::HttpFresh, e));
+per_engine!(healthy_http_keepalive, |e| healthy(
+    TransportKind::HttpKeepalive,
+    e
+));
 
 #[test]
 fn healthy_curl_reuse() {
-    healthy(TransportKind::CurlReuse);
+    healthy(TransportKind::CurlReuse, Engine::Blocking);
 }
 
 #[test]
 fn healthy_curl_fresh() {
-    healthy(TransportKind::CurlFresh);
+    healthy(TransportKind::CurlFresh, Engine::Blocking);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -477,12 +497,19 @@ fn expect(kind: TransportKind, calls: u64, rec: &Record) -> Expected {
     e
 }
 
-/// Runs `kind` with one worker and no warm-up against a server following `rule`, and
-/// checks the client's counts and seqs against the server's record. Returns both.
-fn misbehave(kind: TransportKind, calls: u64, rule: Rule) -> (TransportRun, Record) {
+/// Runs `kind` with one worker (connection) and no warm-up on `engine` against a server
+/// following `rule`, and checks the client's counts and seqs against the server's record.
+/// Returns both.
+fn misbehave(
+    kind: TransportKind,
+    engine: Engine,
+    calls: u64,
+    rule: Rule,
+) -> (TransportRun, Record) {
     let server = Misbehave::start(rule);
     let cfg = RunConfig {
         timeout: FAST_TIMEOUT,
+        engine,
         ..config(calls, 0, 1)
     };
     let run = run(kind, server.tcp, server.http, &cfg);
@@ -576,9 +603,8 @@ fn tcp_rule() -> Rule {
     )
 }
 
-#[test]
-fn misbehaving_tcp() {
-    let (run, rec) = misbehave(TransportKind::Tcp, 400, tcp_rule());
+per_engine!(misbehaving_tcp, |engine: Engine| {
+    let (run, rec) = misbehave(TransportKind::Tcp, engine, 400, tcp_rule());
     // The same numbers, spelt out: 5 closes, each losing the next call unseen, so the server
     // sees 395 requests.
     assert_eq!(rec.requests.len(), 395);
@@ -599,11 +625,10 @@ fn misbehaving_tcp() {
     );
     // One connection, plus one after each of the 6 losses, 10 corruptions and 5 closes.
     assert_eq!(t.connects, 1 + 6 + 10 + 5);
-}
+});
 
-#[test]
-fn misbehaving_tcp_connect() {
-    let (run, rec) = misbehave(TransportKind::TcpConnect, 400, tcp_rule());
+per_engine!(misbehaving_tcp_connect, |engine: Engine| {
+    let (run, rec) = misbehave(TransportKind::TcpConnect, engine, 400, tcp_rule());
     assert_eq!(rec.requests.len(), 400);
     let t = &run.tally;
     // Duplicates are never read (the connection ends with the call); closes change nothing.
@@ -611,22 +636,24 @@ fn misbehaving_tcp_connect() {
         (t.ok, t.lost, t.mismatched, t.duplicated),
         (400 - 6 - 10, 6, 10, 0)
     );
-}
+});
 
-/// A reply sent twice is read by the next call on the connection: it is a duplicate even
-/// when that next call then fails.
-#[test]
-fn tcp_duplicate_read_by_a_failing_call_is_counted() {
-    let rule: Rule = Box::new(|n, _| match n {
-        5 | 10 | 15 => Action::Duplicate,
-        6 => Action::Drop,
-        11 => Action::Abort,
-        16 => Action::Corrupt,
-        _ => Action::Reply,
-    });
-    let (run, _) = misbehave(TransportKind::Tcp, 20, rule);
-    assert_eq!(run.tally.duplicated, 3);
-}
+// A reply sent twice is read by the next call on the connection: it is a duplicate even
+// when that next call then fails.
+per_engine!(
+    tcp_duplicate_read_by_a_failing_call_is_counted,
+    |engine: Engine| {
+        let rule: Rule = Box::new(|n, _| match n {
+            5 | 10 | 15 => Action::Duplicate,
+            6 => Action::Drop,
+            11 => Action::Abort,
+            16 => Action::Corrupt,
+            _ => Action::Reply,
+        });
+        let (run, _) = misbehave(TransportKind::Tcp, engine, 20, rule);
+        assert_eq!(run.tally.duplicated, 3);
+    }
+);
 
 /// The HTTP rules: 400 calls with 2 dropped replies, aborts, corruptions, announced closes
 /// and silent closes right after the reply.
@@ -643,17 +670,15 @@ fn http_rule() -> Rule {
     )
 }
 
-#[test]
-fn misbehaving_http_fresh() {
-    let (run, rec) = misbehave(TransportKind::HttpFresh, 400, http_rule());
+per_engine!(misbehaving_http_fresh, |engine: Engine| {
+    let (run, rec) = misbehave(TransportKind::HttpFresh, engine, 400, http_rule());
     assert_eq!(rec.requests.len(), 400);
     let t = &run.tally;
     assert_eq!((t.ok, t.lost, t.mismatched), (400 - 6 - 10, 6, 10));
-}
+});
 
-#[test]
-fn misbehaving_http_keepalive() {
-    let (run, rec) = misbehave(TransportKind::HttpKeepalive, 400, http_rule());
+per_engine!(misbehaving_http_keepalive, |engine: Engine| {
+    let (run, rec) = misbehave(TransportKind::HttpKeepalive, engine, 400, http_rule());
     let t = &run.tally;
     assert_eq!(rec.count(Action::Drop) + rec.count(Action::Abort), 6);
     // (Announced closes never cost a call: checked against the record above.) Like
@@ -666,11 +691,11 @@ fn misbehaving_http_keepalive() {
     );
     assert_eq!(t.mismatched, 10);
     assert!(t.lost >= rec.count(Action::Drop), "lost {}", t.lost);
-}
+});
 
 #[test]
 fn misbehaving_curl_reuse() {
-    let (run, rec) = misbehave(TransportKind::CurlReuse, 400, http_rule());
+    let (run, rec) = misbehave(TransportKind::CurlReuse, Engine::Blocking, 400, http_rule());
     let t = &run.tally;
     assert_eq!(rec.count(Action::Drop), 2);
     // libcurl resent the aborted requests of reused connections (checked request by
@@ -685,7 +710,7 @@ fn misbehaving_curl_reuse() {
 
 #[test]
 fn misbehaving_curl_fresh() {
-    let (run, rec) = misbehave(TransportKind::CurlFresh, 400, http_rule());
+    let (run, rec) = misbehave(TransportKind::CurlFresh, Engine::Blocking, 400, http_rule());
     assert_eq!(rec.requests.len(), 400);
     let t = &run.tally;
     assert_eq!((t.ok, t.lost, t.mismatched), (400 - 6 - 10, 6, 10));
@@ -699,7 +724,7 @@ fn curl_reuse_timeout_on_a_reused_connection_is_lost() {
         1 | 5 => Action::Drop,
         _ => Action::Reply,
     });
-    let (run, rec) = misbehave(TransportKind::CurlReuse, 10, rule);
+    let (run, rec) = misbehave(TransportKind::CurlReuse, Engine::Blocking, 10, rule);
     assert_eq!(
         rec.requests[4].index_on_conn, 3,
         "call 5 reused its connection"
@@ -718,7 +743,7 @@ fn curl_reuse_timeout_on_a_reused_connection_is_lost() {
 /// both workers to take part. Which worker takes which calls is up to the scheduler, so a
 /// run where one worker took every call (seen from the server: a persistent transport
 /// opened fewer than 4 connections) is run again, at most 3 times in all.
-fn idle_close(kind: TransportKind) -> TransportRun {
+fn idle_close(kind: TransportKind, engine: Engine) -> TransportRun {
     const CALLS: u64 = 100;
     assert!(IDLE_CLOSE * 4 < FAST_TIMEOUT);
     for attempt in 1..=3 {
@@ -730,6 +755,7 @@ fn idle_close(kind: TransportKind) -> TransportRun {
         let cfg = RunConfig {
             timeout: FAST_TIMEOUT,
             delay_us: 300,
+            engine,
             ..config(CALLS, 2, 2)
         };
         let run = run(kind, server.tcp, server.http, &cfg);
@@ -764,43 +790,39 @@ fn idle_close(kind: TransportKind) -> TransportRun {
     unreachable!("the last attempt returns or fails")
 }
 
-#[test]
-fn idle_close_tcp_loses_the_next_call() {
+per_engine!(idle_close_tcp_loses_the_next_call, |engine: Engine| {
     // The tcp transport does not look for a close before writing on its connection: the
     // call is lost (the connection closed before the reply), unseen, then it reconnects.
-    let run = idle_close(TransportKind::Tcp);
+    let run = idle_close(TransportKind::Tcp, engine);
     assert_eq!((run.tally.ok, run.tally.lost), (99, 1));
-}
+});
 
-#[test]
-fn idle_close_tcp_connect() {
-    let run = idle_close(TransportKind::TcpConnect);
+per_engine!(idle_close_tcp_connect, |engine: Engine| {
+    let run = idle_close(TransportKind::TcpConnect, engine);
     assert_eq!((run.tally.ok, run.tally.lost), (100, 0));
-}
+});
 
-#[test]
-fn idle_close_http_fresh() {
-    let run = idle_close(TransportKind::HttpFresh);
+per_engine!(idle_close_http_fresh, |engine: Engine| {
+    let run = idle_close(TransportKind::HttpFresh, engine);
     assert_eq!((run.tally.ok, run.tally.lost), (100, 0));
-}
+});
 
-#[test]
-fn idle_close_http_keepalive_reconnects() {
+per_engine!(idle_close_http_keepalive_reconnects, |engine: Engine| {
     // HTTP/1.1 lets a server close an idle connection at any time, and http_keepalive.rs
     // promises to replace such a connection: the call must go out on a new one.
-    let run = idle_close(TransportKind::HttpKeepalive);
+    let run = idle_close(TransportKind::HttpKeepalive, engine);
     assert_eq!((run.tally.ok, run.tally.lost), (100, 0));
-}
+});
 
 #[test]
 fn idle_close_curl_reuse_reconnects() {
-    let run = idle_close(TransportKind::CurlReuse);
+    let run = idle_close(TransportKind::CurlReuse, Engine::Blocking);
     assert_eq!((run.tally.ok, run.tally.lost), (100, 0));
 }
 
 #[test]
 fn idle_close_curl_fresh() {
-    let run = idle_close(TransportKind::CurlFresh);
+    let run = idle_close(TransportKind::CurlFresh, Engine::Blocking);
     assert_eq!((run.tally.ok, run.tally.lost), (100, 0));
 }
 
@@ -811,9 +833,16 @@ fn idle_close_curl_fresh() {
 #[test]
 fn no_server_every_call_is_connect_refused() {
     let (tcp, http) = closed_ports();
-    for kind in TransportKind::ALL {
+    let runs = TransportKind::ALL.into_iter().flat_map(|kind| {
+        let evloop = kind.has_async().then_some((kind, Engine::Evloop));
+        [Some((kind, Engine::Blocking)), evloop]
+            .into_iter()
+            .flatten()
+    });
+    for (kind, engine) in runs {
         let cfg = RunConfig {
             timeout: Duration::from_secs(1),
+            engine,
             ..config(20, 0, 1)
         };
         let started = Instant::now();

@@ -66,10 +66,14 @@ pub struct BenchArgs {
     /// Calls per transport before measuring starts; never counted.
     #[arg(long, default_value_t = 100)]
     pub warmup: u64,
-    /// Workers, each a thread with its own connection or handle (at most 1024: each
-    /// worker keeps about 1 MB of histograms). `rpcbench sweep` takes a list (1,4,16).
-    #[arg(short = 'c', long, default_value = "1", value_delimiter = ',', value_parser = clap::value_parser!(u16).range(1..=1024))]
+    /// Connections, each making one call at a time (at most 10000; above one per CPU they
+    /// share a few event-loop threads, the curl transports stop at 1024 worker threads).
+    /// `rpcbench sweep` takes a list (1,4,16).
+    #[arg(short = 'c', long, default_value = "1", value_delimiter = ',', value_parser = clap::value_parser!(u16).range(1..=i64::from(crate::runner::MAX_CONCURRENCY)))]
     pub concurrency: Vec<u16>,
+    /// Engine: blocking (a thread per connection), evloop (event loops) or auto.
+    #[arg(long, value_enum, default_value_t = crate::runner::Engine::Auto)]
+    pub engine: crate::runner::Engine,
     /// Request payload in bytes (KiB/MiB suffixes allowed).
     #[arg(long, default_value = "64", value_parser = parse_bytes)]
     pub payload: u32,
@@ -134,7 +138,8 @@ impl BenchArgs {
                 self.calls
             ));
         }
-        Ok(())
+        crate::runner::check_limits(&self.transports, &self.run_config(), self.target.is_none())
+            .map_err(|e| e.to_string())
     }
 
     /// The workers of a plain run: the first (for a plain run, the only) `-c` value.
@@ -170,6 +175,7 @@ impl BenchArgs {
             delay_us: self.delay_us,
             timeout: self.timeout,
             rate: self.rate,
+            engine: self.engine,
         }
     }
 }

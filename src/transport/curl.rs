@@ -35,7 +35,7 @@ impl Handler for Collector {
             if name.eq_ignore_ascii_case(SEQ_HEADER) {
                 self.seq = value.parse().ok();
             } else if name.eq_ignore_ascii_case("server-timing") {
-                self.server = parse_server_timing(value);
+                self.server = parse_server_timing(value.as_bytes());
             }
         }
         true

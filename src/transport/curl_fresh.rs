@@ -2,7 +2,7 @@
 //! `curl_init` per call in seed 004. The latency includes connect (and any lookup).
 
 use super::curl::{Collector, new_handle, perform};
-use super::{Port, Call, CallError, Endpoint, Phases, Reply, Transport};
+use super::{Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply, Transport};
 use curl::easy::Easy2;
 use std::time::{Duration, Instant};
 
@@ -20,13 +20,13 @@ impl Transport for CurlFresh {
     const PERSISTENT: bool = false;
     const PORT: Port = Port::Http;
 
-    fn open(endpoint: Endpoint, timeout: Duration) -> CurlFresh {
-        CurlFresh {
+    fn open(endpoint: Endpoint, timeout: Duration) -> Result<CurlFresh, OpenTransportError> {
+        Ok(CurlFresh {
             endpoint,
             timeout,
             easy: None,
             connects: 0,
-        }
+        })
     }
 
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {

@@ -2,7 +2,7 @@
 //! keeps its connection (and DNS cache) between calls.
 
 use super::curl::{Collector, new_handle, perform};
-use super::{Port, Call, CallError, Endpoint, Phases, Reply, Transport};
+use super::{Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply, Transport};
 use curl::easy::Easy2;
 use std::time::{Duration, Instant};
 
@@ -19,13 +19,13 @@ impl Transport for CurlReuse {
     const PERSISTENT: bool = true;
     const PORT: Port = Port::Http;
 
-    fn open(endpoint: Endpoint, timeout: Duration) -> CurlReuse {
-        CurlReuse {
+    fn open(endpoint: Endpoint, timeout: Duration) -> Result<CurlReuse, OpenTransportError> {
+        Ok(CurlReuse {
             endpoint,
             timeout,
             easy: None,
             connects: 0,
-        }
+        })
     }
 
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {

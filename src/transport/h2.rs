@@ -3,7 +3,9 @@
 //! worker's kept connection (hyper).
 
 use super::http::{self, worker_runtime};
-use super::{Call, CallError, Endpoint, Phases, Port, Reply, Transport, remaining};
+use super::{
+    Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, remaining,
+};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http2::{self, SendRequest};
@@ -30,16 +32,16 @@ impl Transport for H2 {
     const PERSISTENT: bool = true;
     const PORT: Port = Port::Http;
 
-    fn open(endpoint: Endpoint, timeout: Duration) -> H2 {
-        H2 {
-            rt: worker_runtime(),
+    fn open(endpoint: Endpoint, timeout: Duration) -> Result<H2, OpenTransportError> {
+        Ok(H2 {
+            rt: worker_runtime()?,
             origin: origin(&endpoint),
             endpoint,
             timeout,
             sender: None,
             body: Vec::new(),
             connects: 0,
-        }
+        })
     }
 
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
@@ -59,7 +61,7 @@ impl Transport for H2 {
             None => Some(endpoint.http_addr(deadline, phases)?),
         };
         let connecting = Cell::new(addr.is_some());
-        let (seq, server) = rt.block_on(http::within(remaining(deadline)?, &connecting, async {
+        let (seq, server) = rt.block_on(super::within(remaining(deadline)?, &connecting, async {
             let sender = match (sender, addr) {
                 (Some(s), _) => s,
                 (slot, Some(addr)) => {
@@ -106,14 +108,7 @@ pub(super) fn origin(endpoint: &Endpoint) -> String {
 pub(super) async fn connect(
     addr: SocketAddr,
 ) -> Result<(SendRequest<Full<Bytes>>, Duration), CallError> {
-    let started = Instant::now();
-    let stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| CallError::from_connect(&e))?;
-    let took = started.elapsed();
-    stream
-        .set_nodelay(true)
-        .map_err(|e| CallError::from_io(&e))?;
+    let (stream, took) = super::connect_nodelay(addr).await?;
     let (sender, conn) = http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
         .await
         .map_err(|e| http::classify(&e))?;

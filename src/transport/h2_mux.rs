@@ -10,8 +10,9 @@
 //! connection task. The worker whose call opened the connection counts the connect.
 
 use super::h2::{connect, origin, request, send};
-use super::http;
-use super::{Call, CallError, Endpoint, Phases, Port, Reply, Transport, remaining};
+use super::{
+    Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, remaining,
+};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::client::conn::http2::SendRequest;
@@ -73,8 +74,8 @@ impl Transport for H2Mux {
     const SHARED: bool = true;
     const PORT: Port = Port::Http;
 
-    fn open(endpoint: Endpoint, timeout: Duration) -> H2Mux {
-        H2Mux {
+    fn open(endpoint: Endpoint, timeout: Duration) -> Result<H2Mux, OpenTransportError> {
+        Ok(H2Mux {
             shared: endpoint.shared.get::<MuxConn>(),
             origin: origin(&endpoint),
             endpoint,
@@ -82,7 +83,7 @@ impl Transport for H2Mux {
             body: Vec::new(),
             connects: 0,
             used: None,
-        }
+        })
     }
 
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
@@ -98,7 +99,7 @@ impl Transport for H2Mux {
             ..
         } = self;
         let connecting = Cell::new(false);
-        let (seq, server) = rt.block_on(http::within(remaining(deadline)?, &connecting, async {
+        let (seq, server) = rt.block_on(super::within(remaining(deadline)?, &connecting, async {
             // Take a clone of the live sender, or open the connection: under the lock, so
             // that workers arriving together open one connection, not one each.
             let (mut sender, generation) = {

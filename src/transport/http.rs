@@ -1,7 +1,9 @@
-//! What the two hyper transports share: connecting, one request/response exchange, and
-//! reading the reply headers the server adds.
+//! The hyper client of the blocking `http-fresh` (connecting, one request/response
+//! exchange, reading the reply headers the server adds), and the header name and
+//! `server-timing` parser every HTTP transport shares. `http-keepalive`, and `http-fresh`
+//! on the event loop, speak through the lean codec in `h1.rs` instead.
 
-use super::{Call, CallError, Endpoint, Phases};
+use super::{Call, CallError, Endpoint, OpenTransportError, Phases};
 use crate::wire::SEQ_HEADER;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -13,24 +15,11 @@ use std::time::{Duration, Instant};
 
 /// A current-thread runtime for one worker's hyper transport: the worker blocks on it for
 /// each call, so the async client runs on the worker's own thread with no hand-off.
-pub(super) fn worker_runtime() -> tokio::runtime::Runtime {
+pub(super) fn worker_runtime() -> Result<tokio::runtime::Runtime, OpenTransportError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .expect("a current-thread runtime needs only an epoll fd and a timer")
-}
-
-/// Opens a connection and performs the HTTP/1.1 handshake; the connection task runs on the
-/// current runtime. Returns the request sender and how long the TCP connect took.
-pub(super) async fn connect(
-    addr: SocketAddr,
-) -> Result<(SendRequest<Full<Bytes>>, Duration), CallError> {
-    let (sender, conn, took) = open(addr).await?;
-    tokio::spawn(async move {
-        // Errors surface on the request side; the connection task just ends.
-        let _ = conn.await;
-    });
-    Ok((sender, took))
+        .map_err(OpenTransportError::Runtime)
 }
 
 /// The connection half of a handshake: a future that drives the socket.
@@ -41,14 +30,7 @@ pub(super) type Conn = http1::Connection<TokioIo<tokio::net::TcpStream>, Full<By
 pub(super) async fn open(
     addr: SocketAddr,
 ) -> Result<(SendRequest<Full<Bytes>>, Conn, Duration), CallError> {
-    let started = Instant::now();
-    let stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| CallError::from_connect(&e))?;
-    let took = started.elapsed();
-    stream
-        .set_nodelay(true)
-        .map_err(|e| CallError::from_io(&e))?;
+    let (stream, took) = super::connect_nodelay(addr).await?;
     let (sender, conn) = http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| classify(&e))?;
@@ -105,36 +87,24 @@ impl Template {
 /// A request as hyper takes it.
 pub(super) type Req = hyper::Request<Full<Bytes>>;
 
-/// Why [`send`] did not produce a reply.
-pub(super) enum SendError {
-    /// The connection was found closed before any byte of the request was written; hyper
-    /// hands the request back, and sending it on a new connection is safe.
-    Unsent(Box<Req>),
-    Failed(CallError),
-}
-
-impl From<CallError> for SendError {
-    fn from(e: CallError) -> Self {
-        SendError::Failed(e)
-    }
-}
-
 /// Sends `req` and reads the whole reply into `body`. Returns the seq header and the
-/// server time the reply carried.
+/// server time the reply carried. A connection found closed before any byte of the
+/// request was written (hyper hands the request back) is `Closed`, as any connection that
+/// ends before the reply: `http-fresh` never resends on its new connection.
 pub(super) async fn send(
     sender: &mut SendRequest<Full<Bytes>>,
     req: Req,
     body: &mut Vec<u8>,
     phases: &mut Phases,
-) -> Result<(Option<u64>, Option<Duration>), SendError> {
+) -> Result<(Option<u64>, Option<Duration>), CallError> {
     sender.ready().await.map_err(|e| classify(&e))?;
     let sent = Instant::now();
     let resp = match sender.try_send_request(req).await {
         Ok(resp) => resp,
         Err(mut e) => {
             return Err(match e.take_message() {
-                Some(req) => SendError::Unsent(Box::new(req)),
-                None => SendError::Failed(classify(e.error())),
+                Some(_unsent) => CallError::Closed,
+                None => classify(e.error()),
             });
         }
     };
@@ -151,7 +121,7 @@ pub(super) async fn send(
         }
     }
     if status != 200 {
-        return Err(SendError::Failed(CallError::HttpStatus(status)));
+        return Err(CallError::HttpStatus(status));
     }
     Ok((seq, server))
 }
@@ -163,16 +133,54 @@ pub(super) fn header_seq(headers: &HeaderMap) -> Option<u64> {
 
 /// The server time in a `server-timing: app;dur=<ms>` header.
 pub(super) fn server_timing(headers: &HeaderMap) -> Option<Duration> {
-    parse_server_timing(headers.get("server-timing")?.to_str().ok()?)
+    parse_server_timing(headers.get("server-timing")?.as_bytes())
 }
 
-/// Parses `app;dur=<milliseconds>` (the first metric with a `dur`).
-pub fn parse_server_timing(value: &str) -> Option<Duration> {
-    let dur = value
-        .split(';')
-        .find_map(|p| p.trim().strip_prefix("dur="))?;
-    let ms: f64 = dur.split(',').next()?.trim().parse().ok()?;
-    Duration::try_from_secs_f64(ms / 1e3).ok()
+/// Nanoseconds in a millisecond.
+const NS_PER_MS: u64 = 1_000_000;
+
+/// Parses `app;dur=<milliseconds>` (the first metric with a `dur`). Read on every call of
+/// every HTTP transport, so the usual form (digits, a point, digits) is read digit by
+/// digit, exact to the nanosecond; anything else (an exponent, say) goes through `f64`.
+pub fn parse_server_timing(value: &[u8]) -> Option<Duration> {
+    let at = value.windows(DUR.len()).position(|w| w == DUR)? + DUR.len();
+    let rest = &value[at..];
+    let end = rest
+        .iter()
+        .position(|&b| b == b',' || b == b';')
+        .unwrap_or(rest.len());
+    let ms = rest[..end].trim_ascii();
+    decimal_ms(ms).or_else(|| {
+        let ms: f64 = std::str::from_utf8(ms).ok()?.parse().ok()?;
+        Duration::try_from_secs_f64(ms / 1e3).ok()
+    })
+}
+
+/// The parameter of a `server-timing` metric that holds its duration.
+const DUR: &[u8] = b"dur=";
+
+/// `<digits>[.<digits>]` milliseconds, or `None` for any other form.
+fn decimal_ms(ms: &[u8]) -> Option<Duration> {
+    let (whole, frac) = match ms.iter().position(|&b| b == b'.') {
+        Some(dot) => (&ms[..dot], &ms[dot + 1..]),
+        None => (ms, &[][..]),
+    };
+    if whole.is_empty() || !whole.iter().chain(frac).all(u8::is_ascii_digit) {
+        return None;
+    }
+    let digits = |d: &[u8]| {
+        d.iter().try_fold(0u64, |n, &b| {
+            n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+        })
+    };
+    // Digits past the nanosecond are dropped, as a float would round them away.
+    let frac = &frac[..frac.len().min(NS_PER_MS.ilog10() as usize)];
+    let frac_ns = digits(frac)? * 10u64.pow(NS_PER_MS.ilog10() - frac.len() as u32);
+    Some(Duration::from_nanos(
+        digits(whole)?
+            .checked_mul(NS_PER_MS)?
+            .checked_add(frac_ns)?,
+    ))
 }
 
 /// Maps a hyper error to how the call ended.
@@ -190,37 +198,24 @@ pub(super) fn classify(e: &hyper::Error) -> CallError {
     }
 }
 
-/// Runs `fut` within `timeout`; a connect that was still under way counts as a connect
-/// timeout, anything later as a lost call.
-pub(super) async fn within<T, E: From<CallError>>(
-    timeout: Duration,
-    connecting: &std::cell::Cell<bool>,
-    fut: impl Future<Output = Result<T, E>>,
-) -> Result<T, E> {
-    match tokio::time::timeout(timeout, fut).await {
-        Ok(res) => res,
-        Err(_) if connecting.get() => {
-            Err(CallError::Connect(super::ConnectFailure::TimedOut).into())
-        }
-        Err(_) => Err(CallError::Timeout.into()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn server_timing_values() {
+        let parse = |v: &str| parse_server_timing(v.as_bytes());
+        assert_eq!(parse("app;dur=1.500"), Some(Duration::from_micros(1500)));
+        assert_eq!(parse("app; dur=0.001"), Some(Duration::from_micros(1)));
+        assert_eq!(parse("app;dur=12"), Some(Duration::from_millis(12)));
+        assert_eq!(parse("app;dur=0.0000015"), Some(Duration::from_nanos(1)));
         assert_eq!(
-            parse_server_timing("app;dur=1.500"),
-            Some(Duration::from_micros(1500))
+            parse("app;dur=2.5, db;dur=1"),
+            Some(Duration::from_micros(2500))
         );
-        assert_eq!(
-            parse_server_timing("app; dur=0.001"),
-            Some(Duration::from_micros(1))
-        );
-        assert_eq!(parse_server_timing("app"), None);
-        assert_eq!(parse_server_timing("app;dur=x"), None);
+        assert_eq!(parse("app;dur=1e-3"), Some(Duration::from_micros(1)));
+        assert_eq!(parse("app"), None);
+        assert_eq!(parse("app;dur=x"), None);
+        assert_eq!(parse("app;dur=-1"), None);
     }
 }

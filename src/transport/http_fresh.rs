@@ -1,8 +1,13 @@
 //! `http-fresh`: HTTP/1.1 `POST /echo` with `Connection: close` over a new connection per
-//! call (hyper), like PHP's `file_get_contents` in seed 004. The latency includes connect.
+//! call (hyper on a worker thread, the lean codec of `h1.rs` on the event loop), like PHP's
+//! `file_get_contents` in seed 004. The latency includes connect.
 
-use super::http::{self, SendError, worker_runtime};
-use super::{Port, Call, CallError, Endpoint, Phases, Reply, Transport, remaining};
+use super::h1::{AsyncH1Conn, Requests};
+use super::http::{self, worker_runtime};
+use super::{
+    AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
+    Transport, opened, remaining, within,
+};
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
@@ -21,15 +26,15 @@ impl Transport for HttpFresh {
     const PERSISTENT: bool = false;
     const PORT: Port = Port::Http;
 
-    fn open(endpoint: Endpoint, timeout: Duration) -> HttpFresh {
-        HttpFresh {
-            rt: worker_runtime(),
+    fn open(endpoint: Endpoint, timeout: Duration) -> Result<HttpFresh, OpenTransportError> {
+        Ok(HttpFresh {
+            rt: worker_runtime()?,
             template: http::Template::new(&endpoint),
             endpoint,
             timeout,
             body: Vec::new(),
             connects: 0,
-        }
+        })
     }
 
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
@@ -47,7 +52,7 @@ impl Transport for HttpFresh {
         let req = template.request(call, true)?;
         let connecting = Cell::new(true);
         let left = remaining(deadline)?;
-        let (seq, server) = rt.block_on(http::within(left, &connecting, async {
+        let (seq, server) = rt.block_on(within(left, &connecting, async {
             let (mut sender, conn, took) = http::open(addr).await?;
             *connects += 1;
             phases.connect = Some(took);
@@ -58,24 +63,92 @@ impl Transport for HttpFresh {
             let send = http::send(&mut sender, req, body, phases);
             tokio::pin!(send, conn);
             let mut conn_done = false;
-            let sent = loop {
+            loop {
                 tokio::select! {
                     biased;
                     sent = &mut send => break sent,
                     _ = &mut conn, if !conn_done => conn_done = true,
                 }
-            };
-            match sent {
-                Ok(reply) => Ok(reply),
-                // A brand-new connection closed before the request went out.
-                Err(SendError::Unsent(_)) => Err(CallError::Closed),
-                Err(SendError::Failed(e)) => Err(e),
             }
         }))?;
         Ok(Reply { seq, body, server })
     }
 
     fn reset(&mut self) {}
+
+    fn connects(&self) -> u64 {
+        self.connects
+    }
+}
+
+/// The `http-fresh` transport on the event loop: a new connection per call, one request
+/// with `Connection: close` through the lean codec (`h1.rs`), closed by `end_call` inside
+/// the timed call. A connection that ends before any reply byte is lost, as on the
+/// blocking side: a new connection is never resent on.
+pub struct AsyncHttpFresh {
+    /// Where the calls go.
+    endpoint: Endpoint,
+    /// Longest a call may take.
+    timeout: Duration,
+    /// The timer of this connection's calls.
+    timer: CallTimer,
+    /// The request bytes, built once and filled per call.
+    requests: Requests,
+    /// The connection of the call in progress; kept only so the reply can borrow from it.
+    conn: Option<AsyncH1Conn>,
+    /// Connections opened so far.
+    connects: u64,
+}
+
+impl AsyncTransport for AsyncHttpFresh {
+    fn open(endpoint: Endpoint, timeout: Duration) -> AsyncHttpFresh {
+        AsyncHttpFresh {
+            requests: Requests::new(&endpoint, true),
+            endpoint,
+            timeout,
+            timer: CallTimer::default(),
+            conn: None,
+            connects: 0,
+        }
+    }
+
+    async fn call(
+        &mut self,
+        call: &Call<'_>,
+        phases: &mut Phases,
+    ) -> Result<Reply<'_>, CallError> {
+        let deadline = Instant::now() + self.timeout;
+        let addr = self
+            .endpoint
+            .addr_async(Port::Http, deadline, phases)
+            .await?;
+        let AsyncHttpFresh {
+            timer,
+            requests,
+            conn,
+            connects,
+            ..
+        } = self;
+        let request = requests.build(call);
+        let connecting = &Cell::new(true);
+        let conn = timer.within(deadline, connecting, async move {
+            let new = opened(AsyncH1Conn::connect(addr).await?, connects, phases, connecting);
+            let conn = conn.insert(new);
+            let response = conn.exchange(request, &mut phases.first_byte).await?;
+            Ok::<_, CallError>((conn, response))
+        })
+        .await;
+        let (conn, response) = conn?;
+        conn.reply(response)
+    }
+
+    fn end_call(&mut self) {
+        self.conn = None;
+    }
+
+    fn reset(&mut self) {
+        self.conn = None;
+    }
 
     fn connects(&self) -> u64 {
         self.connects

@@ -1,107 +1,192 @@
-//! `http-keepalive`: HTTP/1.1 `POST /echo` over one kept-alive connection per worker (hyper).
+//! `http-keepalive`: HTTP/1.1 `POST /echo` over one kept-alive connection per worker (a
+//! blocking socket) or per connection of the event loop (a tokio one), both through the
+//! lean codec of `h1.rs`.
+//!
+//! Not hyper, which this transport used before: a call through hyper's client crossed a
+//! request channel, a connection task and a body stream, and cost 10 to 50 µs more per
+//! call than wrk (`-c 1`, client and server on different cores, report/load.sh); the
+//! codec does one write and one read for a small reply, like wrk.
 
-use super::http::{self, SendError, worker_runtime};
-use super::{Port, Call, CallError, Endpoint, Phases, Reply, Transport, remaining};
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::client::conn::http1::SendRequest;
+use super::h1::{AsyncH1Conn, BlockingH1Conn, Requests, may_resend};
+use super::{
+    AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
+    Transport, opened, remaining,
+};
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
-/// The `http-keepalive` transport.
+/// The `http-keepalive` transport: one kept-alive connection per worker, and its rules. A
+/// connection the server announced closed (`Connection: close`) is replaced before the
+/// request goes out. When a connection that already served calls ends before any byte of
+/// the reply (the server's idle timeout closed it while we were away, and it never read
+/// the request), the request goes once more on a new connection, as libcurl does; a reply
+/// that started, or a new connection that fails, is never resent.
 pub struct HttpKeepalive {
-    rt: tokio::runtime::Runtime,
+    /// Where the calls go.
     endpoint: Endpoint,
+    /// Longest a call may take.
     timeout: Duration,
-    sender: Option<SendRequest<Full<Bytes>>>,
-    body: Vec<u8>,
+    /// The request bytes, built once and filled per call.
+    requests: Requests,
+    /// The connection, once open.
+    conn: Option<BlockingH1Conn>,
+    /// Connections opened so far.
     connects: u64,
-    template: http::Template,
 }
-
 
 impl Transport for HttpKeepalive {
     const PERSISTENT: bool = true;
     const PORT: Port = Port::Http;
 
-    fn open(endpoint: Endpoint, timeout: Duration) -> HttpKeepalive {
-        HttpKeepalive {
-            rt: worker_runtime(),
-            template: http::Template::new(&endpoint),
+    fn open(endpoint: Endpoint, timeout: Duration) -> Result<HttpKeepalive, OpenTransportError> {
+        Ok(HttpKeepalive {
+            requests: Requests::new(&endpoint, false),
             endpoint,
             timeout,
-            sender: None,
-            body: Vec::new(),
+            conn: None,
             connects: 0,
-        }
+        })
     }
 
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
         let deadline = Instant::now() + self.timeout;
-        let mut req = self.template.request(call, false)?;
-        // At most two tries, as libcurl does: when a connection that already served calls
-        // turns out closed (the server's idle timeout closed it while we were away), the
-        // request goes once more on a new connection. hyper hands it back when it saw the
-        // close before writing; when it wrote first and then read EOF with no reply byte,
-        // the server closed before reading it, and a copy is sent. A reply that started,
-        // or a new connection that fails, is never retried.
-        for attempt in 0..2 {
-            let HttpKeepalive {
-                rt,
-                endpoint,
-                sender,
-                body,
-                connects,
-                ..
-            } = self;
-            // The lookup runs outside our runtime: the resolver blocks on a runtime of its own.
-            let addr = match sender {
-                Some(_) => None,
-                None => Some(endpoint.http_addr(deadline, phases)?),
+        let HttpKeepalive {
+            endpoint,
+            requests,
+            conn,
+            connects,
+            ..
+        } = self;
+        let request = requests.build(call);
+        let mut attempt = 0;
+        let response = loop {
+            attempt += 1;
+            if conn.as_ref().is_some_and(|c| !c.usable()) {
+                *conn = None;
+            }
+            let reused = conn.as_ref().is_some_and(BlockingH1Conn::reused);
+            let c = match &mut *conn {
+                Some(c) => c,
+                slot @ None => {
+                    let addr = endpoint.http_addr(deadline, phases)?;
+                    let (new, took) =
+                        BlockingH1Conn::connect_blocking(addr, remaining(deadline)?)?;
+                    *connects += 1;
+                    phases.connect = Some(took);
+                    slot.insert(new)
+                }
             };
-            let reused = addr.is_none();
-            let connecting = Cell::new(addr.is_some());
-            let sent = rt.block_on(http::within(remaining(deadline)?, &connecting, async {
-                let sender = match (sender, addr) {
-                    (Some(s), _) => s,
-                    (slot, Some(addr)) => {
-                        let (s, took) = http::connect(addr).await?;
-                        *connects += 1;
-                        phases.connect = Some(took);
-                        connecting.set(false);
-                        slot.insert(s)
-                    }
+            match c.exchange_blocking(request, deadline, &mut phases.first_byte) {
+                Ok(response) => break response,
+                Err(e) if may_resend(&e, reused, attempt) => *conn = None,
+                Err(e) => return Err(e.into()),
+            }
+        };
+        match conn {
+            Some(c) => c.reply(response),
+            None => unreachable!("a reply comes on a connection"),
+        }
+    }
+
+    fn reset(&mut self) {
+        self.conn = None;
+    }
+
+    fn connects(&self) -> u64 {
+        self.connects
+    }
+}
+
+/// The `http-keepalive` transport on the event loop: one kept-alive connection through the
+/// lean codec (`h1.rs`), with the rules of [`HttpKeepalive`], and a connection seen closed
+/// (or sending stray bytes) while idle also replaced before the request goes out, which
+/// tokio's readiness state tells for free.
+pub struct AsyncHttpKeepalive {
+    /// Where the calls go.
+    endpoint: Endpoint,
+    /// Longest a call may take.
+    timeout: Duration,
+    /// The timer of this connection's calls.
+    timer: CallTimer,
+    /// The request bytes, built once and filled per call.
+    requests: Requests,
+    /// The connection, once open.
+    conn: Option<AsyncH1Conn>,
+    /// Connections opened so far.
+    connects: u64,
+}
+
+impl AsyncTransport for AsyncHttpKeepalive {
+    fn open(endpoint: Endpoint, timeout: Duration) -> AsyncHttpKeepalive {
+        AsyncHttpKeepalive {
+            requests: Requests::new(&endpoint, false),
+            endpoint,
+            timeout,
+            timer: CallTimer::default(),
+            conn: None,
+            connects: 0,
+        }
+    }
+
+    async fn call(
+        &mut self,
+        call: &Call<'_>,
+        phases: &mut Phases,
+    ) -> Result<Reply<'_>, CallError> {
+        let deadline = Instant::now() + self.timeout;
+        let AsyncHttpKeepalive {
+            timer,
+            endpoint,
+            requests,
+            conn,
+            connects,
+            ..
+        } = self;
+        let request = requests.build(call);
+        let mut attempt = 0;
+        let response = loop {
+            attempt += 1;
+            // Replacing a connection before anything is sent is no resend.
+            if conn.as_ref().is_some_and(|c| !c.usable()) {
+                *conn = None;
+            }
+            // The lookup runs before the call's timer, as on the blocking side.
+            let addr = match conn {
+                Some(_) => None,
+                None => Some(endpoint.addr_async(Port::Http, deadline, phases).await?),
+            };
+            let reused = conn.as_ref().is_some_and(AsyncH1Conn::reused);
+            let connecting = &Cell::new(addr.is_some());
+            let sent = timer.within(deadline, connecting, async {
+                let c = match (&mut *conn, addr) {
+                    (Some(c), _) => c,
+                    (slot, Some(addr)) => slot.insert(opened(
+                        AsyncH1Conn::connect(addr).await?,
+                        connects,
+                        phases,
+                        connecting,
+                    )),
                     (None, None) => {
                         unreachable!("an address is looked up when there is no connection")
                     }
                 };
-                http::send(sender, req, body, phases).await
-            }));
+                c.exchange(request, &mut phases.first_byte).await
+            })
+            .await;
             match sent {
-                Ok((seq, server)) => {
-                    return Ok(Reply {
-                        seq,
-                        body: &self.body,
-                        server,
-                    });
-                }
-                Err(SendError::Unsent(back)) if attempt == 0 && reused => {
-                    self.sender = None;
-                    req = *back;
-                }
-                Err(SendError::Failed(CallError::Closed)) if attempt == 0 && reused => {
-                    self.sender = None;
-                    req = self.template.request(call, false)?;
-                }
-                Err(SendError::Unsent(_)) => return Err(CallError::Closed),
-                Err(SendError::Failed(e)) => return Err(e),
+                Ok(response) => break response,
+                Err(e) if may_resend(&e, reused, attempt) => *conn = None,
+                Err(e) => return Err(e.into()),
             }
+        };
+        match conn {
+            Some(c) => c.reply(response),
+            None => unreachable!("a reply comes on a connection"),
         }
-        unreachable!("the second attempt always returns")
     }
 
     fn reset(&mut self) {
-        self.sender = None;
+        self.conn = None;
     }
 
     fn connects(&self) -> u64 {

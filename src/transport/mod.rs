@@ -1,31 +1,56 @@
-//! Client transports: one file per way of making a call, all behind [`Transport`].
+//! Client transports: one file per way of making a call, all behind [`Transport`] and, for
+//! the transports that can run on an event loop, [`AsyncTransport`].
 //!
-//! A transport makes one call at a time on the worker thread that owns it (blocking; the
-//! hyper transports drive a current-thread runtime of their own), hands the raw reply back,
-//! and leaves verification to the runner, so every transport is judged by the same code.
+//! A [`Transport`] makes one call at a time on the worker thread that owns it (blocking; the
+//! hyper transports drive a current-thread runtime of their own). An [`AsyncTransport`]
+//! makes one call at a time on one connection too, but as a future, so that an event-loop
+//! thread can drive thousands of them at once (the runner's `evloop` engine, for high
+//! `-c`). Both hand the raw reply back and leave verification to the runner, so every
+//! transport, on either engine, is judged by the same code.
+//!
 //! The registry below (one line per transport) declares each transport's module and
-//! generates [`TransportKind`] and [`TransportKind::open_with`], the one `match` that picks
-//! a transport; the runner's hot loop is generic over the concrete type, so no transport
-//! pays for another's abstraction. A transport states its own properties (persistent or
-//! not, which port) as constants of its [`Transport`] impl.
+//! generates [`TransportKind`], [`TransportKind::open_with`] and
+//! [`TransportKind::with_async`], the `match`es that pick a transport; the runner's hot
+//! loops are generic over the concrete type, so no transport pays for another's
+//! abstraction. A transport states its own properties (persistent or not, which port) as
+//! constants of its [`Transport`] impl; its async side, when it has one, lives in the same
+//! file, so adding a transport is still one file plus one registry line.
 
 // Helpers shared by several transports; the transports themselves are declared by the
 // registry below.
+mod buf;
 mod curl;
+mod h1;
 mod http;
 
 use crate::resolve::{AddrMode, LookupNameError, Names};
+use std::cell::Cell;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The registry of transports: one line per transport, `Variant = module::Type, "name"`,
-/// with its doc comment (which `--help` shows). It declares the module and generates
-/// [`TransportKind`] (with `ALL`, `name()`, the clap and serde names) and the one `match`
-/// that opens a transport and hands it, as its concrete type, to a [`WithTransport`].
-/// Adding a transport is one file under `src/transport/` plus one line here.
+/// The registry of transports: one line per transport,
+/// `Variant = module::{Type, AsyncType}, "name"` (the async type is left out for a
+/// transport with no event-loop side), with its doc comment (which `--help` shows). It
+/// declares the module and generates [`TransportKind`] (with `ALL`, `name()`, the clap and
+/// serde names), the one `match` that opens a blocking transport and hands it, as its
+/// concrete type, to a [`WithTransport`], and the one that hands the async type to a
+/// [`WithAsyncTransport`]. Adding a transport is one file under `src/transport/` plus one
+/// line here.
 macro_rules! registry {
-    ($( $(#[doc = $doc:literal])* $variant:ident = $module:ident :: $ty:ident, $name:literal; )*) => {
+    // Whether a line names an async type.
+    (@has_async) => { false };
+    (@has_async $aty:ident) => { true };
+    // The async arm of one line: the work run with the async type, or `None` without one.
+    (@with_async $with:ident, $module:ident,) => {{
+        drop($with);
+        None
+    }};
+    (@with_async $with:ident, $module:ident, $aty:ident) => {
+        Some($with.run::<$module::$aty>())
+    };
+    ($( $(#[doc = $doc:literal])*
+        $variant:ident = $module:ident :: { $ty:ident $(, $aty:ident)? }, $name:literal; )*) => {
         $( mod $module; )*
 
         /// Which way a call travels. The names are the same everywhere: CLI, tables, JSON.
@@ -76,20 +101,37 @@ macro_rules! registry {
                 }
             }
 
+            /// True when the transport has an [`AsyncTransport`] side, so it can run on
+            /// the event-loop engine (high `-c`).
+            pub fn has_async(self) -> bool {
+                match self {
+                    $(TransportKind::$variant => registry!(@has_async $($aty)?),)*
+                }
+            }
+
             /// Opens a transport of this kind for one worker and hands it to `with` as its
             /// concrete type, so the caller's loop is compiled once per transport and no
             /// transport pays for another's abstraction. Nothing connects until the first
-            /// call.
+            /// call; what can fail is setting up (a hyper transport's runtime).
             pub fn open_with<W: WithTransport>(
                 self,
                 endpoint: &Endpoint,
                 timeout: Duration,
                 with: W,
-            ) -> W::Output {
+            ) -> Result<W::Output, OpenTransportError> {
                 match self {
-                    $(TransportKind::$variant => {
-                        with.run(<$module::$ty as Transport>::open(endpoint.clone(), timeout))
-                    })*
+                    $(TransportKind::$variant => Ok(with.run(
+                        <$module::$ty as Transport>::open(endpoint.clone(), timeout)?,
+                    )),)*
+                }
+            }
+
+            /// Hands this kind's [`AsyncTransport`] type to `with` (which opens one per
+            /// connection), compiled once per transport; `None` for a transport with no
+            /// async side.
+            pub fn with_async<W: WithAsyncTransport>(self, with: W) -> Option<W::Output> {
+                match self {
+                    $(TransportKind::$variant => registry!(@with_async with, $module, $($aty)?),)*
                 }
             }
         }
@@ -98,22 +140,22 @@ macro_rules! registry {
 
 registry! {
     /// One persistent TCP connection per worker, length-prefixed postcard frames.
-    Tcp = tcp::Tcp, "tcp";
+    Tcp = tcp::{Tcp, AsyncTcp}, "tcp";
     /// A new TCP connection per call: connect, one frame each way, close (netperf TCP_CRR).
-    TcpConnect = tcp_connect::TcpConnect, "tcp-connect";
+    TcpConnect = tcp_connect::{TcpConnect, AsyncTcpConnect}, "tcp-connect";
     /// HTTP/1.1 POST /echo over a new connection per call (hyper).
-    HttpFresh = http_fresh::HttpFresh, "http-fresh";
-    /// HTTP/1.1 POST /echo over one kept-alive connection per worker (hyper).
-    HttpKeepalive = http_keepalive::HttpKeepalive, "http-keepalive";
+    HttpFresh = http_fresh::{HttpFresh, AsyncHttpFresh}, "http-fresh";
+    /// HTTP/1.1 POST /echo over one kept-alive connection per worker (a lean HTTP/1.1 client).
+    HttpKeepalive = http_keepalive::{HttpKeepalive, AsyncHttpKeepalive}, "http-keepalive";
     /// One libcurl easy handle per worker, reused (its connection and DNS caches too).
-    CurlReuse = curl_reuse::CurlReuse, "curl-reuse";
+    CurlReuse = curl_reuse::{CurlReuse}, "curl-reuse";
     /// A new libcurl easy handle per call, nothing shared.
-    CurlFresh = curl_fresh::CurlFresh, "curl-fresh";
+    CurlFresh = curl_fresh::{CurlFresh}, "curl-fresh";
     /// HTTP/2 POST /echo with prior knowledge, one connection per worker, one stream at a
     /// time (hyper).
-    H2 = h2::H2, "h2";
+    H2 = h2::{H2}, "h2";
     /// HTTP/2 with all workers sharing one connection, each call a concurrent stream.
-    H2Mux = h2_mux::H2Mux, "h2-mux";
+    H2Mux = h2_mux::{H2Mux}, "h2-mux";
 }
 
 impl TransportKind {
@@ -157,6 +199,24 @@ pub trait WithTransport {
     type Output;
     /// Does the work with `transport`, compiled once per concrete transport type.
     fn run<T: Transport>(self, transport: T) -> Self::Output;
+}
+
+/// Something to do with a transport's async type: the runner's event loop, which opens one
+/// per connection. A trait for the same reason as [`WithTransport`].
+pub trait WithAsyncTransport {
+    /// What the work returns.
+    type Output;
+    /// Does the work with transports of type `T`, compiled once per concrete type.
+    fn run<T: AsyncTransport>(self) -> Self::Output;
+}
+
+/// Why a transport could not be opened: a resource it needs could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenTransportError {
+    /// The current-thread runtime a hyper transport drives could not be built (out of
+    /// file descriptors or memory).
+    #[error("cannot build a worker's tokio runtime")]
+    Runtime(#[source] std::io::Error),
 }
 
 impl std::fmt::Display for TransportKind {
@@ -257,6 +317,34 @@ impl Endpoint {
         phases: &mut Phases,
     ) -> Result<SocketAddr, CallError> {
         self.addr(self.http_port, deadline, phases)
+    }
+
+    /// The address of `port`, looked up now if the address mode says so, from inside an
+    /// event loop: a lookup that can block (every mode but `ip`) runs on the runtime's
+    /// blocking pool, so one slow lookup does not stall the loop's other connections, and
+    /// so the resolver may block on a runtime of its own (which it may not do on a runtime
+    /// thread).
+    pub async fn addr_async(
+        &self,
+        port: Port,
+        deadline: Instant,
+        phases: &mut Phases,
+    ) -> Result<SocketAddr, CallError> {
+        let port = match port {
+            Port::Tcp => self.tcp_port,
+            Port::Http => self.http_port,
+        };
+        if self.names.mode() == AddrMode::Ip {
+            return self.addr(port, deadline, phases);
+        }
+        let names = self.names.clone();
+        let (ip, took) = tokio::task::spawn_blocking(move || names.lookup(deadline))
+            .await
+            .map_err(|_| CallError::Dns(LookupNameError::Other))??;
+        if took.is_some() {
+            phases.dns = took;
+        }
+        Ok(SocketAddr::new(ip, port))
     }
 
     fn addr(
@@ -474,8 +562,9 @@ pub trait Transport: Sized {
     /// The server listener it calls.
     const PORT: Port;
 
-    /// A transport for one worker. Nothing connects until the first call.
-    fn open(endpoint: Endpoint, timeout: Duration) -> Self;
+    /// A transport for one worker. Nothing connects until the first call; what can fail
+    /// is a resource the transport needs to exist (a hyper transport's runtime).
+    fn open(endpoint: Endpoint, timeout: Duration) -> Result<Self, OpenTransportError>;
 
     /// Makes one call and returns the raw reply. Fills `phases` for what it measured.
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError>;
@@ -498,6 +587,124 @@ pub trait Transport: Sized {
     }
 }
 
+/// One way of making calls from an event loop: one per connection, many to a thread. The
+/// counterpart of [`Transport`], in the same file as the blocking transport of the same
+/// name, with the same constants (the registry reads them from the blocking side) and the
+/// same rules: one call at a time, the raw reply handed back, `end_call` inside the timed
+/// call, `reset` after a failed one. Its futures never leave the thread that made them.
+pub trait AsyncTransport: Sized + 'static {
+    /// A transport for one connection. Nothing connects until the first call.
+    fn open(endpoint: Endpoint, timeout: Duration) -> Self;
+
+    /// Makes one call and returns the raw reply. Fills `phases` for what it measured.
+    // The lint asks for a `Send` bound on the future; an event loop runs its connections
+    // on one thread, so none is needed, and the futures hold `!Send` state (`Cell`s).
+    #[allow(async_fn_in_trait)]
+    async fn call(&mut self, call: &Call<'_>, phases: &mut Phases) -> Result<Reply<'_>, CallError>;
+
+    /// As [`Transport::end_call`].
+    fn end_call(&mut self) {}
+
+    /// As [`Transport::reset`].
+    fn reset(&mut self);
+
+    /// Connections opened so far.
+    fn connects(&self) -> u64;
+
+    /// As [`Transport::duplicates`].
+    fn duplicates(&self) -> u64 {
+        0
+    }
+}
+
+/// Runs `fut` within `timeout`; a connect that was still under way (`connecting` set)
+/// counts as a connect timeout, anything later as a lost call. For the hyper transports,
+/// whose runtime lives for one call at a time; the event loop's use [`CallTimer`].
+pub(crate) async fn within<T, E: From<CallError>>(
+    timeout: Duration,
+    connecting: &Cell<bool>,
+    fut: impl Future<Output = Result<T, E>>,
+) -> Result<T, E> {
+    match tokio::time::timeout(timeout, fut).await {
+        Ok(res) => res,
+        Err(_) => Err(timed_out(connecting).into()),
+    }
+}
+
+/// Opens a tokio TCP connection with Nagle off (replies are small and latency is the
+/// product); returns it and the time the connect took. Every transport driven by tokio
+/// connects through here: the hyper ones and the event loop's.
+pub(crate) async fn connect_nodelay(
+    addr: SocketAddr,
+) -> Result<(tokio::net::TcpStream, Duration), CallError> {
+    let started = Instant::now();
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| CallError::from_connect(&e))?;
+    let took = started.elapsed();
+    stream
+        .set_nodelay(true)
+        .map_err(|e| CallError::from_io(&e))?;
+    Ok((stream, took))
+}
+
+/// Counts a connection an async transport has just opened (`connect` as a connection's
+/// `connect` returns it): one more in `connects`, its time as the call's connect phase,
+/// and the end of the `connecting` window, so a timeout from here on is a lost call.
+pub(crate) fn opened<C>(
+    (conn, took): (C, Duration),
+    connects: &mut u64,
+    phases: &mut Phases,
+    connecting: &Cell<bool>,
+) -> C {
+    *connects += 1;
+    phases.connect = Some(took);
+    connecting.set(false);
+    conn
+}
+
+/// What a timed-out call counts as: a connect timeout while `connecting`, else lost.
+fn timed_out(connecting: &Cell<bool>) -> CallError {
+    if connecting.get() {
+        CallError::Connect(ConnectFailure::TimedOut)
+    } else {
+        CallError::Timeout
+    }
+}
+
+/// The timer of one event-loop connection's calls: one tokio `Sleep`, moved on to each
+/// call's deadline, with [`within`]'s rules. Not `tokio::time::timeout` per call, which
+/// files a timer in the wheel and takes it out again on every call: moving a filed timer
+/// to a later deadline is one atomic compare-and-swap (tokio re-files it only when the
+/// old deadline comes), a few hundred instructions less per call.
+#[derive(Default)]
+pub(crate) struct CallTimer(Option<std::pin::Pin<Box<tokio::time::Sleep>>>);
+
+impl CallTimer {
+    /// Runs `fut` until `deadline`.
+    pub async fn within<T, E: From<CallError>>(
+        &mut self,
+        deadline: Instant,
+        connecting: &Cell<bool>,
+        fut: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
+        remaining(deadline)?;
+        let deadline = tokio::time::Instant::from_std(deadline);
+        let sleep = match &mut self.0 {
+            Some(sleep) => {
+                sleep.as_mut().reset(deadline);
+                sleep
+            }
+            slot @ None => slot.insert(Box::pin(tokio::time::sleep_until(deadline))),
+        };
+        tokio::select! {
+            biased;
+            done = fut => done,
+            () = sleep.as_mut() => Err(timed_out(connecting).into()),
+        }
+    }
+}
+
 /// Time left before `deadline`, or a timeout error when none is.
 pub(crate) fn remaining(deadline: Instant) -> Result<Duration, CallError> {
     deadline
@@ -512,25 +719,50 @@ mod tests {
     use clap::ValueEnum;
 
     /// The registry, listed once: a new transport adds its line here too, with the
-    /// connections 8 workers making 100 calls should open, and the port it calls.
-    const EXPECTED: [(&str, u64, Port); 8] = [
-        ("tcp", 8, Port::Tcp),
-        ("tcp-connect", 100, Port::Tcp),
-        ("http-fresh", 100, Port::Http),
-        ("http-keepalive", 8, Port::Http),
-        ("curl-reuse", 8, Port::Http),
-        ("curl-fresh", 100, Port::Http),
-        ("h2", 8, Port::Http),
-        ("h2-mux", 1, Port::Http),
+    /// connections 8 workers making 100 calls should open, the port it calls, and whether
+    /// it has an async side (for the event loop).
+    const EXPECTED: [(&str, u64, Port, bool); 8] = [
+        ("tcp", 8, Port::Tcp, true),
+        ("tcp-connect", 100, Port::Tcp, true),
+        ("http-fresh", 100, Port::Http, true),
+        ("http-keepalive", 8, Port::Http, true),
+        ("curl-reuse", 8, Port::Http, false),
+        ("curl-fresh", 100, Port::Http, false),
+        ("h2", 8, Port::Http, false),
+        ("h2-mux", 1, Port::Http, false),
     ];
+
+    /// Hands back the async type's name, to show `with_async` picks the registry's type.
+    struct AsyncName;
+
+    impl WithAsyncTransport for AsyncName {
+        type Output = &'static str;
+        fn run<T: AsyncTransport>(self) -> &'static str {
+            std::any::type_name::<T>()
+        }
+    }
 
     #[test]
     fn registry_lists_every_transport_once() {
         // Connects expected of a healthy run of 8 workers and 100 calls.
-        let listed: Vec<(&str, u64, Port)> = TransportKind::ALL
+        let listed: Vec<(&str, u64, Port, bool)> = TransportKind::ALL
             .iter()
-            .map(|k| (k.name(), k.expected_connects(8, 100), k.port()))
+            .map(|k| {
+                (
+                    k.name(),
+                    k.expected_connects(8, 100),
+                    k.port(),
+                    k.has_async(),
+                )
+            })
             .collect();
+        for kind in TransportKind::ALL {
+            let name = kind.with_async(AsyncName);
+            assert_eq!(name.is_some(), kind.has_async(), "{kind}");
+            if let Some(name) = name {
+                assert!(name.contains("::Async"), "{kind}: {name}");
+            }
+        }
         assert_eq!(listed, EXPECTED);
         let mut names: Vec<&str> = listed.iter().map(|l| l.0).collect();
         names.sort_unstable();

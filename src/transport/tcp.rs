@@ -1,35 +1,110 @@
 //! `tcp`: one persistent TCP connection per worker, length-prefixed postcard frames.
 //!
-//! Also home of [`FrameConn`], the blocking frame exchange that `tcp-connect` reuses.
+//! Also home of the frame exchange that `tcp-connect` reuses, in two forms with the same
+//! framing code: [`FrameConn`] (blocking, for the worker threads) and [`AsyncFrameConn`]
+//! (tokio, for the event loop), and of the `tcp` transport's two sides, [`Tcp`] and
+//! [`AsyncTcp`].
 
-use super::{Port, Call, CallError, Endpoint, Phases, Reply, Transport, remaining};
+use super::buf::RecvBuf;
+use super::{
+    AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
+    Transport, connect_nodelay, opened, remaining,
+};
 use crate::wire::{self, LEN_PREFIX, Request, ResponseRef, Status};
+use std::cell::Cell;
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::ops::Range;
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// Initial receive buffer; it grows to the largest reply seen.
+/// Initial receive buffer of a blocking connection; it grows to the largest reply seen.
 const INITIAL_BUFFER: usize = 16 * 1024;
 
-/// A connected socket that sends request frames and reads response frames, blocking.
-pub(super) struct FrameConn {
+/// Initial receive buffer of an event-loop connection: smaller than a worker's, because an
+/// event loop may hold 10,000 connections (40 MB at this size, 160 MB at a worker's) and a
+/// default reply is under 100 bytes; it grows like a worker's.
+const ASYNC_INITIAL_BUFFER: usize = 4 * 1024;
+
+/// Encodes `call` as a request frame into `out` (cleared first).
+#[inline]
+fn encode_request(call: &Call, out: &mut Vec<u8>) {
+    out.clear();
+    wire::encode_frame(
+        &RequestRef {
+            seq: call.seq,
+            reply_len: call.reply_len,
+            delay_us: call.delay_us,
+            payload: call.payload,
+        },
+        out,
+    );
+}
+
+/// What the bytes buffered on a connection hold.
+enum Framed {
+    /// A whole frame, now consumed: where its body is in the buffer.
+    Body(Range<usize>),
+    /// Not yet: the bytes the frame (or its length prefix) needs, counted from the first
+    /// unconsumed one, for [`RecvBuf::space_for`].
+    Need(usize),
+}
+
+/// Consumes the next whole frame in `inbuf`, or says how much more it needs.
+#[inline]
+fn next_frame(inbuf: &mut RecvBuf) -> Result<Framed, CallError> {
+    let have = inbuf.data();
+    let Some(prefix) = have.first_chunk::<LEN_PREFIX>() else {
+        return Ok(Framed::Need(LEN_PREFIX));
+    };
+    let len =
+        wire::check_len(*prefix, wire::DEFAULT_MAX_FRAME).map_err(|_| CallError::Protocol)?;
+    if have.len() < LEN_PREFIX + len {
+        return Ok(Framed::Need(LEN_PREFIX + len));
+    }
+    let frame = inbuf.take(LEN_PREFIX + len);
+    Ok(Framed::Body(frame.start + LEN_PREFIX..frame.end))
+}
+
+/// True when the frame body is the reply to `call`, false when it answers an earlier call
+/// (a duplicate: our seqs only grow on a connection, so an older one was already had).
+#[inline]
+fn is_reply_to(body: &[u8], call: &Call) -> Result<bool, CallError> {
+    let resp: ResponseRef = wire::decode_body(body).map_err(|_| CallError::Protocol)?;
+    Ok(resp.seq >= call.seq)
+}
+
+/// The reply in a frame body. Decoded a second time (headers only; the payload is
+/// borrowed) after [`is_reply_to`], so the reply can borrow the buffer: the borrow checker
+/// cannot see that the loop that skipped duplicates has ended.
+#[inline]
+fn reply_of(body: &[u8]) -> Result<Reply<'_>, CallError> {
+    let resp: ResponseRef = wire::decode_body(body).map_err(|_| CallError::Protocol)?;
+    if resp.status != Status::Ok as u8 {
+        return Err(CallError::FrameStatus(resp.status));
+    }
+    Ok(Reply {
+        seq: Some(resp.seq),
+        body: resp.payload,
+        server: Some(Duration::from_nanos(resp.server_ns)),
+    })
+}
+
+/// A blocking socket whose reads end at a call's deadline: what every blocking transport
+/// that parses its own replies reads through (raw TCP frames, the lean HTTP codec).
+pub(super) struct TimedStream {
     stream: TcpStream,
-    /// Received bytes not yet consumed live in `inbuf[start..end]`.
-    inbuf: Vec<u8>,
-    start: usize,
-    end: usize,
-    outbuf: Vec<u8>,
     /// The receive timeout currently set on the socket, to skip redundant setsockopt calls.
     rcv_timeout: Option<Duration>,
 }
 
-impl FrameConn {
-    /// Connects with a timeout and turns Nagle off. Returns the connection and the time
-    /// connect took.
+impl TimedStream {
+    /// Connects within `timeout` and turns Nagle off; writes time out after `timeout` too.
+    /// Returns the stream and the time connect took.
     pub fn connect(
         addr: std::net::SocketAddr,
         timeout: Duration,
-    ) -> Result<(FrameConn, Duration), CallError> {
+    ) -> Result<(TimedStream, Duration), CallError> {
         let started = Instant::now();
         let stream =
             TcpStream::connect_timeout(&addr, timeout).map_err(|e| CallError::from_connect(&e))?;
@@ -41,13 +116,63 @@ impl FrameConn {
             .set_write_timeout(Some(timeout))
             .map_err(|e| CallError::from_io(&e))?;
         Ok((
+            TimedStream {
+                stream,
+                rcv_timeout: None,
+            },
+            took,
+        ))
+    }
+
+    /// Writes all of `bytes`.
+    #[inline]
+    pub fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(bytes)
+    }
+
+    /// Reads once into `buf`, giving up at `deadline`; `first` says this is the call's
+    /// first read. 0 at end of file.
+    #[inline]
+    pub fn read(
+        &mut self,
+        buf: &mut [u8],
+        deadline: Instant,
+        first: bool,
+    ) -> Result<usize, CallError> {
+        let left = remaining(deadline)?;
+        // One setsockopt per call at most in the common case: the first read of a call
+        // waits the whole timeout, which is what is already set.
+        if self.rcv_timeout != Some(left) && (!first || self.rcv_timeout.is_none_or(|t| t > left))
+        {
+            self.stream
+                .set_read_timeout(Some(left))
+                .map_err(|e| CallError::from_io(&e))?;
+            self.rcv_timeout = Some(left);
+        }
+        self.stream.read(buf).map_err(|e| CallError::from_io(&e))
+    }
+}
+
+/// A connected socket that sends request frames and reads response frames, blocking.
+pub(super) struct FrameConn {
+    stream: TimedStream,
+    inbuf: RecvBuf,
+    outbuf: Vec<u8>,
+}
+
+impl FrameConn {
+    /// Connects with a timeout and turns Nagle off. Returns the connection and the time
+    /// connect took.
+    pub fn connect(
+        addr: std::net::SocketAddr,
+        timeout: Duration,
+    ) -> Result<(FrameConn, Duration), CallError> {
+        let (stream, took) = TimedStream::connect(addr, timeout)?;
+        Ok((
             FrameConn {
                 stream,
-                inbuf: vec![0; INITIAL_BUFFER],
-                start: 0,
-                end: 0,
+                inbuf: RecvBuf::new(INITIAL_BUFFER),
                 outbuf: Vec::with_capacity(INITIAL_BUFFER),
-                rcv_timeout: None,
             },
             took,
         ))
@@ -62,95 +187,38 @@ impl FrameConn {
         phases: &mut Phases,
         duplicates: &mut u64,
     ) -> Result<Reply<'_>, CallError> {
-        self.outbuf.clear();
-        wire::encode_frame(
-            &RequestRef {
-                seq: call.seq,
-                reply_len: call.reply_len,
-                delay_us: call.delay_us,
-                payload: call.payload,
-            },
-            &mut self.outbuf,
-        );
+        encode_request(call, &mut self.outbuf);
         let sent = Instant::now();
         self.stream
             .write_all(&self.outbuf)
             .map_err(|e| CallError::from_io(&e))?;
         let mut first = true;
         let body = loop {
-            let body = self.next_frame(deadline, &mut first, sent, phases)?;
-            let resp: ResponseRef =
-                wire::decode_body(&self.inbuf[body.clone()]).map_err(|_| CallError::Protocol)?;
-            // Our seqs only grow, so an older one is a reply we already had.
-            if resp.seq >= call.seq {
+            let body = self.read_frame(deadline, &mut first, sent, phases)?;
+            if is_reply_to(self.inbuf.get(body.clone()), call)? {
                 break body;
             }
             *duplicates += 1;
         };
-        // Decoded again (headers only; the payload is borrowed) so the returned reply can
-        // borrow the buffer: the borrow checker cannot see that the loop above has ended.
-        let resp: ResponseRef =
-            wire::decode_body(&self.inbuf[body]).map_err(|_| CallError::Protocol)?;
-        if resp.status != Status::Ok as u8 {
-            return Err(CallError::FrameStatus(resp.status));
-        }
-        Ok(Reply {
-            seq: Some(resp.seq),
-            body: resp.payload,
-            server: Some(Duration::from_nanos(resp.server_ns)),
-        })
+        reply_of(self.inbuf.get(body))
     }
 
     /// Reads until a whole frame is buffered; returns the range of its body and consumes it.
-    fn next_frame(
+    fn read_frame(
         &mut self,
         deadline: Instant,
         first: &mut bool,
         sent: Instant,
         phases: &mut Phases,
-    ) -> Result<std::ops::Range<usize>, CallError> {
+    ) -> Result<Range<usize>, CallError> {
         loop {
-            let have = &self.inbuf[self.start..self.end];
-            if let Some(prefix) = have.first_chunk::<LEN_PREFIX>() {
-                let len = wire::check_len(*prefix, wire::DEFAULT_MAX_FRAME)
-                    .map_err(|_| CallError::Protocol)?;
-                if have.len() >= LEN_PREFIX + len {
-                    let body = self.start + LEN_PREFIX..self.start + LEN_PREFIX + len;
-                    self.start = body.end;
-                    return Ok(body);
-                }
-                // Make room for the whole frame: move what we have to the front, then grow.
-                if self.inbuf.len() - self.start < LEN_PREFIX + len {
-                    self.inbuf.copy_within(self.start..self.end, 0);
-                    self.end -= self.start;
-                    self.start = 0;
-                    if self.inbuf.len() < LEN_PREFIX + len {
-                        self.inbuf.resize(LEN_PREFIX + len, 0);
-                    }
-                }
-            } else if self.start == self.end {
-                self.start = 0;
-                self.end = 0;
-            } else if self.inbuf.len() - self.start < LEN_PREFIX {
-                self.inbuf.copy_within(self.start..self.end, 0);
-                self.end -= self.start;
-                self.start = 0;
-            }
-            let left = remaining(deadline)?;
-            // One setsockopt per call at most in the common case: the first read of a call
-            // waits the whole timeout, which is what is already set.
-            if self.rcv_timeout != Some(left)
-                && (!*first || self.rcv_timeout.is_none_or(|t| t > left))
-            {
-                self.stream
-                    .set_read_timeout(Some(left))
-                    .map_err(|e| CallError::from_io(&e))?;
-                self.rcv_timeout = Some(left);
-            }
+            let need = match next_frame(&mut self.inbuf)? {
+                Framed::Body(body) => return Ok(body),
+                Framed::Need(need) => need,
+            };
             let n = self
                 .stream
-                .read(&mut self.inbuf[self.end..])
-                .map_err(|e| CallError::from_io(&e))?;
+                .read(self.inbuf.space_for(need), deadline, *first)?;
             if n == 0 {
                 return Err(CallError::Closed);
             }
@@ -158,8 +226,79 @@ impl FrameConn {
                 phases.first_byte = Some(sent.elapsed());
                 *first = false;
             }
-            self.end += n;
+            self.inbuf.filled(n);
         }
+    }
+}
+
+/// A connected tokio socket that sends request frames and reads response frames, for the
+/// event loop: the same framing as [`FrameConn`]; the call's timeout is the caller's
+/// (one timer around the whole call rather than one per read).
+pub(super) struct AsyncFrameConn {
+    /// The socket.
+    stream: tokio::net::TcpStream,
+    /// Reply bytes received and not yet consumed.
+    inbuf: RecvBuf,
+    /// The request frame being sent.
+    outbuf: Vec<u8>,
+}
+
+impl AsyncFrameConn {
+    /// Connects and turns Nagle off. Returns the connection and the time connect took.
+    pub async fn connect(
+        addr: std::net::SocketAddr,
+    ) -> Result<(AsyncFrameConn, Duration), CallError> {
+        let (stream, took) = connect_nodelay(addr).await?;
+        Ok((
+            AsyncFrameConn {
+                stream,
+                inbuf: RecvBuf::new(ASYNC_INITIAL_BUFFER),
+                outbuf: Vec::new(),
+            },
+            took,
+        ))
+    }
+
+    /// As [`FrameConn::exchange`], without a deadline of its own.
+    pub async fn exchange(
+        &mut self,
+        call: &Call<'_>,
+        phases: &mut Phases,
+        duplicates: &mut u64,
+    ) -> Result<Reply<'_>, CallError> {
+        encode_request(call, &mut self.outbuf);
+        let sent = Instant::now();
+        self.stream
+            .write_all(&self.outbuf)
+            .await
+            .map_err(|e| CallError::from_io(&e))?;
+        let mut first = true;
+        let body = loop {
+            let body = loop {
+                let need = match next_frame(&mut self.inbuf)? {
+                    Framed::Body(body) => break body,
+                    Framed::Need(need) => need,
+                };
+                let n = self
+                    .stream
+                    .read(self.inbuf.space_for(need))
+                    .await
+                    .map_err(|e| CallError::from_io(&e))?;
+                if n == 0 {
+                    return Err(CallError::Closed);
+                }
+                if first {
+                    phases.first_byte = Some(sent.elapsed());
+                    first = false;
+                }
+                self.inbuf.filled(n);
+            };
+            if is_reply_to(self.inbuf.get(body.clone()), call)? {
+                break body;
+            }
+            *duplicates += 1;
+        };
+        reply_of(self.inbuf.get(body))
     }
 }
 
@@ -190,19 +329,18 @@ pub struct Tcp {
     duplicates: u64,
 }
 
-
 impl Transport for Tcp {
     const PERSISTENT: bool = true;
     const PORT: Port = Port::Tcp;
 
-    fn open(endpoint: Endpoint, timeout: Duration) -> Tcp {
-        Tcp {
+    fn open(endpoint: Endpoint, timeout: Duration) -> Result<Tcp, OpenTransportError> {
+        Ok(Tcp {
             endpoint,
             timeout,
             conn: None,
             connects: 0,
             duplicates: 0,
-        }
+        })
     }
 
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
@@ -218,6 +356,85 @@ impl Transport for Tcp {
             }
         };
         conn.exchange(call, deadline, phases, &mut self.duplicates)
+    }
+
+    fn reset(&mut self) {
+        self.conn = None;
+    }
+
+    fn connects(&self) -> u64 {
+        self.connects
+    }
+
+    fn duplicates(&self) -> u64 {
+        self.duplicates
+    }
+}
+
+/// The `tcp` transport on the event loop: one persistent connection, the same frames, the
+/// same duplicate rule; like [`Tcp`] it does not probe a connection before writing, so a
+/// call after a server-side close is lost.
+pub struct AsyncTcp {
+    /// Where the calls go.
+    endpoint: Endpoint,
+    /// Longest a call may take.
+    timeout: Duration,
+    /// The timer of this connection's calls.
+    timer: CallTimer,
+    /// The connection, once open.
+    conn: Option<AsyncFrameConn>,
+    /// Connections opened so far.
+    connects: u64,
+    /// Replies to earlier calls read so far.
+    duplicates: u64,
+}
+
+impl AsyncTransport for AsyncTcp {
+    fn open(endpoint: Endpoint, timeout: Duration) -> AsyncTcp {
+        AsyncTcp {
+            endpoint,
+            timeout,
+            timer: CallTimer::default(),
+            conn: None,
+            connects: 0,
+            duplicates: 0,
+        }
+    }
+
+    async fn call(
+        &mut self,
+        call: &Call<'_>,
+        phases: &mut Phases,
+    ) -> Result<Reply<'_>, CallError> {
+        let deadline = Instant::now() + self.timeout;
+        // The lookup has its own deadline and its own failure (dns_timeout), so it runs
+        // before the call's timer, as on the blocking side.
+        let addr = match self.conn {
+            Some(_) => None,
+            None => Some(self.endpoint.addr_async(Port::Tcp, deadline, phases).await?),
+        };
+        let connecting = &Cell::new(addr.is_some());
+        let AsyncTcp {
+            timer,
+            conn,
+            connects,
+            duplicates,
+            ..
+        } = self;
+        timer.within(deadline, connecting, async move {
+            let conn = match (conn, addr) {
+                (Some(conn), _) => conn,
+                (slot, Some(addr)) => slot.insert(opened(
+                    AsyncFrameConn::connect(addr).await?,
+                    connects,
+                    phases,
+                    connecting,
+                )),
+                (None, None) => unreachable!("an address is looked up when there is no connection"),
+            };
+            conn.exchange(call, phases, duplicates).await
+        })
+        .await
     }
 
     fn reset(&mut self) {

@@ -1,8 +1,12 @@
 //! `tcp-connect`: a new TCP connection per call (connect, one frame each way, close), the
 //! shape of netperf's TCP_CRR. The latency includes the connect.
 
-use super::tcp::FrameConn;
-use super::{Port, Call, CallError, Endpoint, Phases, Reply, Transport, remaining};
+use super::tcp::{AsyncFrameConn, FrameConn};
+use super::{
+    AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
+    Transport, opened, remaining,
+};
+use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 /// The `tcp-connect` transport.
@@ -15,18 +19,17 @@ pub struct TcpConnect {
     connects: u64,
 }
 
-
 impl Transport for TcpConnect {
     const PERSISTENT: bool = false;
     const PORT: Port = Port::Tcp;
 
-    fn open(endpoint: Endpoint, timeout: Duration) -> TcpConnect {
-        TcpConnect {
+    fn open(endpoint: Endpoint, timeout: Duration) -> Result<TcpConnect, OpenTransportError> {
+        Ok(TcpConnect {
             endpoint,
             timeout,
             conn: None,
             connects: 0,
-        }
+        })
     }
 
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
@@ -40,6 +43,73 @@ impl Transport for TcpConnect {
         self.conn
             .insert(conn)
             .exchange(call, deadline, phases, &mut none)
+    }
+
+    fn end_call(&mut self) {
+        self.conn = None;
+    }
+
+    fn reset(&mut self) {
+        self.conn = None;
+    }
+
+    fn connects(&self) -> u64 {
+        self.connects
+    }
+}
+
+/// The `tcp-connect` transport on the event loop: a new tokio connection per call, closed
+/// by `end_call` inside the timed call, as on the blocking side.
+pub struct AsyncTcpConnect {
+    /// Where the calls go.
+    endpoint: Endpoint,
+    /// Longest a call may take.
+    timeout: Duration,
+    /// The timer of this connection's calls.
+    timer: CallTimer,
+    /// The connection of the call in progress, as in [`TcpConnect`].
+    conn: Option<AsyncFrameConn>,
+    /// Connections opened so far.
+    connects: u64,
+}
+
+impl AsyncTransport for AsyncTcpConnect {
+    fn open(endpoint: Endpoint, timeout: Duration) -> AsyncTcpConnect {
+        AsyncTcpConnect {
+            endpoint,
+            timeout,
+            timer: CallTimer::default(),
+            conn: None,
+            connects: 0,
+        }
+    }
+
+    async fn call(
+        &mut self,
+        call: &Call<'_>,
+        phases: &mut Phases,
+    ) -> Result<Reply<'_>, CallError> {
+        let deadline = Instant::now() + self.timeout;
+        let addr = self.endpoint.addr_async(Port::Tcp, deadline, phases).await?;
+        let connecting = &Cell::new(true);
+        let AsyncTcpConnect {
+            timer,
+            conn,
+            connects,
+            ..
+        } = self;
+        timer.within(deadline, connecting, async move {
+            let new = opened(
+                AsyncFrameConn::connect(addr).await?,
+                connects,
+                phases,
+                connecting,
+            );
+            // A new connection per call cannot hold an earlier call's reply.
+            let mut none = 0;
+            conn.insert(new).exchange(call, phases, &mut none).await
+        })
+        .await
     }
 
     fn end_call(&mut self) {

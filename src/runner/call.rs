@@ -1,0 +1,179 @@
+//! One call, made, timed, verified and counted: the part both engines share, so a call on
+//! the event loop is judged by exactly the code that judges one on a worker thread.
+//!
+//! An engine makes a call in four steps: [`Attempt::start`] (payload, clock), the
+//! transport's `call` (blocking or awaited), [`Attempt::judge`] (seq and bytes), the
+//! transport's `end_call` or `reset`, then [`Attempt::record`] (latency, phases, busy time,
+//! the outcome). The transport step is the only one that differs between the engines.
+
+use super::RunConfig;
+use crate::measure::{Outcome, Phase, Tally};
+use crate::transport::{Call, CallError, Phases, Reply};
+use crate::wire;
+use std::time::{Duration, Instant};
+
+/// One call under way: what is sent, where its time goes, and when it started.
+pub(super) struct Attempt<'p> {
+    /// The call handed to the transport.
+    pub call: Call<'p>,
+    /// Filled by the transport with what it measured.
+    pub phases: Phases,
+    started: Instant,
+}
+
+/// How a call ended, before it is recorded.
+pub(super) struct Judged {
+    outcome: Outcome,
+    /// What the server said it spent, for ok calls.
+    server: Option<Duration>,
+}
+
+impl Judged {
+    /// True for a verified reply: the transport then ends the call (`end_call`), else it
+    /// drops its connection (`reset`), which may hold a late reply or be half-closed.
+    #[inline]
+    pub fn is_ok(&self) -> bool {
+        self.outcome == Outcome::Ok
+    }
+}
+
+impl<'p> Attempt<'p> {
+    /// Builds call `seq` with a payload unique to it (so an echo of some other call's bytes
+    /// cannot pass) in `payload`, and starts its clock.
+    #[inline]
+    pub fn start(seq: u64, config: &RunConfig, payload: &'p mut Vec<u8>) -> Attempt<'p> {
+        payload.clear();
+        wire::pattern(seq, config.payload as usize, payload);
+        let call = Call {
+            seq,
+            payload,
+            reply_len: config.reply,
+            delay_us: config.delay_us,
+        };
+        let phases = Phases::default();
+        Attempt {
+            call,
+            phases,
+            started: Instant::now(),
+        }
+    }
+
+    /// Judges what the transport returned: ok, lost, mismatched, or an error by kind.
+    #[inline]
+    pub fn judge(&self, result: Result<Reply<'_>, CallError>) -> Judged {
+        match result {
+            Ok(reply) => Judged {
+                outcome: verify(&self.call, reply.seq, reply.body),
+                server: reply.server,
+            },
+            Err(e) if e.is_lost() => Judged {
+                outcome: Outcome::Lost,
+                server: None,
+            },
+            Err(e) => Judged {
+                outcome: Outcome::Error(e.kind()),
+                server: None,
+            },
+        }
+    }
+
+    /// Records the call in `tally`, once the transport has ended or reset it. `due` is
+    /// when an open schedule meant the call to start (`--rate`); an ok call is then also
+    /// timed from `due`, which is what a user of a service called at that rate would have
+    /// waited (wrk2's correction for coordinated omission).
+    #[inline]
+    pub fn record(self, judged: Judged, due: Option<Instant>, tally: &mut Tally) {
+        if judged.is_ok() {
+            let ended = Instant::now();
+            tally.latency.record(ended - self.started);
+            if let (Some(due), Some(hist)) = (due, &mut tally.latency_intended) {
+                hist.record(ended.saturating_duration_since(due));
+            }
+            let phases = self.phases;
+            for (phase, took) in [
+                (Phase::Dns, phases.dns),
+                (Phase::Connect, phases.connect),
+                (Phase::FirstByte, phases.first_byte),
+                (Phase::Server, judged.server),
+            ] {
+                if let Some(took) = took {
+                    tally.record_phase(phase, took);
+                }
+            }
+        }
+        tally.busy += self.started.elapsed();
+        tally.count(self.call.seq, judged.outcome);
+    }
+}
+
+/// Checks a reply: the call's seq, and exactly the expected bytes.
+fn verify(call: &Call, seq: Option<u64>, body: &[u8]) -> Outcome {
+    let bytes_ok = match call.reply_len {
+        None => body == call.payload,
+        Some(n) => body.len() == n as usize && wire::is_pattern(call.seq, body),
+    };
+    if seq == Some(call.seq) && bytes_ok {
+        Outcome::Ok
+    } else {
+        Outcome::Mismatched
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verification() {
+        let mut payload = Vec::new();
+        wire::pattern(9, 8, &mut payload);
+        let echo = Call {
+            seq: 9,
+            payload: &payload,
+            reply_len: None,
+            delay_us: 0,
+        };
+        assert_eq!(verify(&echo, Some(9), &payload), Outcome::Ok);
+        assert_eq!(verify(&echo, Some(8), &payload), Outcome::Mismatched);
+        assert_eq!(verify(&echo, None, &payload), Outcome::Mismatched);
+        assert_eq!(verify(&echo, Some(9), &payload[1..]), Outcome::Mismatched);
+        let pattern = Call {
+            reply_len: Some(8),
+            ..echo
+        };
+        assert_eq!(verify(&pattern, Some(9), &payload), Outcome::Ok);
+        let mut corrupt = payload.clone();
+        corrupt[3] ^= 0x40;
+        assert_eq!(verify(&pattern, Some(9), &corrupt), Outcome::Mismatched);
+    }
+
+    #[test]
+    fn judged_and_recorded_once_by_outcome() {
+        let config = RunConfig {
+            payload: 4,
+            ..RunConfig::default()
+        };
+        let mut tally = Tally::for_config(&config);
+        let mut payload = Vec::new();
+        let attempt = Attempt::start(5, &config, &mut payload);
+        let body = attempt.call.payload.to_vec();
+        let ok = attempt.judge(Ok(Reply {
+            seq: Some(5),
+            body: &body,
+            server: Some(Duration::from_micros(3)),
+        }));
+        assert!(ok.is_ok());
+        attempt.record(ok, None, &mut tally);
+        let attempt = Attempt::start(6, &config, &mut payload);
+        let lost = attempt.judge(Err(CallError::Closed));
+        attempt.record(lost, None, &mut tally);
+        let attempt = Attempt::start(7, &config, &mut payload);
+        let failed = attempt.judge(Err(CallError::HttpStatus(503)));
+        attempt.record(failed, None, &mut tally);
+        assert_eq!((tally.ok, tally.lost, tally.calls()), (1, 1, 3));
+        assert_eq!(tally.errors["http_503"], 1);
+        assert_eq!(tally.latency.len(), 1);
+        assert_eq!(tally.phase(Phase::Server).len(), 1);
+        assert!(tally.phase(Phase::Connect).is_empty());
+    }
+}
