@@ -12,6 +12,7 @@
 pub mod dns;
 mod handle;
 mod http;
+pub mod metrics;
 mod pool;
 mod registry;
 pub mod stats;
