@@ -2,12 +2,14 @@
 # Memory per idle connection: rpcbench-echo against nginx, as RSS growth of the server
 # process while N connections are held open, and the threads it needs for them.
 #
-# Three rows:
+# Rows, each against a server of its own (so memory one kind freed is not reused by the next):
 #   echo-tcp-idle    N raw TCP connections to rpcbench-echo, one verified echo done on each,
 #                    then silent
 #   echo-http-loris  N HTTP connections to rpcbench-echo, each holding half a request
 #                    header (slowloris: `GET /echo HTTP/1.1`, a Host line, half a header)
+#   echo-http-kept   N HTTP/1.1 keep-alive connections to rpcbench-echo after one request
 #   nginx-http-loris the same N slowloris connections to nginx (one worker; its RSS)
+#   nginx-http-kept  the same N keep-alive connections to nginx
 # The RSS after closing them is printed too: memory a server gives back.
 #
 # A small Python client (below, in this file) opens the connections from one process,
@@ -18,7 +20,8 @@
 #   --write   also write the output to report/server_memory.md
 # Environment:
 #   CONNS     connections of each kind (default 10000)
-#   SETTLE    seconds to wait after opening or closing before reading RSS (default 2)
+#   SETTLE    seconds to wait after opening or closing before reading RSS (default 12: the
+#             raw TCP pool keeps an idle thread 10 s, so its threads have gone by then)
 #   ECHO_BIN  the rpcbench-echo binary to measure (default: built here, release)
 #   CARGO_TARGET_DIR  honoured like cargo does (default: target/ in the repository)
 #
@@ -47,7 +50,7 @@ for arg in "$@"; do
 done
 
 conns=${CONNS:-10000}
-settle=${SETTLE:-2}
+settle=${SETTLE:-12}
 [[ $conns =~ ^[0-9]+$ ]] && ((conns >= 1)) || {
     echo "server_memory.sh: CONNS must be a positive integer" >&2
     exit 2
@@ -58,7 +61,7 @@ settle=${SETTLE:-2}
 }
 readonly nginx_bin=/usr/sbin/nginx
 # Files each server and the client need: every connection, plus listeners, logs and slack.
-need_files=$((2 * conns + 1000))
+need_files=$((conns + 1000))
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -105,7 +108,8 @@ say() {
 cat >"$tmp/hold.py" <<'PY'
 """Opens N connections of one kind to ADDR, prints `ready`, closes them all on a line
 `close` from stdin and prints `closed`. Kinds: `tcp` (one verified echo each, then
-silent) and `loris` (half an HTTP request header each)."""
+silent), `loris` (half an HTTP request header each) and `kept` (one HTTP/1.1 request
+answered, then the connection kept open)."""
 import socket, struct, sys
 
 kind, host, port, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
@@ -113,6 +117,7 @@ kind, host, port, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4
 # protocol); the reply carries seq 1, status 0, server_ns, and the payload.
 ECHO = struct.pack(">I", 6) + bytes([1, 0, 0, 2]) + b"hi"
 LORIS = b"GET /echo?reply_len=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
+KEPT = b"GET /echo?reply_len=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 
 def read_exact(s, k):
     buf = b""
@@ -133,6 +138,14 @@ for i in range(n):
         body = read_exact(s, length)
         if body[0] != 1 or body[1] != 0 or not body.endswith(b"\x02hi"):
             raise SystemExit(f"bad echo on connection {i}: {body!r}")
+    elif kind == "kept":
+        s.sendall(KEPT)
+        reply = b""
+        while b"\r\n\r\n" not in reply or not reply.startswith(b"HTTP/1.1 200"):
+            chunk = s.recv(4096)
+            if not chunk:
+                raise SystemExit(f"connection {i} closed before its reply: {reply!r}")
+            reply += chunk
     else:
         s.sendall(LORIS)
     socks.append(s)
@@ -180,14 +193,17 @@ else
 fi
 
 # ---- rpcbench-echo ----------------------------------------------------------------------
-"$echo_bin" --tcp 127.0.0.1:0 --http 127.0.0.1:0 --max-connections "$need_files" \
-    --idle-timeout 3600s >"$tmp/echo.out" 2>"$tmp/echo.out.err" &
-echo_pid=$!
-pids+=("$echo_pid")
-tcp_addr=$(listen_addr "$tmp/echo.out" tcp "$echo_pid")
-http_addr=$(listen_addr "$tmp/echo.out" http "$echo_pid")
-# One call of each kind first, so what is allocated once per process is not counted.
-python3 - "${tcp_addr%:*}" "${tcp_addr##*:}" "${http_addr##*:}" <<'PY'
+# run_echo KIND NAME: a fresh rpcbench-echo, one call of each kind first (so what is
+# allocated once per process is not counted), then CONNS connections of KIND; stopped after.
+run_echo() {
+    local kind=$1 name=$2 pid tcp_addr http_addr
+    "$echo_bin" --tcp 127.0.0.1:0 --http 127.0.0.1:0 --max-connections "$need_files" \
+        --idle-timeout 3600s >"$tmp/echo.out" 2>"$tmp/echo.out.err" &
+    pid=$!
+    pids+=("$pid")
+    tcp_addr=$(listen_addr "$tmp/echo.out" tcp "$pid")
+    http_addr=$(listen_addr "$tmp/echo.out" http "$pid")
+    python3 - "${tcp_addr%:*}" "${tcp_addr##*:}" "${http_addr##*:}" <<'PY'
 import socket, struct, sys
 host, tcp, http = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 with socket.create_connection((host, tcp), timeout=10) as s:
@@ -198,8 +214,17 @@ with socket.create_connection((host, http), timeout=10) as s:
     while s.recv(4096):
         pass
 PY
-hold tcp "${tcp_addr%:*}" "${tcp_addr##*:}" "$echo_pid" echo-tcp-idle
-hold loris "${http_addr%:*}" "${http_addr##*:}" "$echo_pid" echo-http-loris
+    if [[ $kind == tcp ]]; then
+        hold "$kind" "${tcp_addr%:*}" "${tcp_addr##*:}" "$pid" "$name"
+    else
+        hold "$kind" "${http_addr%:*}" "${http_addr##*:}" "$pid" "$name"
+    fi
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+}
+run_echo tcp echo-tcp-idle
+run_echo loris echo-http-loris
+run_echo kept echo-http-kept
 
 # ---- nginx ------------------------------------------------------------------------------
 nginx_port=$(free_port 127.0.0.1)
@@ -230,6 +255,7 @@ for _ in range(100):
         time.sleep(0.1)
 PY
 hold loris 127.0.0.1 "$nginx_port" "$worker" nginx-http-loris
+hold kept 127.0.0.1 "$nginx_port" "$worker" nginx-http-kept
 
 # ---- table ------------------------------------------------------------------------------
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -241,7 +267,8 @@ say "# Memory per idle connection, rpcbench-echo vs nginx ($(date -u '+%Y-%m-%d 
     "kernel:    $(uname -sr)" \
     "nginx:     $("$nginx_bin" -v 2>&1 | sed 's/^nginx version: //') (1 worker; the worker's RSS)" \
     "echo:      $echo_bin --max-connections $need_files --idle-timeout 3600s" \
-    "conns:     $conns of each kind, RSS read ${settle}s after opening them and ${settle}s after closing" \
+    "conns:     $conns per row, RSS read ${settle}s after opening them and ${settle}s after closing;" \
+    "           each rpcbench-echo row against a fresh server" \
     ""
 table=$(
     printf '%-17s %7s %11s %9s %9s %12s %9s\n' server conns "RSS growth" "per conn" threads \
