@@ -836,7 +836,7 @@ fn parse_exposition(text: &str) -> Result<std::collections::BTreeMap<String, Fam
                 "-Inf" => f64::NEG_INFINITY,
                 v => v.parse().map_err(|e| format!("value {v:?}: {e}"))?,
             };
-            if family.kind == "counter" && !(value >= 0.0) {
+            if family.kind == "counter" && (value.is_nan() || value < 0.0) {
                 return Err(format!("counter {name} is {value}"));
             }
             if family.samples.insert(labels, value).is_some() {

@@ -183,8 +183,17 @@ fn hold_idle(kind: Idle, n: u64) {
     // Still serving, and the idle ones are still there.
     new_clients_are_served(&server, 2_000_000);
     for (i, h) in held.iter_mut().enumerate().step_by(997) {
-        if let Held::Tcp(c) = h {
-            c.check_echo(3_000_000 + i as u64, b"idle one still served");
+        match h {
+            Held::Tcp(c) => c.check_echo(3_000_000 + i as u64, b"idle one still served"),
+            // Neither answered nor closed: the server is still waiting for the rest.
+            Held::Http(s) => {
+                s.set_nonblocking(true).unwrap();
+                let res = std::io::Read::read(s, &mut [0u8; 1]);
+                assert!(
+                    matches!(&res, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+                    "a half-sent connection was answered or closed: {res:?}"
+                );
+            }
         }
     }
 
