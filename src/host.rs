@@ -30,8 +30,8 @@ const PROC_KB: u64 = 1024;
 /// cost beside the work it did, so a client can see whether the server was the limit.
 ///
 /// A figure that cannot be read is 0 (not Linux, `/proc` not mounted), as for the facts
-/// of the machine.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+/// of the machine. Serialised as the `process` object of `/stats`, under these names.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ProcessCost {
     /// CPU time in user mode, all threads, since the process started (`getrusage`).
     pub cpu_user_s: f64,

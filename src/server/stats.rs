@@ -3,6 +3,7 @@
 //! Plain relaxed atomics: each counter is independent, and a snapshot taken while calls
 //! are in flight is allowed to be a few events behind.
 
+pub use crate::host::ProcessCost;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -195,7 +196,7 @@ impl Stats {
                 .iter()
                 .map(|&k| (k.name().to_string(), self.rejects[k as usize].load(Relaxed)))
                 .collect(),
-            process: crate::host::process_cost().into(),
+            process: crate::host::process_cost(),
         }
     }
 }
@@ -227,40 +228,7 @@ pub struct StatsSnapshot {
     /// What the server process has cost so far. Zero in the JSON of a server from before
     /// this field (the report of an older server still reads).
     #[serde(default)]
-    pub process: ProcessSnapshot,
-}
-
-/// The server process's cost at one instant (see [`crate::host::ProcessCost`]).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ProcessSnapshot {
-    /// CPU seconds in user mode since the process started, all threads.
-    pub cpu_user_s: f64,
-    /// CPU seconds in the kernel since the process started, all threads.
-    pub cpu_system_s: f64,
-    /// Resident memory (VmRSS) in bytes.
-    pub rss_bytes: u64,
-    /// Threads of the process: one per busy raw TCP connection, plus the runtime's.
-    pub threads: u64,
-    /// File descriptors open: one per connection, plus listeners.
-    pub open_fds: u64,
-    /// The open-files limit (soft `RLIMIT_NOFILE`); 0 when unlimited.
-    pub max_fds: u64,
-    /// When the process started, in Unix seconds.
-    pub start_time_s: f64,
-}
-
-impl From<crate::host::ProcessCost> for ProcessSnapshot {
-    fn from(c: crate::host::ProcessCost) -> Self {
-        ProcessSnapshot {
-            cpu_user_s: c.cpu_user_s,
-            cpu_system_s: c.cpu_system_s,
-            rss_bytes: c.rss_bytes,
-            threads: c.threads,
-            open_fds: c.open_fds,
-            max_fds: c.max_fds,
-            start_time_s: c.start_time_s,
-        }
-    }
+    pub process: ProcessCost,
 }
 
 impl StatsSnapshot {
