@@ -712,3 +712,496 @@ fn http_and_tcp_share_one_server_process() {
     assert_eq!(snap.tcp.bytes_in, c.sent);
     assert_eq!(snap.http.requests, 2);
 }
+
+// ---------------------------------------------------------------------------------------
+// GET /metrics: the Prometheus text format
+// ---------------------------------------------------------------------------------------
+
+/// One metric family as a strict reader of the text format 0.0.4 sees it.
+#[derive(Debug, Default)]
+struct Family {
+    help: String,
+    kind: String,
+    /// Samples by their labels (sorted `name=value` pairs).
+    samples: std::collections::BTreeMap<Vec<(String, String)>, f64>,
+}
+
+/// A metric or label name is `[a-zA-Z_:][a-zA-Z0-9_:]*` (labels: no `:`).
+fn valid_name(name: &str, colon: bool) -> bool {
+    let ok = |c: char, first: bool| {
+        c.is_ascii_alphabetic() || c == '_' || (colon && c == ':') || (!first && c.is_ascii_digit())
+    };
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| ok(c, true)) && chars.all(|c| ok(c, false))
+}
+
+/// Parses `k="v",k2="v2"` (the inside of the braces), unescaping `\\`, `\"` and `\n`.
+fn parse_labels(text: &str) -> Result<Vec<(String, String)>, String> {
+    let mut labels = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let (name, after) = rest
+            .split_once("=\"")
+            .ok_or(format!("no =\" in {rest:?}"))?;
+        if !valid_name(name, false) {
+            return Err(format!("bad label name {name:?}"));
+        }
+        let mut value = String::new();
+        let mut chars = after.char_indices();
+        let end = loop {
+            match chars.next() {
+                Some((i, '"')) => break i,
+                Some((_, '\\')) => match chars.next() {
+                    Some((_, '\\')) => value.push('\\'),
+                    Some((_, '"')) => value.push('"'),
+                    Some((_, 'n')) => value.push('\n'),
+                    other => return Err(format!("bad escape {other:?} in {text:?}")),
+                },
+                Some((_, c)) => value.push(c),
+                None => return Err(format!("unterminated label value in {text:?}")),
+            }
+        };
+        labels.push((name.to_string(), value));
+        rest = &after[end + 1..];
+        rest = match rest.strip_prefix(',') {
+            Some(r) => r,
+            None if rest.is_empty() => rest,
+            None => return Err(format!("junk after a label value: {rest:?}")),
+        };
+    }
+    labels.sort();
+    if labels.windows(2).any(|w| w[0].0 == w[1].0) {
+        return Err(format!("a label twice in {text:?}"));
+    }
+    Ok(labels)
+}
+
+/// Reads the text format strictly: every family has `# HELP` then `# TYPE` then its
+/// samples, contiguous; names are valid; counters end in `_total` and are not negative;
+/// no label set repeats; values are floats; no timestamps, no blank lines.
+fn parse_exposition(text: &str) -> Result<std::collections::BTreeMap<String, Family>, String> {
+    let mut families = std::collections::BTreeMap::<String, Family>::new();
+    let mut current: Option<String> = None;
+    if !text.ends_with('\n') {
+        return Err("the text does not end with a line feed".into());
+    }
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, help) = rest.split_once(' ').ok_or(format!("bad HELP: {line:?}"))?;
+            if !valid_name(name, true) || families.contains_key(name) {
+                return Err(format!("bad or repeated family {name:?}"));
+            }
+            families.insert(
+                name.to_string(),
+                Family {
+                    help: help.to_string(),
+                    ..Family::default()
+                },
+            );
+            current = Some(name.to_string());
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').ok_or(format!("bad TYPE: {line:?}"))?;
+            let family = families
+                .get_mut(name)
+                .filter(|f| f.kind.is_empty() && current.as_deref() == Some(name))
+                .ok_or(format!("TYPE of {name} not right after its HELP"))?;
+            if !["counter", "gauge", "histogram", "summary", "untyped"].contains(&kind) {
+                return Err(format!("unknown type {kind:?}"));
+            }
+            if kind == "counter" && !name.ends_with("_total") {
+                return Err(format!("counter {name} does not end in _total"));
+            }
+            family.kind = kind.to_string();
+        } else if line.starts_with('#') || line.trim().is_empty() {
+            return Err(format!("unexpected line {line:?}"));
+        } else {
+            let (series, value) = line.rsplit_once(' ').ok_or(format!("no value: {line:?}"))?;
+            let (name, labels) = match series.split_once('{') {
+                Some((name, rest)) => (
+                    name,
+                    parse_labels(rest.strip_suffix('}').ok_or(format!("no }}: {line:?}"))?)?,
+                ),
+                None => (series, Vec::new()),
+            };
+            let family = current
+                .as_ref()
+                .filter(|c| c.as_str() == name)
+                .and_then(|c| families.get_mut(c))
+                .filter(|f| !f.kind.is_empty())
+                .ok_or(format!(
+                    "sample {name} outside its family (HELP, TYPE first)"
+                ))?;
+            let value: f64 = match value {
+                "+Inf" => f64::INFINITY,
+                "-Inf" => f64::NEG_INFINITY,
+                v => v.parse().map_err(|e| format!("value {v:?}: {e}"))?,
+            };
+            if family.kind == "counter" && (value.is_nan() || value < 0.0) {
+                return Err(format!("counter {name} is {value}"));
+            }
+            if family.samples.insert(labels, value).is_some() {
+                return Err(format!("a sample repeated: {line:?}"));
+            }
+        }
+    }
+    match families.iter().find(|(_, f)| f.samples.is_empty()) {
+        Some((name, _)) => Err(format!("family {name} has no samples")),
+        None => Ok(families),
+    }
+}
+
+/// The value of `name` with `labels` (as `[("protocol", "tcp")]`), or a panic naming it.
+fn sample(
+    families: &std::collections::BTreeMap<String, Family>,
+    name: &str,
+    labels: &[(&str, &str)],
+) -> f64 {
+    let mut key: Vec<(String, String)> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    key.sort();
+    families
+        .get(name)
+        .and_then(|f| f.samples.get(&key))
+        .copied()
+        .unwrap_or_else(|| panic!("no sample {name}{labels:?} in /metrics"))
+}
+
+/// Sends one `A` query for `name` to a DNS responder and waits for an answer.
+fn dns_query(addr: SocketAddr, name: &str) {
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    // Header: id, flags (recursion desired), one question, no other records.
+    let mut query = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+    for label in name.split('.') {
+        query.push(label.len() as u8);
+        query.extend_from_slice(label.as_bytes());
+    }
+    // End of name, type A, class IN.
+    query.extend_from_slice(&[0, 0, 1, 0, 1]);
+    socket.send_to(&query, addr).unwrap();
+    let mut answer = [0u8; 512];
+    let (n, _) = socket.recv_from(&mut answer).expect("no DNS answer");
+    assert!(n > 12 && answer[..2] == [0x12, 0x34], "bad DNS answer");
+}
+
+/// A server with traffic of every kind on it: TCP echoes and an oversized frame, HTTP
+/// requests and a 404, one DNS query; returns once every connection has closed.
+fn server_with_traffic() -> (TestServer, SocketAddr) {
+    let mut config = common::config();
+    config.dns = Some(rpcbench::server::dns::DnsConfig::default());
+    let server = TestServer::start(config);
+    let dns = server.dns_addr().expect("the dns responder is on");
+    let mut c = FrameClient::connect(server.tcp);
+    for seq in 0..3 {
+        c.check_echo(seq, &payload_for(seq, 50));
+    }
+    drop(c);
+    let mut bad = FrameClient::connect(server.tcp);
+    bad.send_raw(&0xFFFF_FFF0u32.to_be_bytes());
+    bad.expect_closed(IO_TIMEOUT);
+    let mut easy = curl::easy::Easy::new();
+    curl_echo(&mut easy, &url(server.http, "/echo"), b"metrics");
+    let missing = curl_call(&mut easy, "GET", &url(server.http, "/nope"), None, &[]);
+    assert_eq!(missing.status, 404);
+    drop(easy);
+    dns_query(dns, rpcbench::server::dns::DEFAULT_DNS_NAME);
+    server.wait_stats(IO_TIMEOUT, "every connection closed", |s| {
+        s.tcp.connections_open == 0 && s.http.connections_open == 0 && s.dns_answered == 1
+    });
+    (server, dns)
+}
+
+/// `GET /metrics` on a fresh connection: the reply's body, after checking its type.
+fn scrape(http: SocketAddr) -> String {
+    let mut easy = curl::easy::Easy::new();
+    let reply = curl_call(&mut easy, "GET", &url(http, "/metrics"), None, &[]);
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(
+        reply.header("content-type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    reply.text()
+}
+
+#[test]
+fn metrics_parse_and_match_stats() {
+    let (server, _dns) = server_with_traffic();
+    let before = server.stats();
+    let text = scrape(server.http);
+    let after = server.stats();
+    let m = parse_exposition(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    // Every family is documented in the README, by name.
+    let readme = include_str!("../README.md");
+    for (name, family) in &m {
+        assert!(
+            readme.contains(&format!("`{name}`")),
+            "{name} is not in the README"
+        );
+        assert!(!family.help.is_empty(), "{name} has no help");
+    }
+    let protos = [
+        ("tcp", &before.tcp),
+        ("http", &before.http),
+        ("dns", &before.dns),
+    ];
+    for (proto, p) in protos {
+        let l = [("protocol", proto)];
+        // The scrape is itself an HTTP request on an HTTP connection, counted before the
+        // text is written; nothing else moved between the snapshot and the scrape.
+        let own = u64::from(proto == "http");
+        assert_eq!(
+            sample(&m, "rpcbench_echo_requests_total", &l),
+            (p.requests + own) as f64
+        );
+        if proto != "http" {
+            assert_eq!(
+                sample(&m, "rpcbench_echo_received_bytes_total", &l),
+                p.bytes_in as f64
+            );
+            assert_eq!(
+                sample(&m, "rpcbench_echo_sent_bytes_total", &l),
+                p.bytes_out as f64
+            );
+        }
+        if proto != "dns" {
+            assert_eq!(
+                sample(&m, "rpcbench_echo_connections_total", &l),
+                (p.connections_total + own) as f64
+            );
+            assert_eq!(
+                sample(&m, "rpcbench_echo_connections_open", &l),
+                (p.connections_open + own) as f64
+            );
+        }
+    }
+    // HTTP bytes: at least the snapshot's, at most the next one's (which has the reply).
+    let http_in = sample(
+        &m,
+        "rpcbench_echo_received_bytes_total",
+        &[("protocol", "http")],
+    );
+    assert!(before.http.bytes_in as f64 <= http_in && http_in <= after.http.bytes_in as f64);
+    assert_eq!(
+        sample(
+            &m,
+            "rpcbench_echo_sent_bytes_total",
+            &[("protocol", "http")]
+        ),
+        before.http.bytes_out as f64
+    );
+    for kind in Reject::ALL {
+        assert_eq!(
+            sample(&m, "rpcbench_echo_rejected_total", &[("kind", kind.name())]),
+            before.rejected(kind) as f64,
+            "{}",
+            kind.name()
+        );
+    }
+    assert_eq!(before.rejected(Reject::OversizedFrame), 1);
+    assert_eq!(before.rejected(Reject::HttpNotFound), 1);
+    assert_eq!(sample(&m, "rpcbench_echo_dns_answered_total", &[]), 1.0);
+    assert_eq!(sample(&m, "rpcbench_echo_dns_dropped_total", &[]), 0.0);
+    assert_eq!(sample(&m, "rpcbench_echo_dns_delayed_total", &[]), 0.0);
+    assert_eq!(
+        sample(&m, "rpcbench_echo_max_connections", &[]),
+        before.settings.max_connections as f64
+    );
+    assert_eq!(
+        sample(
+            &m,
+            "rpcbench_echo_info",
+            &[("version", env!("CARGO_PKG_VERSION"))]
+        ),
+        1.0
+    );
+    let between = |name: &str, lo: f64, hi: f64| {
+        let v = sample(&m, name, &[]);
+        assert!(lo <= v && v <= hi, "{name} = {v}, not within {lo}..={hi}");
+    };
+    between(
+        "rpcbench_echo_uptime_seconds",
+        before.uptime_s,
+        after.uptime_s,
+    );
+    let cpu = |s: &StatsSnapshot| s.process.cpu_user_s + s.process.cpu_system_s;
+    between("process_cpu_seconds_total", cpu(&before), cpu(&after));
+    // The server is in this process: its memory, threads and files are the test's.
+    assert_eq!(
+        sample(&m, "process_start_time_seconds", &[]),
+        before.process.start_time_s
+    );
+    assert!(before.process.start_time_s > 0.0 && before.process.rss_bytes > 0);
+    assert!(sample(&m, "process_resident_memory_bytes", &[]) > 0.0);
+    assert!(sample(&m, "process_threads", &[]) >= 1.0);
+    assert!(sample(&m, "process_open_fds", &[]) >= 3.0);
+    // /stats carries the same process figures, as JSON.
+    let stats = http_stats(server.http);
+    assert!(stats.process.threads >= 1 && stats.process.rss_bytes > 0);
+    assert!(stats.process.cpu_user_s + stats.process.cpu_system_s >= cpu(&before));
+}
+
+#[test]
+fn metrics_take_get_only() {
+    let server = TestServer::start_default();
+    let mut easy = curl::easy::Easy::new();
+    let reply = curl_call(
+        &mut easy,
+        "POST",
+        &url(server.http, "/metrics"),
+        Some(b"x"),
+        &[],
+    );
+    check_error(&reply, 405);
+    assert_eq!(reply.header("allow"), Some("GET"));
+}
+
+/// Where the Python check writes what `prometheus_client` read: `name labels value` per
+/// sample, labels as sorted `k=v` joined by `,`.
+const PROMETHEUS_CLIENT_CHECK: &str = r#"
+import sys
+from prometheus_client.parser import text_string_to_metric_families
+for family in text_string_to_metric_families(sys.stdin.read()):
+    for s in family.samples:
+        labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+        print(s.name, labels, repr(float(s.value)))
+"#;
+
+/// The official Python client's parser reads the same samples as the strict reader here.
+#[test]
+#[ignore = "needs python3 with prometheus_client (pip install prometheus-client)"]
+fn metrics_parse_with_prometheus_client() {
+    use std::process::{Command, Stdio};
+    let (server, _dns) = server_with_traffic();
+    let text = scrape(server.http);
+    let ours = parse_exposition(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let mut child = Command::new("python3")
+        .args(["-c", PROMETHEUS_CLIENT_CHECK])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("cannot run python3");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "prometheus_client refused the text:\n{text}"
+    );
+    let theirs: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    let mut expected = Vec::new();
+    for (name, family) in &ours {
+        for (labels, value) in &family.samples {
+            let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            expected.push((name.clone(), labels.join(","), *value));
+        }
+    }
+    assert_eq!(theirs.len(), expected.len(), "{theirs:#?}");
+    for line in &theirs {
+        let mut words = line.splitn(3, ' ');
+        let (name, labels, value) = (
+            words.next().unwrap(),
+            words.next().unwrap(),
+            words.next().unwrap(),
+        );
+        let value: f64 = value.parse().unwrap();
+        assert!(
+            expected
+                .iter()
+                .any(|(n, l, v)| n == name && l == labels && *v == value),
+            "prometheus_client read {line:?}, which the strict reader did not"
+        );
+    }
+}
+
+/// A child process killed (by its PID) and reaped when dropped, with a directory of its own
+/// removed then too.
+struct Child {
+    child: std::process::Child,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// How long a real Prometheus may take to start and scrape twice: far over its 1 s
+/// scrape interval.
+const PROMETHEUS_WITHIN: Duration = Duration::from_secs(60);
+
+/// A real Prometheus (Debian's `prometheus`) on loopback scrapes `/metrics` and answers a
+/// query with the server's own count.
+#[test]
+#[ignore = "needs root and the prometheus package (apt-get install prometheus)"]
+fn a_real_prometheus_scrapes_the_server() {
+    use std::process::{Command, Stdio};
+    let server = TestServer::start_default();
+    let mut c = FrameClient::connect(server.tcp);
+    for seq in 0..3 {
+        c.check_echo(seq, b"scraped");
+    }
+    let dir = std::env::temp_dir().join(format!("rpcbench-prometheus-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: rpcbench-echo\n    \
+             static_configs:\n      - targets: ['{}']\n",
+            server.http
+        ),
+    )
+    .unwrap();
+    // A free loopback port for Prometheus's own web server.
+    let web = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let child = Command::new("prometheus")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        ))
+        .arg(format!("--web.listen-address={web}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("cannot start prometheus");
+    let _prometheus = Child { child, dir };
+    let query = format!(
+        "http://{web}/api/v1/query?query=rpcbench_echo_requests_total%7Bprotocol%3D%22tcp%22%7D"
+    );
+    let deadline = Instant::now() + PROMETHEUS_WITHIN;
+    let mut easy = curl::easy::Easy::new();
+    let last = loop {
+        let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            curl_call(&mut easy, "GET", &query, None, &[])
+        }));
+        let text = answer.map(|r| r.text()).unwrap_or_default();
+        // The vector result holds [time, "value"]; the value is the server's count.
+        if text.contains(r#""value":["#) && text.contains(r#","3"]"#) {
+            break text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no scrape within {PROMETHEUS_WITHIN:?}: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert!(last.contains(r#""job":"rpcbench-echo""#), "{last}");
+    assert_eq!(server.stats().tcp.requests, 3);
+}

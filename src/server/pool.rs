@@ -2,8 +2,11 @@
 //! waits a while for the next one before it exits, so a client that opens a connection
 //! per call (`tcp-connect`) does not pay a thread start per call.
 //!
-//! There is no upper bound on threads: the server's `--max-connections` already bounds
-//! how many connections, and so how many threads, are busy at once.
+//! There is no upper bound on busy threads: the server's `--max-connections` already
+//! bounds how many connections are open, and only the busy ones hold a thread (an idle
+//! raw TCP connection is parked on the reactor, see [`super::tcp`]). Idle threads are
+//! capped at [`MAX_IDLE`], so a burst of connections does not leave a thread per
+//! connection behind for [`KEEP_ALIVE`].
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -16,6 +19,12 @@ const KEEP_ALIVE: Duration = Duration::from_secs(10);
 /// Stack of each thread. A connection handler keeps its buffers on the heap; 256 KiB is
 /// ample and keeps 10,000 connections' threads within a few hundred MiB of address space.
 const STACK: usize = 256 * 1024;
+
+/// Most threads kept waiting for work; a thread that finishes a job while this many wait
+/// exits at once. Enough for 256 connections opened and closed at once without a thread
+/// start each (`tcp-connect` with 256 workers), and a bound on what idle threads cost:
+/// their stacks' touched pages and allocator heaps, tens of KiB each.
+const MAX_IDLE: usize = 256;
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -59,17 +68,21 @@ impl ThreadPool {
             .map(drop)
     }
 
-    /// A thread's life: run a job, offer itself as idle, run the next job or exit.
+    /// A thread's life: run a job, offer itself as idle (or exit when [`MAX_IDLE`] threads
+    /// already wait), run the next job or exit.
     fn work(self: Arc<Self>, first: Job) {
         let id = self.next_id.fetch_add(1, Relaxed);
         let (tx, rx) = mpsc::channel::<Job>();
         let mut job = first;
         loop {
             job();
-            self.idle
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push((id, tx.clone()));
+            {
+                let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+                if idle.len() >= MAX_IDLE {
+                    return;
+                }
+                idle.push((id, tx.clone()));
+            }
             job = match rx.recv_timeout(KEEP_ALIVE) {
                 Ok(next) => next,
                 Err(RecvTimeoutError::Timeout) => {

@@ -3,6 +3,7 @@
 //! Plain relaxed atomics: each counter is independent, and a snapshot taken while calls
 //! are in flight is allowed to be a few events behind.
 
+pub use crate::host::ProcessCost;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -195,6 +196,7 @@ impl Stats {
                 .iter()
                 .map(|&k| (k.name().to_string(), self.rejects[k as usize].load(Relaxed)))
                 .collect(),
+            process: crate::host::process_cost(),
         }
     }
 }
@@ -223,6 +225,10 @@ pub struct StatsSnapshot {
     pub dns_dropped: u64,
     /// Rejections and errors by kind (see [`Reject::name`]); every kind is present.
     pub rejected: BTreeMap<String, u64>,
+    /// What the server process has cost so far. Zero in the JSON of a server from before
+    /// this field (the report of an older server still reads).
+    #[serde(default)]
+    pub process: ProcessCost,
 }
 
 impl StatsSnapshot {

@@ -1,22 +1,28 @@
 //! Raw TCP listener: reads length-prefixed postcard requests, writes responses in order.
 //!
-//! Connections are accepted on the runtime, then each is served by a thread of its own
-//! with blocking reads and writes (threads are reused, see [`super::pool`]). For one
-//! request in flight, the usual case of a latency test, that is two system calls per round
-//! trip (`recv`, `send`) where an event loop needs a third (`epoll_wait`) and a task wake-up:
-//! about 2 µs of a 15 µs loopback round trip on the machines this was measured on, the
-//! same design as sockperf's and netperf's servers.
+//! A connection that is busy is served by a thread of its own with blocking reads and
+//! writes (threads are reused, see [`super::pool`]). For one request in flight, the usual
+//! case of a latency test, that is two system calls per round trip (`recv`, `send`) where
+//! an event loop needs a third (`epoll_wait`) and a task wake-up: about 2 µs of a 15 µs
+//! loopback round trip on the machines this was measured on, the same design as
+//! sockperf's and netperf's servers.
+//!
+//! A connection that has been silent for [`BUSY_SPELL`] gives its thread back: it is
+//! *parked* on the tokio reactor, which waits for it to become readable without a thread
+//! and without a read buffer, and then hands it to a pool thread again. An idle
+//! connection so costs a task and a reactor registration (about a kilobyte) instead of a
+//! thread (a stack, its allocator heap, a buffer: 289 KiB measured), so 10,000 idle
+//! connections fit where 2,000 used 578 MiB (issue #10, `report/server_memory.md`).
 //!
 //! Every complete frame already buffered is answered before the replies are written in one
 //! `write_all`, so pipelined requests cost one write per batch instead of one per reply.
 
 use super::pool::ThreadPool;
-use super::registry::Registry;
 use super::stats::{Reject, Stats};
 use super::{ConnGuard, Shared};
 use crate::wire::{self, DecodeFrameError, Request, Response, Status};
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, TcpStream};
+use std::net::TcpStream;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -29,54 +35,181 @@ const READ_CHUNK: usize = 64 * 1024;
 /// Size of a connection's buffers while its frames are small.
 const SMALL_BUF: usize = 8 * 1024;
 
-/// Accepts connections until shutdown starts, then shuts the read side of every open
-/// connection: a thread waiting for a request sees end of file and closes; one busy with a
-/// request still writes its reply first.
+/// How long a busy connection keeps its thread after its last request: its blocking
+/// `recv` waits this long (`SO_RCVTIMEO`) before the connection is parked.
+///
+/// Back-to-back calls, and calls paced faster than 200 per second per connection, never
+/// see it: their next request arrives within the spell and costs the same two system
+/// calls as before. A connection quieter than that pays one reactor wake-up and one thread
+/// hand-off on its next request (tens of microseconds on a small virtual machine), which
+/// a client waiting 5 ms between calls does not notice. Shorter would park connections
+/// between the calls of a slow paced run; longer holds a thread per connection that is
+/// done, which is what made 2,000 idle connections cost 2,003 threads.
+pub(super) const BUSY_SPELL: Duration = Duration::from_millis(5);
+
+/// What a raw TCP connection needs wherever it is served: the server's shared state,
+/// the threads for busy connections and the reactor for parked ones.
+struct Listener {
+    shared: Arc<Shared>,
+    pool: Arc<ThreadPool>,
+    /// The runtime the listener runs on: a thread parks its connection there.
+    reactor: tokio::runtime::Handle,
+}
+
+/// The state of one open connection besides its socket, moved with it between a pool
+/// thread (busy) and a reactor task (parked).
+///
+/// The socket travels beside it rather than in it because it changes type on the way: a
+/// blocking `std` stream on a thread, a tokio stream on the reactor.
+struct Conn {
+    /// Bytes received and not yet answered; empty, without an allocation, while parked
+    /// with nothing pending.
+    inbuf: InBuf,
+    /// When the last byte arrived (or the connection was accepted): the idle timeout
+    /// counts from here.
+    last_input: Instant,
+    /// Keeps the connection's slot and its place in the "open" count until it closes.
+    _guard: ConnGuard,
+}
+
+/// What a busy spell on a thread ended with.
+enum Next {
+    /// Silent for [`BUSY_SPELL`]: wait for the next request on the reactor.
+    Park,
+    /// Closed by the client or by shutdown, or closed with a reason worth counting.
+    Close(Option<Reject>),
+}
+
+/// Accepts connections until shutdown starts.
+///
+/// Shutdown needs no list of the open connections: a busy one looks at the flag between
+/// requests and at least every [`BUSY_SPELL`] (its read times out), and a parked one
+/// waits for the flag beside its socket. One busy with a request writes its reply first.
 pub(super) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    let pool = ThreadPool::new("rpcbench-tcp");
-    let open = Arc::new(Registry::<Arc<TcpStream>>::default());
+    let tcp = Arc::new(Listener {
+        shared: shared.clone(),
+        pool: ThreadPool::new("rpcbench-tcp"),
+        reactor: tokio::runtime::Handle::current(),
+    });
+    let config = &shared.config;
     while let Some((stream, guard)) = shared.next_connection(&listener, |s: &Stats| &s.tcp).await {
+        // Replies are small and latency is the product: never wait for Nagle. A client
+        // that stops reading must not hold a thread forever (`SO_SNDTIMEO`).
         let Ok(stream) = stream.into_std().and_then(|s| {
             s.set_nonblocking(false)?;
-            Ok(Arc::new(s))
+            s.set_nodelay(true)?;
+            s.set_read_timeout(Some(BUSY_SPELL.min(config.idle_timeout)))?;
+            s.set_write_timeout(Some(config.idle_timeout))?;
+            Ok(s)
         }) else {
             shared.stats.reject(Reject::IoError);
             continue;
         };
-        let Some(registered) = open.add(stream.clone()) else {
-            continue;
+        // Straight to a thread rather than parked first: a new connection's first request
+        // is usually on its way (a `tcp-connect` call sends it right after connecting).
+        let conn = Conn {
+            inbuf: InBuf::new(),
+            last_input: Instant::now(),
+            _guard: guard,
         };
-        let conn_shared = shared.clone();
-        let started = pool.run(move || {
-            let (_guard, _registered): (ConnGuard, _) = (guard, registered);
-            if let Err(kind) = serve(&stream, &conn_shared) {
-                conn_shared.stats.reject(kind);
-            }
-        });
-        if let Err(e) = started {
-            tracing::warn!("cannot start a connection thread: {e}");
-            shared.stats.reject(Reject::IoError);
-        }
+        tcp.busy(stream, conn);
     }
-    open.close(|stream| {
-        let _ = stream.shutdown(Shutdown::Read);
-    });
 }
 
-/// Serves one connection until the client closes it, it misbehaves, or shutdown starts.
-/// Returns the reason it was closed when that reason is worth counting.
-fn serve(mut stream: &TcpStream, shared: &Shared) -> Result<(), Reject> {
+impl Listener {
+    /// Serves the connection on a pool thread until it closes or parks.
+    fn busy(self: &Arc<Self>, stream: TcpStream, mut conn: Conn) {
+        let tcp = self.clone();
+        let started = self
+            .pool
+            .run(move || match serve(&stream, &mut conn, &tcp.shared) {
+                Next::Park => {
+                    conn.inbuf.release();
+                    let parked = tcp.clone().park(stream, conn);
+                    tcp.reactor.spawn(parked);
+                }
+                Next::Close(None) => {}
+                Next::Close(Some(kind)) => tcp.shared.stats.reject(kind),
+            });
+        // The job, and the connection in it, is dropped: that closes it.
+        if let Err(e) = started {
+            tracing::warn!("cannot start a connection thread: {e}");
+            self.shared.stats.reject(Reject::IoError);
+        }
+    }
+
+    /// Waits without a thread until the connection has a byte to read, then hands it to
+    /// a thread; closes it when the client closed it, when it stays silent until its idle
+    /// timeout, or when shutdown starts.
+    ///
+    /// The socket is registered with the reactor only while parked: a registration for the
+    /// connection's whole life would have every request of a busy connection wake the
+    /// reactor too (each arrival is an `epoll` edge), a second thread on the core of a
+    /// pinned round trip. Parking costs five system calls (non-blocking on, `epoll_ctl`
+    /// add, the peek, delete, non-blocking off), paid only after [`BUSY_SPELL`] of silence.
+    /// Rejected: keeping the socket blocking under `AsyncFd` (two calls fewer), whose safe
+    /// constructors tokio deprecated as unsound, and `#![forbid(unsafe_code)]` rules out
+    /// the unsafe one.
+    async fn park(self: Arc<Self>, stream: TcpStream, conn: Conn) {
+        let stats = &self.shared.stats;
+        let deadline = conn.last_input + self.shared.config.idle_timeout;
+        let stream = match stream
+            .set_nonblocking(true)
+            .and_then(|()| tokio::net::TcpStream::from_std(stream))
+        {
+            Ok(stream) => stream,
+            Err(e) => {
+                tracing::warn!("cannot park a connection: {e}");
+                return stats.reject(Reject::IoError);
+            }
+        };
+        // A peek rather than only waiting for readability: the usual end of a parked
+        // connection is the client closing it, and that is handled here, without waking a
+        // thread (and its buffers) only to read end of file.
+        let mut probe = [0u8; 1];
+        tokio::select! {
+            peeked = tokio::time::timeout_at(deadline.into(), stream.peek(&mut probe)) => {
+                match peeked {
+                    Ok(Ok(0)) if conn.inbuf.is_empty() => return,
+                    Ok(Ok(0)) => return stats.reject(Reject::TruncatedFrame),
+                    Ok(Ok(_)) => {}
+                    Ok(Err(_)) => return stats.reject(Reject::IoError),
+                    Err(_silent) => return stats.reject(Reject::IdleTimeout),
+                }
+            }
+            // Nothing in flight: shutdown closes a parked connection at once.
+            _ = super::stopping(self.shared.shutdown.clone()) => return,
+        }
+        match stream
+            .into_std()
+            .and_then(|s| s.set_nonblocking(false).map(|()| s))
+        {
+            Ok(stream) => self.busy(stream, conn),
+            Err(_) => stats.reject(Reject::IoError),
+        }
+    }
+}
+
+/// Serves one connection on the calling thread until it is silent for [`BUSY_SPELL`],
+/// the client closes it, it misbehaves, or shutdown starts.
+fn serve(stream: &TcpStream, conn: &mut Conn, shared: &Shared) -> Next {
+    match serve_busy(stream, conn, shared) {
+        Ok(next) => next,
+        Err(kind) => Next::Close(Some(kind)),
+    }
+}
+
+/// [`serve`], with a reason worth counting as the error.
+fn serve_busy(mut stream: &TcpStream, conn: &mut Conn, shared: &Shared) -> Result<Next, Reject> {
     let config = &shared.config;
-    // Replies are small and latency is the product: never wait for Nagle. A client that
-    // sends nothing, or stops reading, must not hold this thread forever.
-    let _ = stream.set_nodelay(true);
-    let _ = stream.set_read_timeout(Some(config.idle_timeout));
-    let _ = stream.set_write_timeout(Some(config.idle_timeout));
     let counters = &shared.stats.tcp;
-    let mut inbuf = InBuf::new();
+    let inbuf = &mut conn.inbuf;
+    // Allocated per busy spell, not per connection: a parked connection holds none.
     let mut outbuf = Vec::with_capacity(SMALL_BUF);
+    let mut read_more = false;
     loop {
         // Answer every complete frame we already have.
+        let mut answered = false;
         loop {
             let req = match wire::decode_frame::<Request>(inbuf.data(), config.max_frame) {
                 Ok(Some((req, used))) => {
@@ -95,6 +228,8 @@ fn serve(mut stream: &TcpStream, shared: &Shared) -> Result<(), Reject> {
             };
             counters.requests.fetch_add(1, Relaxed);
             let got_it = Instant::now();
+            // The clock read the reply needs anyway doubles as the idle timer's.
+            (conn.last_input, answered) = (got_it, true);
             let delay = Duration::from_micros(req.delay_us.into());
             if !delay.is_zero() && delay <= config.max_delay {
                 // Earlier pipelined replies should not wait for this one's delay.
@@ -104,20 +239,30 @@ fn serve(mut stream: &TcpStream, shared: &Shared) -> Result<(), Reject> {
             let resp = answer(req, got_it, shared);
             wire::encode_frame(&resp, &mut outbuf);
         }
+        if read_more && !answered {
+            // Part of a frame: it still counts as the client talking.
+            conn.last_input = Instant::now();
+        }
         write_out(stream, &mut outbuf, shared)?;
         if *shared.shutdown.borrow() {
             // Between requests: nothing in flight, so shutdown can close us now.
-            return Ok(());
+            return Ok(Next::Close(None));
         }
+        read_more = true;
         match stream.read(inbuf.spare()) {
-            Ok(0) if inbuf.is_empty() || *shared.shutdown.borrow() => return Ok(()),
+            Ok(0) if inbuf.is_empty() || *shared.shutdown.borrow() => {
+                return Ok(Next::Close(None));
+            }
             Ok(0) => return Err(Reject::TruncatedFrame),
             Ok(n) => {
                 inbuf.filled(n);
                 counters.bytes_in.fetch_add(n as u64, Relaxed);
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) if is_timeout(&e) => return Err(Reject::IdleTimeout),
+            // Silent for the spell: give the thread back (or close, when shutdown began
+            // meanwhile). The idle timeout is the reactor's to keep from here.
+            Err(e) if is_timeout(&e) && *shared.shutdown.borrow() => return Ok(Next::Close(None)),
+            Err(e) if is_timeout(&e) => return Ok(Next::Park),
             Err(_) => return Err(Reject::IoError),
         }
     }
@@ -136,12 +281,24 @@ struct InBuf {
 }
 
 impl InBuf {
+    /// An empty buffer that has allocated nothing yet.
     fn new() -> Self {
         InBuf {
-            buf: vec![0; SMALL_BUF],
+            buf: Vec::new(),
             start: 0,
             end: 0,
         }
+    }
+
+    /// Gives back the memory of a parked connection: all of it when nothing is pending,
+    /// else all but the pending bytes (part of a frame), moved to the front.
+    fn release(&mut self) {
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            (self.start, self.end) = (0, self.end - self.start);
+        }
+        self.buf.truncate(self.end);
+        self.buf.shrink_to_fit();
     }
 
     fn data(&self) -> &[u8] {
@@ -163,7 +320,11 @@ impl InBuf {
     /// Room to read into, at least half a small buffer: moves what is left to the front
     /// when something before it was consumed, and grows by one chunk when that is not
     /// enough. A large frame arriving in pieces is never copied to where it already is.
+    /// A buffer given back by [`InBuf::release`] starts again at a small buffer.
     fn spare(&mut self) -> &mut [u8] {
+        if self.buf.len() < SMALL_BUF {
+            self.buf.resize(SMALL_BUF, 0);
+        }
         if self.is_empty() {
             (self.start, self.end) = (0, 0);
             // Do not keep a large request's buffer alive for the rest of a long connection.

@@ -765,3 +765,14 @@ pub fn assert_rejects(snap: &StatsSnapshot, expected: &[(rpcbench::server::stats
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Added for /metrics and the load tests (server side of issue #10)
+// ---------------------------------------------------------------------------------------
+
+impl TestServer {
+    /// The DNS responder's real address, when the config turned it on.
+    pub fn dns_addr(&self) -> Option<SocketAddr> {
+        self.handle.dns_addr
+    }
+}

@@ -2,8 +2,9 @@
 //!
 //! HTTP/1.1 with keep-alive, and HTTP/2 with prior knowledge on the same port (hyper-util's
 //! auto builder looks at the first bytes). This file accepts connections, serves each on a
-//! task of its own, counts their bytes, and closes them when idle too long or when shutdown
-//! starts. What a request gets back is decided in [`route`] and written out in [`reply`],
+//! task of its own (reading the first request's head itself, so that a connection costs
+//! little until a request has arrived), counts their bytes, and closes them when idle too
+//! long or when shutdown starts. What a request gets back is decided in [`route`] and written out in [`reply`],
 //! as hyper keeps `proto/h1`'s connection, role and encoding apart: each part can then be
 //! read, and measured, without the other two.
 
@@ -136,6 +137,15 @@ async fn watch(watched: Arc<Registry<Watch>>, shared: Arc<Shared>) {
 }
 
 /// Serves one connection, closing it when idle too long or when shutdown starts.
+///
+/// In two stages. Until the first request's head is complete, the connection is this
+/// task and a buffer the size of what arrived ([`read_head`]); only then is it handed to
+/// hyper, which allocates a read buffer and a write buffer of 8 KiB each at once, and
+/// (boxed, so the task does not carry it before then) the state of both HTTP versions.
+/// A connection that sends nothing, or half a header and then nothing (slowloris), so
+/// costs about 2 KiB instead of 29 KiB (`report/server_memory.md`). Rejected: hyper's
+/// `max_buf_size`, whose smallest value is the same 8 KiB, and a smaller first buffer
+/// inside hyper, which it has no setting for.
 async fn serve(
     stream: TcpStream,
     builder: &auto::Builder<TokioExecutor>,
@@ -150,10 +160,45 @@ async fn serve(
         close: CloseFlag::new(),
         waker: Mutex::new(None),
     });
-    let io = CountingIo {
+    // Refused once shutdown has begun: returning closes the connection.
+    let Some(_registered) = watched.add(Watch {
+        conn: conn_state.clone(),
+        moves_seen: 0,
+        quiet_checks: 0,
+    }) else {
+        return;
+    };
+    let mut io = CountingIo {
         inner: stream,
         state: conn_state.clone(),
+        head: Head::default(),
     };
+    let mut registered: Option<Waker> = None;
+    let head = {
+        let reading = read_head(&mut io);
+        tokio::pin!(reading);
+        std::future::poll_fn(|cx| match conn_state.close_told(cx, &mut registered) {
+            Some(why) => Poll::Ready(Err(why)),
+            None => reading.as_mut().poll(cx).map(Ok),
+        })
+        .await
+    };
+    match head {
+        Ok(Ok(HeadEnd::Whole)) => {}
+        // Closed before sending anything: nothing to answer, nothing to count.
+        Ok(Ok(HeadEnd::Closed)) if io.head.bytes.is_empty() => return,
+        // Closed or reset in the middle of a head: what hyper counts as a connection
+        // error, without building hyper's state only to see it end.
+        Ok(Ok(HeadEnd::Closed)) | Ok(Err(_)) => {
+            return shared.stats.reject(Reject::HttpConnectionError);
+        }
+        Err(why) => {
+            if why == CloseReason::Idle {
+                shared.stats.reject(Reject::IdleTimeout);
+            }
+            return;
+        }
+    }
     let service = {
         let conn_state = conn_state.clone();
         hyper::service::service_fn(move |req| {
@@ -167,26 +212,10 @@ async fn serve(
             }
         })
     };
-    // Refused once shutdown has begun: returning closes the connection.
-    let Some(_registered) = watched.add(Watch {
-        conn: conn_state.clone(),
-        moves_seen: 0,
-        quiet_checks: 0,
-    }) else {
-        return;
-    };
-    let conn = builder.serve_connection(TokioIo::new(io), service);
-    tokio::pin!(conn);
+    let mut conn = Box::pin(builder.serve_connection(TokioIo::new(io), service));
     let mut closing = false;
-    let mut registered: Option<Waker> = None;
     let res = std::future::poll_fn(|cx| {
-        // Hand this task's waker to the watcher before reading `close`: a close told
-        // after the read then finds the waker and wakes us.
-        if !registered.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-            *conn_state.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
-            registered = Some(cx.waker().clone());
-        }
-        if !closing && let Some(why) = conn_state.close.get() {
+        if !closing && let Some(why) = conn_state.close_told(cx, &mut registered) {
             if why == CloseReason::Idle {
                 shared.stats.reject(Reject::IdleTimeout);
             }
@@ -204,6 +233,62 @@ async fn serve(
     }
 }
 
+/// The first size of a connection's head buffer: a request head from curl, wrk or hyper
+/// is 60 to 200 bytes, and a browser's rarely passes 512.
+const HEAD_FIRST: usize = 512;
+
+/// Largest head read before hyper takes over: hyper's own first read buffer. A longer
+/// head is hyper's to finish (up to its limits), as if this stage were not there.
+const HEAD_MAX: usize = 8 * 1024;
+
+/// How [`read_head`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HeadEnd {
+    /// A blank line arrived, or [`HEAD_MAX`] bytes: hyper takes over.
+    Whole,
+    /// The client closed its side first (after nothing, or after part of a head).
+    Closed,
+}
+
+/// Reads the start of the first request until its head is complete (a blank line), the
+/// head reaches [`HEAD_MAX`], or the client closes or resets; what was read waits in
+/// `io.head` for hyper.
+///
+/// The buffer is allocated when the first byte can be read, not before, at
+/// [`HEAD_FIRST`], doubling when full. HTTP/2's preface has a blank line in it
+/// (`PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n`), so a prior-knowledge client is handed over as
+/// soon as it sent that, and hyper-util's detection sees the same bytes as before.
+async fn read_head(io: &mut CountingIo) -> io::Result<HeadEnd> {
+    let head = &mut io.head.bytes;
+    loop {
+        io.inner.readable().await?;
+        if head.len() == head.capacity() {
+            // Doubling from HEAD_FIRST, never past HEAD_MAX (the length is below it here).
+            let more = head.capacity().max(HEAD_FIRST).min(HEAD_MAX - head.len());
+            head.reserve_exact(more);
+        }
+        let before = head.len();
+        match io.inner.try_read_buf(head) {
+            Ok(0) => return Ok(HeadEnd::Closed),
+            Ok(n) => {
+                count_moved(&io.state, n, |s| &s.http.bytes_in);
+                if head.len() >= HEAD_MAX || ends_head(head, before) {
+                    return Ok(HeadEnd::Whole);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Whether `head` has a blank line (`\n\n` or `\n\r\n`) ending at or after `from`: the end
+/// of an HTTP/1 request head (httparse accepts both line ends).
+fn ends_head(head: &[u8], from: usize) -> bool {
+    let tail = &head[from.saturating_sub(2)..];
+    tail.windows(2).any(|w| w == b"\n\n") || tail.windows(3).any(|w| w == b"\n\r\n")
+}
+
 /// What the requests of one connection share, and how the watcher reaches it.
 struct ConnState {
     shared: Arc<Shared>,
@@ -218,6 +303,19 @@ struct ConnState {
 }
 
 impl ConnState {
+    /// The close reason the watcher gave, if any, after handing it this task's waker.
+    ///
+    /// The waker goes first, then the flag is read: a close told after the read then
+    /// finds the waker and wakes us. `registered` is the waker handed last, so an
+    /// unchanged one is not handed again on every poll.
+    fn close_told(&self, cx: &Context<'_>, registered: &mut Option<Waker>) -> Option<CloseReason> {
+        if !registered.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            *self.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
+            *registered = Some(cx.waker().clone());
+        }
+        self.close.get()
+    }
+
     /// Asks the connection to close (the first reason given wins) and wakes its task.
     fn tell_close(&self, why: CloseReason) {
         if self.close.set(why)
@@ -248,18 +346,36 @@ impl Drop for InFlight<'_> {
 /// watcher can close the connection after the idle timeout. A count rather than a
 /// timestamp: the watcher only needs to know whether anything moved since it last looked,
 /// and reading the clock twice per request was a measurable share of the server's time.
+///
+/// It also hands hyper the head that [`read_head`] read before hyper was there.
 struct CountingIo {
     inner: TcpStream,
     state: Arc<ConnState>,
+    head: Head,
+}
+
+/// The bytes read before hyper took over, given to hyper before anything more is read
+/// from the socket. Freed once hyper has taken them all.
+#[derive(Default)]
+struct Head {
+    bytes: Vec<u8>,
+    /// How many of `bytes` hyper has taken.
+    taken: usize,
 }
 
 impl CountingIo {
     fn moved(&self, n: usize, counter: fn(&Stats) -> &AtomicU64) {
-        if n > 0 {
-            counter(&self.state.shared.stats).fetch_add(n as u64, Relaxed);
-            let moves = &self.state.moves;
-            moves.store(moves.load(Relaxed).wrapping_add(1), Relaxed);
-        }
+        count_moved(&self.state, n, counter);
+    }
+}
+
+/// Counts `n` bytes moved on a connection in `counter` and, when there were any, one move
+/// for the idle watcher.
+fn count_moved(state: &ConnState, n: usize, counter: fn(&Stats) -> &AtomicU64) {
+    if n > 0 {
+        counter(&state.shared.stats).fetch_add(n as u64, Relaxed);
+        let moves = &state.moves;
+        moves.store(moves.load(Relaxed).wrapping_add(1), Relaxed);
     }
 }
 
@@ -269,6 +385,17 @@ impl AsyncRead for CountingIo {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        let head = &mut self.head;
+        if head.taken < head.bytes.len() {
+            // Already counted when it was read.
+            let n = buf.remaining().min(head.bytes.len() - head.taken);
+            buf.put_slice(&head.bytes[head.taken..head.taken + n]);
+            head.taken += n;
+            if head.taken == head.bytes.len() {
+                *head = Head::default();
+            }
+            return Poll::Ready(Ok(()));
+        }
         let before = buf.filled().len();
         let res = Pin::new(&mut self.inner).poll_read(cx, buf);
         let n = buf.filled().len() - before;

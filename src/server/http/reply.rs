@@ -75,6 +75,16 @@ pub(super) fn json(body: Vec<u8>) -> Response<Body> {
     resp
 }
 
+/// The Prometheus text of `/metrics` (see [`crate::server::metrics`]).
+pub(super) fn metrics(body: String) -> Response<Body> {
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(crate::server::metrics::CONTENT_TYPE),
+    );
+    resp
+}
+
 /// A plain-text reply: `/healthz`, and every error with its one-line reason.
 pub(super) fn text(status: StatusCode, body: &str) -> Response<Body> {
     let mut resp = Response::new(Full::new(Bytes::copy_from_slice(body.as_bytes())));

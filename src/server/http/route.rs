@@ -1,5 +1,5 @@
-//! What an HTTP request gets: the routes (`/echo`, `/healthz`, `/stats`), the parsing of
-//! `/echo`'s parameters, and the refusals, each a status with a one-line reason.
+//! What an HTTP request gets: the routes (`/echo`, `/healthz`, `/stats`, `/metrics`), the
+//! parsing of `/echo`'s parameters, and the refusals, each a status with a one-line reason.
 //!
 //! Apart from the connection's life ([`super`]) and from the bytes of the reply
 //! ([`super::reply`]): this is the part a new route or parameter changes, and the part
@@ -27,8 +27,11 @@ pub(super) async fn route(req: Request<Incoming>, shared: &Shared) -> Response<B
         ("/stats", &Method::GET) => Ok(reply::json(
             serde_json::to_vec(&shared.stats.snapshot()).unwrap_or_default(),
         )),
+        ("/metrics", &Method::GET) => Ok(reply::metrics(crate::server::metrics::render(
+            &shared.stats.snapshot(),
+        ))),
         ("/echo", _) => Err(HttpError::MethodNotAllowed("GET, POST")),
-        ("/healthz" | "/stats", _) => Err(HttpError::MethodNotAllowed("GET")),
+        ("/healthz" | "/stats" | "/metrics", _) => Err(HttpError::MethodNotAllowed("GET")),
         (path, _) => Err(HttpError::NotFound(path.to_string())),
     };
     result.unwrap_or_else(|e| {

@@ -1,0 +1,241 @@
+//! `GET /metrics`: the counters of `/stats` in Prometheus's text exposition format 0.0.4.
+//!
+//! The same snapshot as `/stats` ([`StatsSnapshot`]), written the way a Prometheus server
+//! scrapes it: one family per quantity, the protocol and the reject kind as labels rather
+//! than in the name, counters ending in `_total`, seconds and bytes as base units, and the
+//! `process_*` families every Prometheus client library exports, so that dashboards made
+//! for other servers read this one. No client library: the format is a few lines of text,
+//! and the snapshot already holds every number (the README lists each family).
+
+use super::stats::{ProtoSnapshot, Reject, StatsSnapshot};
+use std::fmt::Write;
+
+/// The `Content-Type` of the text format, version 0.0.4 (what Prometheus asks for first).
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Prefix of every family of this server's own (Prometheus: `<namespace>_`).
+const NAMESPACE: &str = "rpcbench_echo";
+
+/// A family's type, as its `# TYPE` line writes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Only goes up (until the process restarts): a `_total`.
+    Counter,
+    /// Goes up and down: a level now.
+    Gauge,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+        }
+    }
+}
+
+/// Writes one family: its `# HELP` and `# TYPE` lines, then one sample per entry of
+/// `samples` (labels as `name="value"` pairs, already escaped; none for a single sample).
+fn family(out: &mut String, name: &str, kind: Kind, help: &str, samples: &[(&str, f64)]) {
+    // Writing to a String cannot fail.
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {}", kind.name());
+    for (labels, value) in samples {
+        if labels.is_empty() {
+            let _ = writeln!(out, "{name} {value}");
+        } else {
+            let _ = writeln!(out, "{name}{{{labels}}} {value}");
+        }
+    }
+}
+
+/// `{NAMESPACE}_{name}`.
+fn own(name: &str) -> String {
+    format!("{NAMESPACE}_{name}")
+}
+
+/// Escapes a label value: backslash, double quote and line feed, as the format requires.
+fn escape_label(value: &str) -> String {
+    value
+        .replace('\\', r"\\")
+        .replace('"', "\\\"")
+        .replace('\n', r"\n")
+}
+
+/// The text of `GET /metrics` for `snap`.
+pub fn render(snap: &StatsSnapshot) -> String {
+    let mut out = String::with_capacity(4096);
+    let protos: [(&str, &ProtoSnapshot); 3] = [
+        (r#"protocol="tcp""#, &snap.tcp),
+        (r#"protocol="http""#, &snap.http),
+        (r#"protocol="dns""#, &snap.dns),
+    ];
+    // DNS is UDP: it has queries, no connections, so its connection samples would be
+    // zeros that look like a measurement.
+    let connected = &protos[..2];
+    let per_proto = |f: fn(&ProtoSnapshot) -> u64, of: &[(&'static str, &ProtoSnapshot)]| {
+        of.iter()
+            .map(|(l, p)| (*l, f(p) as f64))
+            .collect::<Vec<_>>()
+    };
+    let version = format!(r#"version="{}""#, escape_label(&snap.settings.version));
+    family(
+        &mut out,
+        &own("info"),
+        Kind::Gauge,
+        "Always 1; the labels say which rpcbench-echo this is.",
+        &[(&version, 1.0)],
+    );
+    family(
+        &mut out,
+        &own("uptime_seconds"),
+        Kind::Gauge,
+        "Seconds since the server started.",
+        &[("", snap.uptime_s)],
+    );
+    family(
+        &mut out,
+        &own("connections_open"),
+        Kind::Gauge,
+        "Connections open now.",
+        &per_proto(|p| p.connections_open, connected),
+    );
+    family(
+        &mut out,
+        &own("max_connections"),
+        Kind::Gauge,
+        "Connections that may be open at once over all protocols (--max-connections).",
+        &[("", snap.settings.max_connections as f64)],
+    );
+    family(
+        &mut out,
+        &own("connections_total"),
+        Kind::Counter,
+        "Connections accepted, including those closed at once for the connection limit.",
+        &per_proto(|p| p.connections_total, connected),
+    );
+    family(
+        &mut out,
+        &own("requests_total"),
+        Kind::Counter,
+        "Requests taken in: raw TCP frames, HTTP requests, DNS queries.",
+        &per_proto(|p| p.requests, &protos),
+    );
+    family(
+        &mut out,
+        &own("received_bytes_total"),
+        Kind::Counter,
+        "Bytes read from the network.",
+        &per_proto(|p| p.bytes_in, &protos),
+    );
+    family(
+        &mut out,
+        &own("sent_bytes_total"),
+        Kind::Counter,
+        "Bytes written to the network.",
+        &per_proto(|p| p.bytes_out, &protos),
+    );
+    let kinds: Vec<(String, f64)> = Reject::ALL
+        .iter()
+        .map(|&k| (format!(r#"kind="{}""#, k.name()), snap.rejected(k) as f64))
+        .collect();
+    let kinds: Vec<(&str, f64)> = kinds.iter().map(|(l, v)| (l.as_str(), *v)).collect();
+    family(
+        &mut out,
+        &own("rejected_total"),
+        Kind::Counter,
+        "Requests or connections refused or ended by an error, by kind (as in /stats).",
+        &kinds,
+    );
+    for (name, help, value) in [
+        ("dns_answered_total", "DNS answers sent.", snap.dns_answered),
+        (
+            "dns_delayed_total",
+            "DNS answers sent after --dns-delay.",
+            snap.dns_delayed,
+        ),
+        (
+            "dns_dropped_total",
+            "DNS queries dropped on purpose by --dns-drop.",
+            snap.dns_dropped,
+        ),
+    ] {
+        family(
+            &mut out,
+            &own(name),
+            Kind::Counter,
+            help,
+            &[("", value as f64)],
+        );
+    }
+    // The process collector's names of the Prometheus client libraries.
+    let p = &snap.process;
+    for (name, kind, help, value) in [
+        (
+            "process_cpu_seconds_total",
+            Kind::Counter,
+            "Total user and system CPU time spent in seconds.",
+            p.cpu_user_s + p.cpu_system_s,
+        ),
+        (
+            "process_resident_memory_bytes",
+            Kind::Gauge,
+            "Resident memory size in bytes.",
+            p.rss_bytes as f64,
+        ),
+        (
+            "process_start_time_seconds",
+            Kind::Gauge,
+            "Start time of the process since unix epoch in seconds.",
+            p.start_time_s,
+        ),
+        (
+            "process_threads",
+            Kind::Gauge,
+            "Number of OS threads in the process.",
+            p.threads as f64,
+        ),
+        (
+            "process_open_fds",
+            Kind::Gauge,
+            "Number of open file descriptors.",
+            p.open_fds as f64,
+        ),
+        (
+            "process_max_fds",
+            Kind::Gauge,
+            "Maximum number of open file descriptors (0: unlimited).",
+            p.max_fds as f64,
+        ),
+    ] {
+        family(&mut out, name, kind, help, &[("", value)]);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_have_help_type_and_samples() {
+        let mut snap = StatsSnapshot::default();
+        snap.settings.version = "0.1.0\"x\\".into();
+        snap.tcp.requests = 7;
+        snap.rejected.insert(Reject::IdleTimeout.name().into(), 2);
+        let text = render(&snap);
+        assert!(text.contains("# TYPE rpcbench_echo_requests_total counter\n"));
+        assert!(text.contains("rpcbench_echo_requests_total{protocol=\"tcp\"} 7\n"));
+        assert!(text.contains("rpcbench_echo_rejected_total{kind=\"idle_timeout\"} 2\n"));
+        assert!(text.contains(r#"rpcbench_echo_info{version="0.1.0\"x\\"} 1"#));
+        // Every sample line belongs to the family announced just before it.
+        let mut current = "";
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                current = rest.split(' ').next().unwrap();
+            } else if !line.starts_with('#') {
+                assert!(line.starts_with(current), "{line:?} after TYPE {current}");
+            }
+        }
+    }
+}
