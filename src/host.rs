@@ -7,7 +7,7 @@
 //!
 //! Facts of this process that the kernel keeps are here too: [`process_cost`] (the CPU
 //! seconds, resident memory, threads and files a server reports in `/stats` and
-//! `/metrics`); [`self_status`] reads the `Name: value` lines of `/proc/self/status`.
+//! `/metrics`); `self_status` reads the `Name: value` lines of `/proc/self/status`.
 
 /// Where Linux keeps this process's state as `Name: value` lines (`man 5 proc`).
 const SELF_STATUS: &str = "/proc/self/status";

@@ -37,8 +37,8 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long shutdown waits for requests in flight before giving up on them (5 s).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
-/// Shortest idle timeout: the HTTP watcher looks [`http::IDLE_CHECKS_PER_TIMEOUT`] times
-/// per timeout on tokio's timer, whose tick is [`TIMER_TICK`], so a shorter timeout could
+/// Shortest idle timeout: the HTTP watcher looks `http::IDLE_CHECKS_PER_TIMEOUT` times
+/// per timeout on tokio's timer, whose tick is `TIMER_TICK`, so a shorter timeout could
 /// not be kept (and a zero one would leave the watcher's interval without a period).
 pub const MIN_IDLE_TIMEOUT: Duration = TIMER_TICK.saturating_mul(http::IDLE_CHECKS_PER_TIMEOUT);
 
