@@ -1,5 +1,6 @@
 //! Many idle connections against the real binary (issue #10): 10,000 raw TCP connections
-//! after one echo each, and 10,000 HTTP connections holding half a header, each kind
+//! after one echo each, 10,000 HTTP connections holding half a header, and 10,000 kept
+//! alive after a request, each kind
 //! against a server of its own (fewer when the open-files limit cannot be raised so far).
 //! The server's resident memory per connection (VmRSS of the child process) stays under
 //! [`MAX_KIB_PER_CONN`], its threads do not grow with idle connections, a new client is
@@ -28,6 +29,8 @@ const THREAD_SLACK: u64 = 8;
 /// How long the pool's idle threads may take to exit (they wait 10 s for work): bounded,
 /// over twice that.
 const THREADS_SETTLE_WITHIN: Duration = Duration::from_secs(30);
+/// The request of a kept-alive connection, answered before it goes idle.
+const KEPT_REQUEST: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
 /// The slowloris request: a request line, a Host line and half a header, never finished.
 const HALF_HEAD: &[u8] = b"GET /echo?reply_len=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
 
@@ -102,12 +105,16 @@ enum Idle {
     Tcp,
     /// HTTP with half a request header sent (slowloris).
     HalfHead,
+    /// HTTP/1.1 kept alive after one request answered.
+    KeptAlive,
 }
 
 /// An open idle connection of either kind; closed when dropped.
 enum Held {
     Tcp(FrameClient),
     Http(TcpStream),
+    /// Kept alive after a request: sent another one when checked.
+    Kept(TcpStream),
 }
 
 /// Opens `n` idle connections of `kind` against a server of their own, and checks the
@@ -137,6 +144,13 @@ fn hold_idle(kind: Idle, n: u64) {
                 s.write_all(HALF_HEAD).expect("write half a head");
                 Held::Http(s)
             }
+            Idle::KeptAlive => {
+                let mut s = TcpStream::connect_timeout(&server.http, IO_TIMEOUT).expect("connect");
+                s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+                s.write_all(KEPT_REQUEST).expect("write a request");
+                assert_eq!(common::read_http1(&mut s, &mut Vec::new()).status, 200);
+                Held::Kept(s)
+            }
         })
         .collect();
     // Every connection accepted and read, and the threads back to their start.
@@ -148,6 +162,7 @@ fn hold_idle(kind: Idle, n: u64) {
         let done = match kind {
             Idle::Tcp => s.tcp.connections_open == n,
             Idle::HalfHead => s.http.connections_open == n + 1 && all_read,
+            Idle::KeptAlive => s.http.connections_open == n + 1,
         };
         if done || Instant::now() > deadline {
             break s;
@@ -163,7 +178,7 @@ fn hold_idle(kind: Idle, n: u64) {
     match kind {
         Idle::Tcp => assert_eq!(open.tcp.connections_open, n),
         // The /stats request's own connection is open too.
-        Idle::HalfHead => assert_eq!(open.http.connections_open, n + 1),
+        Idle::HalfHead | Idle::KeptAlive => assert_eq!(open.http.connections_open, n + 1),
     }
     assert!(
         kib < MAX_KIB_PER_CONN,
@@ -194,6 +209,10 @@ fn hold_idle(kind: Idle, n: u64) {
                     "a half-sent connection was answered or closed: {res:?}"
                 );
             }
+            Held::Kept(s) => {
+                s.write_all(KEPT_REQUEST).expect("write a second request");
+                assert_eq!(common::read_http1(s, &mut Vec::new()).status, 200);
+            }
         }
     }
 
@@ -215,7 +234,7 @@ fn hold_idle(kind: Idle, n: u64) {
     );
     // A half-sent head closed by the client is a connection error; nothing else is.
     let expected = match kind {
-        Idle::Tcp => vec![],
+        Idle::Tcp | Idle::KeptAlive => vec![],
         Idle::HalfHead => vec![(Reject::HttpConnectionError, n)],
     };
     common::assert_rejects(&closed, &expected);
@@ -230,6 +249,16 @@ fn ten_thousand_idle_raw_tcp_connections() {
         "the open-files limit allows only {n} connections"
     );
     hold_idle(Idle::Tcp, n);
+}
+
+#[test]
+fn ten_thousand_kept_alive_http_connections() {
+    let n = open_files_for(WANT_PER_KIND);
+    assert!(
+        n >= MIN_CONNS,
+        "the open-files limit allows only {n} connections"
+    );
+    hold_idle(Idle::KeptAlive, n);
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! HTTP listener (hyper): the life of a connection, from accept to close.
 //!
-//! HTTP/1.1 with keep-alive, and HTTP/2 with prior knowledge on the same port (hyper-util's
-//! auto builder looks at the first bytes). This file accepts connections, serves each on a
+//! HTTP/1.1 with keep-alive, and HTTP/2 with prior knowledge on the same port (the first
+//! bytes say which). This file accepts connections, serves each on a
 //! task of its own (reading the first request's head itself, so that a connection costs
 //! little until a request has arrived), counts their bytes, and closes them when idle too
 //! long or when shutdown starts. What a request gets back is decided in [`route`] and written out in [`reply`],
@@ -15,7 +15,6 @@ use super::Shared;
 use super::registry::Registry;
 use super::stats::{Reject, Stats};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
 use std::convert::Infallible;
 use std::io;
 use std::pin::Pin;
@@ -33,7 +32,7 @@ pub(super) const IDLE_CHECKS_PER_TIMEOUT: u32 = 10;
 
 /// Accepts connections until shutdown starts.
 pub(super) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
+    let mut http1 = hyper::server::conn::http1::Builder::new();
     // An HTTP/1 client may shut its write side once its request is sent (`nc -N` does, and
     // nginx allows it). Without this, hyper also probes for that end of file while every
     // request is being answered, which re-allocated its 8 KiB read buffer per request.
@@ -43,8 +42,11 @@ pub(super) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     // vectored write cost more than the copy (callgrind: 8.6k -> 8.1k instructions per
     // 100-byte reply). A 1 MiB reply pays one extra memcpy, within the noise of its
     // millisecond round trip here.
-    builder.http1().half_close(true).writev(false);
-    let builder = Arc::new(builder);
+    http1.half_close(true).writev(false);
+    let builder = Arc::new(Builders {
+        http1,
+        http2: hyper::server::conn::http2::Builder::new(TokioExecutor::new()),
+    });
     let watched = Arc::new(Registry::<Watch>::default());
     tokio::spawn(watch(watched.clone(), shared.clone()));
     while let Some((stream, guard)) = shared.next_connection(&listener, |s: &Stats| &s.http).await {
@@ -141,14 +143,14 @@ async fn watch(watched: Arc<Registry<Watch>>, shared: Arc<Shared>) {
 /// In two stages. Until the first request's head is complete, the connection is this
 /// task and a buffer the size of what arrived ([`read_head`]); only then is it handed to
 /// hyper, which allocates a read buffer and a write buffer of 8 KiB each at once, and
-/// (boxed, so the task does not carry it before then) the state of both HTTP versions.
-/// A connection that sends nothing, or half a header and then nothing (slowloris), so
-/// costs about 2 KiB instead of 29 KiB (`report/server_memory.md`). Rejected: hyper's
-/// `max_buf_size`, whose smallest value is the same 8 KiB, and a smaller first buffer
-/// inside hyper, which it has no setting for.
+/// (boxed, so the task does not carry it before then) its connection state, of the one
+/// version the head chose. A connection that sends nothing, or half a header and then
+/// nothing (slowloris), so costs about 2 KiB instead of 29 KiB (`report/server_memory.md`).
+/// Rejected: hyper's `max_buf_size`, whose smallest value is the same 8 KiB, and a smaller
+/// first buffer inside hyper, which it has no setting for.
 async fn serve(
     stream: TcpStream,
-    builder: &auto::Builder<TokioExecutor>,
+    builder: &Builders,
     shared: Arc<Shared>,
     watched: &Arc<Registry<Watch>>,
 ) {
@@ -212,7 +214,16 @@ async fn serve(
             }
         })
     };
-    let mut conn = Box::pin(builder.serve_connection(TokioIo::new(io), service));
+    // One version's state, boxed: the task does not carry it before the head is in.
+    let mut conn = if io.head.bytes.starts_with(H2_PREFACE) {
+        Serving::Http2(Box::pin(
+            builder.http2.serve_connection(TokioIo::new(io), service),
+        ))
+    } else {
+        Serving::Http1(Box::pin(
+            builder.http1.serve_connection(TokioIo::new(io), service),
+        ))
+    };
     let mut closing = false;
     let res = std::future::poll_fn(|cx| {
         if !closing && let Some(why) = conn_state.close_told(cx, &mut registered) {
@@ -220,18 +231,42 @@ async fn serve(
                 shared.stats.reject(Reject::IdleTimeout);
             }
             // Requests in flight finish; an idle keep-alive connection closes now.
-            conn.as_mut().graceful_shutdown();
+            match &mut conn {
+                Serving::Http1(c) => c.as_mut().graceful_shutdown(),
+                Serving::Http2(c) => c.as_mut().graceful_shutdown(),
+            }
             closing = true;
         }
-        conn.as_mut().poll(cx)
+        match &mut conn {
+            Serving::Http1(c) => c.as_mut().poll(cx),
+            Serving::Http2(c) => c.as_mut().poll(cx),
+        }
     })
     .await;
-    // Closing a connection that never sent a byte cancels hyper's protocol detection,
-    // which ends in an error; that close was ours, not theirs.
     if res.is_err() && conn_state.close.get().is_none() {
         shared.stats.reject(Reject::HttpConnectionError);
     }
 }
+
+/// hyper's builders for the two versions, configured once for every connection.
+struct Builders {
+    http1: hyper::server::conn::http1::Builder,
+    http2: hyper::server::conn::http2::Builder<TokioExecutor>,
+}
+
+/// A connection in hyper's hands, of the version its first bytes chose.
+///
+/// The version is picked here from the head already read, rather than by hyper-util's
+/// auto builder: its connection is an enum of both versions' states, so every HTTP/1
+/// connection, boxed, paid for the larger HTTP/2 state too (an idle keep-alive connection
+/// went from 17.2 to 12.1 KiB without it, `report/server_memory.md`).
+enum Serving<C1, C2> {
+    Http1(Pin<Box<C1>>),
+    Http2(Pin<Box<C2>>),
+}
+
+/// What an HTTP/2 client with prior knowledge sends first (RFC 9113, section 3.4).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// The first size of a connection's head buffer: a request head from curl, wrk or hyper
 /// is 60 to 200 bytes, and a browser's rarely passes 512.
@@ -255,9 +290,8 @@ enum HeadEnd {
 /// `io.head` for hyper.
 ///
 /// The buffer is allocated when the first byte can be read, not before, at
-/// [`HEAD_FIRST`], doubling when full. HTTP/2's preface has a blank line in it
-/// (`PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n`), so a prior-knowledge client is handed over as
-/// soon as it sent that, and hyper-util's detection sees the same bytes as before.
+/// [`HEAD_FIRST`], doubling when full. HTTP/2's preface ([`H2_PREFACE`]) counts as a
+/// whole head once all of it is in: [`serve`] then picks HTTP/2 by it.
 async fn read_head(io: &mut CountingIo) -> io::Result<HeadEnd> {
     let head = &mut io.head.bytes;
     loop {
@@ -272,7 +306,9 @@ async fn read_head(io: &mut CountingIo) -> io::Result<HeadEnd> {
             Ok(0) => return Ok(HeadEnd::Closed),
             Ok(n) => {
                 count_moved(&io.state, n, |s| &s.http.bytes_in);
-                if head.len() >= HEAD_MAX || ends_head(head, before) {
+                // Part of HTTP/2's preface (which has a blank line in it) is not a head.
+                let partial_preface = head.len() < H2_PREFACE.len() && H2_PREFACE.starts_with(head);
+                if head.len() >= HEAD_MAX || (!partial_preface && ends_head(head, before)) {
                     return Ok(HeadEnd::Whole);
                 }
             }
