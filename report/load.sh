@@ -12,6 +12,10 @@
 #
 # Each pair runs R rounds, the peer first in odd rounds and rpcbench first in even ones;
 # each round prints both figures and the ratio, and the summary gives the median ratio.
+# Beside the rates, each client's CPU time (user + system, GNU time) per call: on a
+# machine shared with other work the rates swing by several times between rounds, the
+# CPU a call costs the client much less, so its ratio says more about which client would
+# be the bottleneck.
 # Goals: calls/s ratio rpcbench/peer >= 1.0 for http and tcp, latency ratio <= 1.15 for
 # c1. The script measures and reports; it judges nothing (its exit status says only
 # whether every figure was measured). The machine's other tenants move these numbers:
@@ -25,7 +29,7 @@
 #   --raw DIR       also keep every tool's raw output (and rpcbench's JSON) in DIR
 #   --no-build      use the binaries already in target/release
 #
-# Debian packages it needs: wrk python3 util-linux (taskset), plus cargo.
+# Debian packages it needs: wrk python3 util-linux (taskset) time, plus cargo.
 #
 # Exit status: 0 when every figure was measured, 1 when a tool or a call failed (rpcbench
 # counts every call; one that is not ok fails the run), 2 bad usage.
@@ -105,6 +109,7 @@ source "$root/report/lib.sh"
 for tool in taskset wrk python3; do
     command -v "$tool" >/dev/null || die "$tool is required (apt-get install -y wrk python3 util-linux)"
 done
+[[ -x /usr/bin/time ]] || die "GNU time is required (apt-get install -y time)"
 make_tmp load
 [[ -z $raw_dir ]] || mkdir -p "$raw_dir"
 
@@ -179,6 +184,20 @@ keep() {
     [[ -z $raw_dir ]] || cp "$1" "$raw_dir/round${round}_$(basename "$1")"
 }
 
+# timed NAME CMD...: runs CMD under GNU time, its CPU seconds (user + system) left in
+# $tmp/NAME.cpu.
+timed() {
+    local name=$1
+    shift
+    /usr/bin/time -f '%U %S' -o "$tmp/$name.cpu" "$@"
+}
+
+# cpu_per_call NAME CALLS: the CPU µs per call of the command timed as NAME, kept for the
+# round line in $tmp/NAME.percall.
+cpu_per_call() {
+    awk -v n="$2" '{ printf "%.2f\n", ($1 + $2) / n * 1e6 }' "$tmp/$1.cpu" >"$tmp/$1.percall"
+}
+
 # rb_run NAME FIELD ARGS...: runs rpcbench on CPU 1 and prints FIELD of its run record
 # (calls_per_s, or the latency mean), after checking that every call was ok.
 rb_run() {
@@ -188,15 +207,17 @@ rb_run() {
         --http-port "${http_addr##*:}" --names ip "$@" --duration "${secs}s" --format json
         --no-progress)
     echo "  $(show "${cmd[@]}")" >&2
-    "${cmd[@]}" >"$file" || die "rpcbench failed (exit $?): $(show "${cmd[@]}")"
+    timed "rb_$name" "${cmd[@]}" >"$file" || die "rpcbench failed (exit $?): $(show "${cmd[@]}")"
     keep "$file"
-    python3 - "$file" "$field" <<'PY'
+    python3 - "$file" "$field" "$tmp/rb_$name.calls" <<'PY'
 import json, sys
 run = json.load(open(sys.argv[1]))["runs"][0]
 if run["ok"] != run["calls"] or run["calls"] == 0:
     sys.exit(f"rpcbench {run['transport']}: {run['ok']} ok of {run['calls']} calls")
+open(sys.argv[3], "w").write(f"{run['calls']}\n")
 print(run["calls_per_s"] if sys.argv[2] == "rate" else run["latency_us"]["mean"])
 PY
+    cpu_per_call "rb_$name" "$(cat "$tmp/rb_$name.calls")"
 }
 
 # wrk_run NAME CONNS: wrk -t1 on CPU 1; prints its requests per second.
@@ -204,13 +225,14 @@ wrk_run() {
     local file="$tmp/wrk_$1.out" rps
     local cmd=(taskset -c 1 wrk -t1 -c"$2" -d"${secs}s" -s "$wrk_lua" "$echo_url")
     echo "  $(show "${cmd[@]}")" >&2
-    "${cmd[@]}" >"$file" 2>&1 || die "wrk failed: $(cat "$file")"
+    timed "peer_$1" "${cmd[@]}" >"$file" 2>&1 || die "wrk failed: $(cat "$file")"
     keep "$file"
     if grep -Eq 'Non-2xx|Socket errors' "$file"; then
         die "wrk saw errors: $(grep -E 'Non-2xx|Socket errors' "$file")"
     fi
     rps=$(awk '$1 == "Requests/sec:" { print $2 }' "$file")
     [[ -n $rps ]] || die "cannot parse wrk output:"$'\n'"$(cat "$file")"
+    cpu_per_call "peer_$1" "$(awk '$2 == "requests" && $3 == "in" { print $1 }' "$file")"
     echo "$rps"
 }
 
@@ -221,10 +243,11 @@ peer_tcp() {
     local file="$tmp/tcp_load.out" rate
     local cmd=(taskset -c 1 "$load_bin" "$tcp_addr" --conns "$conns" --duration "$secs")
     echo "  $(show "${cmd[@]}")" >&2
-    "${cmd[@]}" >"$file" 2>&1 || die "tcp_load failed: $(cat "$file")"
+    timed peer_tcp "${cmd[@]}" >"$file" 2>&1 || die "tcp_load failed: $(cat "$file")"
     keep "$file"
     rate=$(awk '$1 == "calls/s" { print $2 }' "$file")
     [[ -n $rate ]] || die "cannot parse tcp_load output:"$'\n'"$(cat "$file")"
+    cpu_per_call peer_tcp "$(awk '$1 == "conns" { print $8 }' "$file")"
     echo "$rate"
 }
 rb_c1() { rb_run c1 latency --transports http-keepalive -c 1; }
@@ -237,7 +260,7 @@ declare -A title=(
     [c1]="http-keepalive -c 1 vs wrk -t1 -c1 (mean µs; wrk: 1/rps)"
 )
 declare -A goal=([http]=">= 1.00" [tcp]=">= 1.00" [c1]="<= 1.15")
-declare -A ratios=()
+declare -A ratios=() cpu_ratios=()
 for ((round = 1; round <= rounds; round++)); do
     for p in "${pairs[@]}"; do
         echo "round $round: ${title[$p]} ..." >&2
@@ -250,8 +273,12 @@ for ((round = 1; round <= rounds; round++)); do
         fi
         ratio=$(awk -v a="$rb" -v b="$peer" 'BEGIN { printf "%.3f", a / b }')
         ratios[$p]+=" $ratio"
-        printf 'round %d  %-4s rpcbench %10.1f  peer %10.1f  ratio %s\n' \
-            "$round" "$p" "$rb" "$peer" "$ratio"
+        rb_cpu=$(cat "$tmp/rb_$p.percall")
+        peer_cpu=$(cat "$tmp/peer_$p.percall")
+        cpu_ratio=$(awk -v a="$rb_cpu" -v b="$peer_cpu" 'BEGIN { printf "%.3f", a / b }')
+        cpu_ratios[$p]+=" $cpu_ratio"
+        printf 'round %d  %-4s rpcbench %10.1f  peer %10.1f  ratio %s   cpu µs/call %6.2f vs %6.2f  ratio %s\n' \
+            "$round" "$p" "$rb" "$peer" "$ratio" "$rb_cpu" "$peer_cpu" "$cpu_ratio"
     done
 done
 
@@ -263,14 +290,16 @@ med() {
         END { printf "%.3f", (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
 }
 echo
-printf '%-4s  %-58s %8s  %-8s %s\n' pair "what" median goal "rounds"
+printf '%-4s  %-58s %8s  %-8s %9s  %s\n' pair "what" median goal "cpu/call" "rounds"
 for p in "${pairs[@]}"; do
-    printf '%-4s  %-58s %8s  %-8s%s\n' "$p" "${title[$p]}" "$(med "${ratios[$p]}")" "${goal[$p]}" \
-        "${ratios[$p]}"
+    printf '%-4s  %-58s %8s  %-8s %9s %s\n' "$p" "${title[$p]}" "$(med "${ratios[$p]}")" \
+        "${goal[$p]}" "$(med "${cpu_ratios[$p]}")" "${ratios[$p]}"
 done
 echo
 echo "ratio = rpcbench / peer: calls/s for http and tcp (higher is better), mean latency for"
 echo "c1 (lower is better); the median over $rounds round(s), alternating which side goes first."
+echo "cpu/call = the median of rpcbench's client CPU per call over the peer's (lower is better;"
+echo "whole processes, start-up and warm-up included)."
 echo "load avg:   $(cut -d' ' -f1-3 /proc/loadavg) (after the runs)"
 # CPU 0 runs the server and CPU 1 the clients: either far below 100% while a pair ran at
 # full speed means something else (another tenant, a hypervisor) held it back.
