@@ -469,7 +469,10 @@ fn hostile_prefixes_do_not_grow_memory() {
     let deadline = Instant::now() + IO_TIMEOUT;
     let snap = loop {
         let snap = http_stats(proc.http);
-        if snap.rejected(Reject::TruncatedFrame) == 20 || Instant::now() > deadline {
+        // The reject is counted before the connection's slot is released, so wait for both.
+        let settled =
+            snap.rejected(Reject::TruncatedFrame) == 20 && snap.tcp.connections_open == 1;
+        if settled || Instant::now() > deadline {
             break snap;
         }
         std::thread::sleep(Duration::from_millis(20));
