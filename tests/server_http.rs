@@ -1001,6 +1001,22 @@ fn metrics_parse_and_match_stats() {
     }
     assert_eq!(before.rejected(Reject::OversizedFrame), 1);
     assert_eq!(before.rejected(Reject::HttpNotFound), 1);
+    let h2 = &before.http2;
+    for (name, value) in [
+        ("http2_connections_total", h2.connections_total),
+        ("http2_streams_total", h2.streams_total),
+        ("http2_streams_open", h2.streams_open),
+        (
+            "http2_streams_max_per_connection",
+            h2.streams_max_per_connection,
+        ),
+    ] {
+        assert_eq!(
+            sample(&m, &format!("rpcbench_echo_{name}"), &[]),
+            value as f64,
+            "{name}"
+        );
+    }
     assert_eq!(sample(&m, "rpcbench_echo_dns_answered_total", &[]), 1.0);
     assert_eq!(sample(&m, "rpcbench_echo_dns_dropped_total", &[]), 0.0);
     assert_eq!(sample(&m, "rpcbench_echo_dns_delayed_total", &[]), 0.0);

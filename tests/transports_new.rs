@@ -171,4 +171,40 @@ fn the_http2_port_serves_curl_and_h2load() {
         "h2load: {text}"
     );
     assert!(text.contains("status codes: 2000 2xx"), "h2load: {text}");
+
+    // Two HTTP/2 connections (curl's, h2load's), 2001 streams, none left open; h2load
+    // never has more than its 32 in flight on its one connection.
+    let h2 = server.stats().http2;
+    assert_eq!(
+        (h2.connections_total, h2.streams_total),
+        (2, 2001),
+        "{h2:?}"
+    );
+    assert_eq!(h2.streams_open, 0, "{h2:?}");
+    assert!((1..=32).contains(&h2.streams_max_per_connection), "{h2:?}");
+}
+
+/// `h2-mux` at `-c 64` is 64 concurrent streams on one connection. Every call waits 20 ms
+/// in the server, far longer than 64 calls take to be sent, so the server sees nearly all
+/// of them open at once: at least 32 is the bar, and at most 64 is physics.
+#[test]
+fn h2_mux_at_64_workers_is_64_streams_on_one_connection() {
+    let server = server();
+    let cfg = RunConfig {
+        calls: 640,
+        warmup: 64,
+        delay_us: 20_000,
+        ..config(64)
+    };
+    let run = run(&server, TransportKind::H2Mux, &cfg);
+    assert_healthy(TransportKind::H2Mux, &run, &cfg);
+    assert_eq!(run.tally.connects, 1);
+    let h2 = server.stats().http2;
+    assert_eq!(h2.connections_total, 1, "{h2:?}");
+    assert_eq!(h2.streams_total, 640 + 64, "{h2:?}");
+    assert!(
+        (32..=64).contains(&h2.streams_max_per_connection),
+        "at most {} streams were open at once on the one connection: {h2:?}",
+        h2.streams_max_per_connection
+    );
 }

@@ -168,6 +168,35 @@ pub fn render(snap: &StatsSnapshot) -> String {
             &[("", value as f64)],
         );
     }
+    let h2 = &snap.http2;
+    for (name, kind, help, value) in [
+        (
+            "http2_connections_total",
+            Kind::Counter,
+            "HTTP/2 connections served (also counted under protocol=\"http\").",
+            h2.connections_total,
+        ),
+        (
+            "http2_streams_total",
+            Kind::Counter,
+            "HTTP/2 streams (requests) taken in.",
+            h2.streams_total,
+        ),
+        (
+            "http2_streams_open",
+            Kind::Gauge,
+            "HTTP/2 streams being answered now, over all connections.",
+            h2.streams_open,
+        ),
+        (
+            "http2_streams_max_per_connection",
+            Kind::Gauge,
+            "The most HTTP/2 streams ever being answered at once on one connection.",
+            h2.streams_max_per_connection,
+        ),
+    ] {
+        family(&mut out, &own(name), kind, help, &[("", value as f64)]);
+    }
     // The process collector's names of the Prometheus client libraries.
     let p = &snap.process;
     for (name, kind, help, value) in [

@@ -53,6 +53,9 @@ pub enum Reject {
     HttpPayloadTooLarge,
     /// HTTP connection ended by a protocol or I/O error.
     HttpConnectionError,
+    /// HTTP/2 stream reset by the client before its reply was ready (a cancelled call,
+    /// a body cut short); the connection goes on.
+    Http2StreamReset,
     /// Read or write error on a TCP connection.
     IoError,
     /// DNS packet that could not be parsed.
@@ -61,7 +64,7 @@ pub enum Reject {
 
 impl Reject {
     /// Every kind, in the order they are listed in /stats.
-    pub const ALL: [Reject; 15] = [
+    pub const ALL: [Reject; 16] = [
         Reject::ZeroLengthFrame,
         Reject::OversizedFrame,
         Reject::MalformedFrame,
@@ -75,6 +78,7 @@ impl Reject {
         Reject::HttpMethodNotAllowed,
         Reject::HttpPayloadTooLarge,
         Reject::HttpConnectionError,
+        Reject::Http2StreamReset,
         Reject::IoError,
         Reject::DnsMalformed,
     ];
@@ -95,6 +99,7 @@ impl Reject {
             Reject::HttpMethodNotAllowed => "http_405",
             Reject::HttpPayloadTooLarge => "http_413",
             Reject::HttpConnectionError => "http_connection_error",
+            Reject::Http2StreamReset => "http2_stream_reset",
             Reject::IoError => "io_error",
             Reject::DnsMalformed => "dns_malformed",
         }
@@ -138,6 +143,8 @@ pub struct Stats {
     pub http: ProtoCounters,
     /// DNS responder.
     pub dns: ProtoCounters,
+    /// HTTP/2 connections and their streams (a subset of `http`).
+    pub http2: Http2Counters,
     /// DNS answers sent.
     pub dns_answered: AtomicU64,
     /// DNS queries answered after `--dns-delay`.
@@ -162,6 +169,7 @@ impl Stats {
             tcp: ProtoCounters::default(),
             http: ProtoCounters::default(),
             dns: ProtoCounters::default(),
+            http2: Http2Counters::default(),
             dns_answered: AtomicU64::new(0),
             dns_delayed: AtomicU64::new(0),
             dns_dropped: AtomicU64::new(0),
@@ -189,6 +197,12 @@ impl Stats {
             tcp: proto(&self.tcp),
             http: proto(&self.http),
             dns: proto(&self.dns),
+            http2: Http2Snapshot {
+                connections_total: self.http2.connections.load(Relaxed),
+                streams_total: self.http2.streams_total.load(Relaxed),
+                streams_open: self.http2.streams_open.load(Relaxed),
+                streams_max_per_connection: self.http2.streams_max_per_connection.load(Relaxed),
+            },
             dns_answered: self.dns_answered.load(Relaxed),
             dns_delayed: self.dns_delayed.load(Relaxed),
             dns_dropped: self.dns_dropped.load(Relaxed),
@@ -199,6 +213,45 @@ impl Stats {
             process: crate::host::process_cost(),
         }
     }
+}
+
+/// HTTP/2's own counters: its connections are also counted in [`Stats::http`], and a
+/// stream is one request being answered (from its headers being handed to the server until
+/// its reply has been handed back, or the client reset it).
+#[derive(Debug, Default)]
+pub struct Http2Counters {
+    /// HTTP/2 connections served (the preface arrived).
+    pub connections: AtomicU64,
+    /// Streams (requests) taken in.
+    pub streams_total: AtomicU64,
+    /// Streams being answered now, over all connections.
+    pub streams_open: AtomicU64,
+    /// The most streams ever being answered at once on one connection.
+    pub streams_max_per_connection: AtomicU64,
+}
+
+impl Http2Counters {
+    /// Counts a stream opened on a connection that now has `on_connection` open.
+    pub fn stream_opened(&self, on_connection: u64) {
+        self.streams_total.fetch_add(1, Relaxed);
+        self.streams_open.fetch_add(1, Relaxed);
+        self.streams_max_per_connection
+            .fetch_max(on_connection, Relaxed);
+    }
+
+    /// Counts a stream's end.
+    pub fn stream_closed(&self) {
+        self.streams_open.fetch_sub(1, Relaxed);
+    }
+}
+
+/// [`Http2Counters`] at one instant.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Http2Snapshot {
+    pub connections_total: u64,
+    pub streams_total: u64,
+    pub streams_open: u64,
+    pub streams_max_per_connection: u64,
 }
 
 /// One protocol's counters at one instant.
@@ -220,6 +273,9 @@ pub struct StatsSnapshot {
     pub tcp: ProtoSnapshot,
     pub http: ProtoSnapshot,
     pub dns: ProtoSnapshot,
+    /// HTTP/2 streams. Zero in the JSON of a server from before this field.
+    #[serde(default)]
+    pub http2: Http2Snapshot,
     pub dns_answered: u64,
     pub dns_delayed: u64,
     pub dns_dropped: u64,

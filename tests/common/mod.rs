@@ -20,6 +20,8 @@
 //! Everything has a timeout: a broken server makes a test fail, never hang.
 #![allow(dead_code)]
 
+pub mod h2raw;
+
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use rpcbench::server::stats::StatsSnapshot;

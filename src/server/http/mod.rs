@@ -201,6 +201,10 @@ async fn serve(
             return;
         }
     }
+    let http2 = io.head.bytes.starts_with(H2_PREFACE);
+    if http2 {
+        shared.stats.http2.connections.fetch_add(1, Relaxed);
+    }
     let service = {
         let conn_state = conn_state.clone();
         hyper::service::service_fn(move |req| {
@@ -208,14 +212,15 @@ async fn serve(
             async move {
                 // A guard, not a decrement after the await: hyper drops this future when
                 // an HTTP/2 client cancels the stream, and the count must still go down.
-                let _busy = InFlight::enter(&state.in_flight);
+                let mut busy = InFlight::enter(&state, http2);
                 let resp = route::route(req, &state.shared).await;
+                busy.answered = true;
                 Ok::<_, Infallible>(resp)
             }
         })
     };
     // One version's state, boxed: the task does not carry it before the head is in.
-    let mut conn = if io.head.bytes.starts_with(H2_PREFACE) {
+    let mut conn = if http2 {
         Serving::Http2(Box::pin(
             builder.http2.serve_connection(TokioIo::new(io), service),
         ))
@@ -362,19 +367,40 @@ impl ConnState {
     }
 }
 
-/// Counts a request in flight on a connection for as long as it lives.
-struct InFlight<'a>(&'a AtomicUsize);
+/// Counts a request in flight on a connection for as long as it lives, and on an HTTP/2
+/// connection an open stream too. hyper drops the request's future when an HTTP/2 client
+/// resets the stream first: a guard still dropped before `answered` was a reset stream.
+struct InFlight<'a> {
+    conn: &'a ConnState,
+    http2: bool,
+    /// Set once the reply is ready.
+    answered: bool,
+}
 
 impl InFlight<'_> {
-    fn enter(count: &AtomicUsize) -> InFlight<'_> {
-        count.fetch_add(1, Relaxed);
-        InFlight(count)
+    fn enter(conn: &ConnState, http2: bool) -> InFlight<'_> {
+        let now = conn.in_flight.fetch_add(1, Relaxed) + 1;
+        if http2 {
+            conn.shared.stats.http2.stream_opened(now as u64);
+        }
+        InFlight {
+            conn,
+            http2,
+            answered: false,
+        }
     }
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Relaxed);
+        self.conn.in_flight.fetch_sub(1, Relaxed);
+        if self.http2 {
+            let stats = &self.conn.shared.stats;
+            stats.http2.stream_closed();
+            if !self.answered {
+                stats.reject(Reject::Http2StreamReset);
+            }
+        }
     }
 }
 

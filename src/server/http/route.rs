@@ -56,6 +56,9 @@ enum HttpError {
     MethodNotAllowed(&'static str),
     #[error("body is larger than the maximum of {0} bytes")]
     PayloadTooLarge(u32),
+    /// The client reset its HTTP/2 stream before the body was in: nobody reads the reply.
+    #[error("stream reset by the client")]
+    StreamReset,
 }
 
 impl HttpError {
@@ -66,6 +69,8 @@ impl HttpError {
             HttpError::NotFound(_) => StatusCode::NOT_FOUND,
             HttpError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             HttpError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            // Never seen: the stream is gone.
+            HttpError::StreamReset => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -76,6 +81,7 @@ impl HttpError {
             HttpError::NotFound(_) => Reject::HttpNotFound,
             HttpError::MethodNotAllowed(_) => Reject::HttpMethodNotAllowed,
             HttpError::PayloadTooLarge(_) => Reject::HttpPayloadTooLarge,
+            HttpError::StreamReset => Reject::Http2StreamReset,
         }
     }
 }
@@ -114,6 +120,14 @@ impl EchoParams {
         }
         Ok(params)
     }
+}
+
+/// Whether a body read failed because the client reset its HTTP/2 stream (RST_STREAM):
+/// hyper hands back the `h2` crate's error as the source.
+fn reset_by_client(e: &(dyn std::error::Error + 'static)) -> bool {
+    std::iter::successors(Some(e), |e| e.source())
+        .filter_map(|e| e.downcast_ref::<h2::Error>())
+        .any(|e| e.is_reset() && e.is_remote())
 }
 
 /// `text` split at the first `sep` (which is dropped), or all of it and `""`.
@@ -180,6 +194,8 @@ async fn echo(
             .map_err(|e| {
                 if e.is::<http_body_util::LengthLimitError>() {
                     HttpError::PayloadTooLarge(config.max_frame)
+                } else if reset_by_client(&*e) {
+                    HttpError::StreamReset
                 } else {
                     HttpError::BadRequest(format!("cannot read body: {e}"))
                 }
