@@ -9,12 +9,16 @@
 //! seconds, resident memory, threads and files a server reports in `/stats` and
 //! `/metrics`); `self_status` reads the `Name: value` lines of `/proc/self/status`.
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
 /// Where Linux keeps this process's state as `Name: value` lines (`man 5 proc`).
 const SELF_STATUS: &str = "/proc/self/status";
 /// This process's state as one line of fields (`man 5 proc`): the start time is there.
 const SELF_STAT: &str = "/proc/self/stat";
 /// This process's open file descriptors, one entry each.
 const SELF_FD: &str = "/proc/self/fd";
+/// One directory per thread of this process.
+const SELF_TASK: &str = "/proc/self/task";
 /// The machine's counters; its `btime` line is the boot time in Unix seconds.
 const PROC_STAT: &str = "/proc/stat";
 /// The 1-based field of `/proc/self/stat` holding the start time, in clock ticks after
@@ -74,6 +78,67 @@ pub fn process_cost() -> ProcessCost {
         open_fds: std::fs::read_dir(SELF_FD).map_or(0, |d| d.count() as u64),
         max_fds,
         start_time_s: start_time_s(),
+    }
+}
+
+/// CPU seconds, user and system, of some of this process's threads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ThreadsCpu {
+    pub cpu_user_s: f64,
+    pub cpu_system_s: f64,
+}
+
+/// Fields of `/proc/<pid>/task/<tid>/stat` (1-based, `man 5 proc`): CPU ticks in user and
+/// kernel mode.
+const STAT_UTIME_FIELD: usize = 14;
+const STAT_STIME_FIELD: usize = 15;
+
+/// Microseconds of CPU, user and system, that threads counted by [`threads_cpu`] had used
+/// when they ended ([`note_thread_end`]): a thread that is gone is no longer in
+/// `/proc/self/task`, but its work was done.
+static ENDED_USER_US: AtomicU64 = AtomicU64::new(0);
+static ENDED_SYSTEM_US: AtomicU64 = AtomicU64::new(0);
+
+/// The CPU time of this process's threads named one of `names` (their `comm`, at most 15
+/// bytes): the live ones from `/proc/self/task` (in clock ticks, 10 ms each on Linux), plus
+/// the ended ones that called [`note_thread_end`]. How an echo server embedded in the
+/// client's process tells its own cost from the client's.
+pub fn threads_cpu(names: &[&str]) -> ThreadsCpu {
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .unwrap_or(100) as f64;
+    let mut ticks = (0u64, 0u64);
+    for task in std::fs::read_dir(SELF_TASK).into_iter().flatten().flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue; // ended meanwhile
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        if !names.contains(&&stat[open + 1..close]) {
+            continue;
+        }
+        let mut fields = stat[close + 1..].split_whitespace();
+        let mut field =
+            |n: usize| -> u64 { fields.nth(n).and_then(|v| v.parse().ok()).unwrap_or(0) };
+        let user = field(STAT_UTIME_FIELD - STAT_FIELD_AFTER_COMM);
+        let system = field(STAT_STIME_FIELD - STAT_UTIME_FIELD - 1);
+        ticks = (ticks.0 + user, ticks.1 + system);
+    }
+    ThreadsCpu {
+        cpu_user_s: ticks.0 as f64 / hz + ENDED_USER_US.load(Relaxed) as f64 / 1e6,
+        cpu_system_s: ticks.1 as f64 / hz + ENDED_SYSTEM_US.load(Relaxed) as f64 / 1e6,
+    }
+}
+
+/// Called by a thread that [`threads_cpu`] counts, as it ends: keeps its CPU time.
+pub fn note_thread_end() {
+    use nix::sys::resource::{UsageWho, getrusage};
+    if let Ok(u) = getrusage(UsageWho::RUSAGE_THREAD) {
+        let us = |t: nix::sys::time::TimeVal| (t.tv_sec() * 1_000_000 + t.tv_usec()) as u64;
+        ENDED_USER_US.fetch_add(us(u.user_time()), Relaxed);
+        ENDED_SYSTEM_US.fetch_add(us(u.system_time()), Relaxed);
     }
 }
 
@@ -191,6 +256,54 @@ mod tests {
         assert!(
             cost.start_time_s <= now + 1.0 && cost.start_time_s > 1.577e9,
             "{cost:?}"
+        );
+    }
+
+    /// The CPU of named threads: a thread that has burnt 200 ms of its own CPU is counted
+    /// while it runs and, after [`note_thread_end`], once it is gone; a name no thread has
+    /// counts nothing of them.
+    #[test]
+    fn named_threads_cpu_is_kept_after_they_end() {
+        use nix::sys::resource::{UsageWho, getrusage};
+        const NAME: &str = "rb-test-burn";
+        let own_cpu = || {
+            let u = getrusage(UsageWho::RUSAGE_THREAD).unwrap();
+            let s = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+            s(u.user_time()) + s(u.system_time())
+        };
+        let ended_before = ENDED_USER_US.load(Relaxed) + ENDED_SYSTEM_US.load(Relaxed);
+        let (burnt_tx, burnt_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let burner = std::thread::Builder::new()
+            .name(NAME.into())
+            .spawn(move || {
+                while own_cpu() < 0.2 {
+                    std::hint::black_box(own_cpu());
+                }
+                burnt_tx.send(()).unwrap();
+                let _ = go_rx.recv();
+                note_thread_end();
+            })
+            .unwrap();
+        burnt_rx.recv().unwrap();
+        let live = threads_cpu(&[NAME]);
+        let ended = (ENDED_USER_US.load(Relaxed) + ENDED_SYSTEM_US.load(Relaxed)) as f64 / 1e6;
+        // Ticks of 10 ms: 200 ms burnt reads as at least 190.
+        let live_own = live.cpu_user_s + live.cpu_system_s - ended;
+        assert!(live_own >= 0.19, "{live:?}, ended {ended}");
+        go_tx.send(()).unwrap();
+        burner.join().unwrap();
+        let ended_now = ENDED_USER_US.load(Relaxed) + ENDED_SYSTEM_US.load(Relaxed);
+        assert!(
+            (ended_now - ended_before) as f64 / 1e6 >= 0.2,
+            "the ended thread's CPU was not kept"
+        );
+        // Other tests' server threads may end meanwhile, which only adds.
+        let none = threads_cpu(&["no such thread"]);
+        let ended_after = (ENDED_USER_US.load(Relaxed) + ENDED_SYSTEM_US.load(Relaxed)) as f64;
+        assert!(
+            none.cpu_user_s + none.cpu_system_s <= ended_after / 1e6 + 1e-6,
+            "a name no thread has counts only ended threads: {none:?}"
         );
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::measure::{Hist, Phase, Summary};
 use crate::resolve::{AddrMode, Family};
-use crate::runner::{RunConfig, TransportRun};
+use crate::runner::{Engine, RunConfig, TransportRun};
 use crate::server::stats::StatsSnapshot;
 use crate::transport::TransportKind;
 use serde::{Deserialize, Serialize};
@@ -135,6 +135,13 @@ pub struct RunRecord {
     /// `uncached`.
     pub addr_mode: AddrMode,
     pub workers: usize,
+    /// The engine that made the calls: `blocking` (a thread per worker) or `evloop` (a few
+    /// event-loop threads, many connections each). `null` in reports from before it.
+    #[serde(default)]
+    pub engine: Option<Engine>,
+    /// Threads that made the calls: one per worker, or the event-loop threads.
+    #[serde(default)]
+    pub threads: usize,
     /// Mean calls in flight over the measured window (time inside calls over wall time):
     /// below `workers` when some sat idle, waiting for their next due call under `--rate`,
     /// done with their share early, or slow to start. Said under the table when it falls
@@ -217,6 +224,8 @@ impl RunRecord {
             transport: run.kind,
             addr_mode: run.mode,
             workers: run.workers,
+            engine: Some(run.engine),
+            threads: run.threads,
             concurrency_achieved: run.achieved_concurrency(),
             calls: t.calls(),
             ok: t.ok,

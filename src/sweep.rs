@@ -21,6 +21,7 @@ use crate::bench::{BenchSpec, Observer, RunBenchError, Session};
 use crate::report::{Environment, RunRecord, rfc3339_now};
 use crate::resolve::AddrMode;
 use crate::runner::{RunConfig, TransportRun};
+use crate::server::stats::StatsSnapshot;
 use crate::transport::TransportKind;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -187,6 +188,32 @@ pub struct SweepSpec {
 pub struct ServerCost {
     /// Requests the server counted during the step, every protocol.
     pub requests: u64,
+    /// CPU time the server's own threads spent in user mode per request of the step, µs
+    /// (from `/stats`' `threads_cpu`, in 10 ms clock ticks: read it over steps of many
+    /// calls); `null` when the step had no request.
+    pub cpu_user_us_per_call: Option<f64>,
+    /// The same, in the kernel (system time), µs per request.
+    pub cpu_system_us_per_call: Option<f64>,
+    /// The server process's resident memory after the step, bytes. With the server
+    /// embedded in `rpcbench` (no target), that process holds the client too.
+    pub rss_bytes: u64,
+}
+
+impl ServerCost {
+    /// The cost of a step from the server's counters before (`b`) and after (`a`) it.
+    fn between(b: &StatsSnapshot, a: &StatsSnapshot) -> ServerCost {
+        let requests = echo_requests(a).saturating_sub(echo_requests(b));
+        let per_call = |after: f64, before: f64| {
+            (requests > 0).then(|| (after - before).max(0.0) * 1e6 / requests as f64)
+        };
+        let (ta, tb) = (&a.threads_cpu, &b.threads_cpu);
+        ServerCost {
+            requests,
+            cpu_user_us_per_call: per_call(ta.cpu_user_s, tb.cpu_user_s),
+            cpu_system_us_per_call: per_call(ta.cpu_system_s, tb.cpu_system_s),
+            rss_bytes: a.process.rss_bytes,
+        }
+    }
 }
 
 /// One step of a sweep.
@@ -212,7 +239,7 @@ pub struct Step {
     pub meets_slo: Option<bool>,
     /// Why it did not, in words.
     pub why_not: Option<String>,
-    /// The server's requests during the step, when its counters could be read.
+    /// The server's requests and cost during the step, when its counters could be read.
     pub server: Option<ServerCost>,
     /// The step's full run record, as a plain run reports it.
     pub run: RunRecord,
@@ -435,9 +462,7 @@ impl Stepper<'_, '_> {
             .run(self.one, &config, self.observer, Some(&label))?;
         let after = self.session.server_stats(timeout);
         let server = match (before, after) {
-            (Some(b), Some(a)) => Some(ServerCost {
-                requests: echo_requests(&a).saturating_sub(echo_requests(&b)),
-            }),
+            (Some(b), Some(a)) => Some(ServerCost::between(&b, &a)),
             _ => None,
         };
         let run = runs
@@ -467,7 +492,7 @@ fn step_label(number: usize, config: &RunConfig) -> String {
 }
 
 /// Echo requests the server has answered, over the protocols a transport calls.
-fn echo_requests(s: &crate::server::stats::StatsSnapshot) -> u64 {
+fn echo_requests(s: &StatsSnapshot) -> u64 {
     s.tcp.requests + s.http.requests
 }
 

@@ -725,3 +725,38 @@ fn busy_workers_raise_no_warning() {
     assert!(!stdout.contains("calls in flight"), "{stdout}");
     assert!(!stdout.contains("--rate"), "{stdout}");
 }
+
+/// The engine that made a run's calls is in the JSON, with its threads, and the table says
+/// when it was the event loop.
+#[test]
+fn the_engine_and_its_threads_are_reported() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for (engine, workers) in [("evloop", "16"), ("blocking", "4")] {
+        let args = [
+            "--transports",
+            "tcp",
+            "--names",
+            "ip",
+            "-c",
+            workers,
+            "-n",
+            "400",
+            "--engine",
+            engine,
+            "--format",
+            "table",
+        ];
+        let (stdout, report, code) = run_args(&format!("engine-{engine}"), &args);
+        assert_eq!(code, Some(0), "{stdout}");
+        let r = &report.runs[0];
+        assert_eq!(r.engine.map(|e| e.name()), Some(engine));
+        let said = stdout.contains("on the event-loop engine");
+        if engine == "evloop" {
+            assert!((1..=cpus).contains(&r.threads), "{} threads", r.threads);
+            assert!(said, "{stdout}");
+        } else {
+            assert_eq!(r.threads, 4, "a thread per worker");
+            assert!(!said, "{stdout}");
+        }
+    }
+}

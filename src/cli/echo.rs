@@ -157,18 +157,21 @@ impl EchoArgs {
 /// Builds a tokio runtime with `threads` workers (at least 1); one thread means a
 /// current-thread runtime, which skips the work-stealing machinery entirely.
 pub fn runtime(threads: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
-    match threads {
-        Some(1) => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build(),
-        Some(n) => tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(n)
-            .enable_all()
-            .build(),
-        None => tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build(),
-    }
+    let mut builder = match threads {
+        Some(1) => tokio::runtime::Builder::new_current_thread(),
+        Some(n) => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(n);
+            b
+        }
+        None => tokio::runtime::Builder::new_multi_thread(),
+    };
+    // Named as the server's threads, so /stats counts their CPU (`threads_cpu`).
+    builder
+        .thread_name(crate::server::THREAD_NAMES[0])
+        .on_thread_stop(crate::host::note_thread_end)
+        .enable_all()
+        .build()
 }
 
 /// Runs the server until SIGINT or SIGTERM. Exit 0 after a clean stop, 1 when it could not

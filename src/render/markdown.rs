@@ -2,8 +2,8 @@
 //! (a page scrolls sideways; a terminal does not), the summary and then the phases.
 
 use super::{
-    Grid, NAME_COLUMNS, RenderOptions, concurrency_lines, latency_note, phase_grid, problem_lines,
-    summary_grid,
+    Grid, NAME_COLUMNS, RenderOptions, concurrency_lines, engine_line, latency_note, phase_grid,
+    problem_lines, summary_grid,
 };
 use crate::report::Report;
 use std::io::{self, Write};
@@ -19,6 +19,7 @@ pub fn write(report: &Report, out: &mut dyn Write) -> io::Result<()> {
     write_table(out, &phase_grid(report, &RenderOptions::WIDE))?;
     let notes: Vec<String> = problem_lines(report)
         .into_iter()
+        .chain(engine_line(report))
         .chain(concurrency_lines(report))
         .collect();
     if !notes.is_empty() {

@@ -534,6 +534,29 @@ pub fn concurrency_lines(report: &Report) -> Vec<String> {
         .collect()
 }
 
+/// The line naming the runs that used the event-loop engine, with its threads: said only
+/// when some did (high `-c`), since a thread per worker is what anyone would assume.
+pub fn engine_line(report: &Report) -> Option<String> {
+    use crate::runner::Engine;
+    let evloop: Vec<String> = report
+        .runs
+        .iter()
+        .filter(|r| r.engine == Some(Engine::Evloop))
+        .map(|r| {
+            format!(
+                "{} ({}): {} threads for {} connections",
+                r.transport, r.addr_mode, r.threads, r.workers
+            )
+        })
+        .collect();
+    (!evloop.is_empty()).then(|| {
+        format!(
+            "on the event-loop engine (a few threads, many connections each; --engine blocking for a thread per worker): {}",
+            evloop.join(", ")
+        )
+    })
+}
+
 /// One run's shortfall: `tcp (ip): 0.81 calls in flight on average, -c 1 asked for: …`.
 /// Under `--rate`, when the rate itself asks for fewer calls in flight than there are
 /// workers (Little's law: rate × latency), the pacing is the reason, and the line says

@@ -46,11 +46,13 @@ enum Column {
     MbIn,
     /// Whether the step met the objective.
     Meets,
+    /// The server's own CPU time per request, user plus system.
+    ServerCpu,
 }
 
 impl Column {
     /// Every column, in the order they stand.
-    const ALL: [Column; 16] = [
+    const ALL: [Column; 17] = [
         Column::Transport,
         Column::Mode,
         Column::Offered,
@@ -67,6 +69,7 @@ impl Column {
         Column::MbOut,
         Column::MbIn,
         Column::Meets,
+        Column::ServerCpu,
     ];
 
     /// The default set for a sweep along `axis`, most important first (what varies, then
@@ -81,21 +84,28 @@ impl Column {
                     Transport, Mode, Payload, P50, P99, MbOut, MbIn, Achieved, Failed, Objective,
                     Meets,
                 ],
-                &[&[InFlight], &[Workers], &[Late]],
+                &[&[ServerCpu], &[InFlight], &[Workers], &[Late]],
             ),
             "concurrency" => (
                 &[
                     Transport, Mode, Workers, InFlight, Achieved, P50, P99, Objective, Meets,
                     Failed,
                 ],
-                &[&[MbOut, MbIn], &[Payload]],
+                &[&[ServerCpu], &[MbOut, MbIn], &[Payload]],
             ),
             _ => (
                 &[
                     Transport, Mode, Offered, Achieved, P99, Objective, Meets, Failed, P50,
                     InFlight,
                 ],
-                &[&[StartP99], &[Late], &[MbOut, MbIn], &[Workers], &[Payload]],
+                &[
+                    &[StartP99],
+                    &[ServerCpu],
+                    &[Late],
+                    &[MbOut, MbIn],
+                    &[Workers],
+                    &[Payload],
+                ],
             ),
         }
     }
@@ -109,6 +119,11 @@ impl Column {
             Column::StartP99 | Column::Late => paced,
             Column::Objective => slo.is_some_and(|s| !["p50", "p99"].contains(&&*s.percentile())),
             Column::Meets => slo.is_some(),
+            Column::ServerCpu => series.steps.iter().any(|s| {
+                s.server
+                    .as_ref()
+                    .is_some_and(|c| c.cpu_user_us_per_call.is_some())
+            }),
             Column::MbIn => series
                 .steps
                 .iter()
@@ -136,6 +151,7 @@ impl Column {
             Column::MbOut => "MB/s out".into(),
             Column::MbIn => "MB/s in".into(),
             Column::Meets => "meets".into(),
+            Column::ServerCpu => "srv CPU/call".into(),
         }
     }
 
@@ -163,6 +179,11 @@ impl Column {
             Column::Late => text(run.late.to_string()),
             Column::MbOut => text(units::significant(step.goodput_out_mb_s, 3)),
             Column::MbIn => text(units::significant(step.goodput_in_mb_s, 3)),
+            Column::ServerCpu => Cell::Duration(
+                step.server
+                    .as_ref()
+                    .and_then(|c| Some(c.cpu_user_us_per_call? + c.cpu_system_us_per_call?)),
+            ),
             Column::Meets => text(
                 match step.meets_slo {
                     Some(true) => "yes",
@@ -207,7 +228,7 @@ pub fn heading(report: &SweepReport) -> String {
 }
 
 /// What the columns hold, in their units.
-pub const LEGEND: &str = "offered/s, achieved/s: calls per second over all workers (offered: open loop at that rate; closed: back to back) · in flight: mean calls in flight · payload B: request bytes · p50, p99: from when each call was due at an offered rate (corrected for coordinated omission), from its start when closed; start p99: from its actual start · MB/s: verified request (out) and reply (in) bytes per second, 10^6 bytes";
+pub const LEGEND: &str = "offered/s, achieved/s: calls per second over all workers (offered: open loop at that rate; closed: back to back) · in flight: mean calls in flight · payload B: request bytes · p50, p99: from when each call was due at an offered rate (corrected for coordinated omission), from its start when closed; start p99: from its actual start · MB/s: verified request (out) and reply (in) bytes per second, 10^6 bytes · srv CPU/call: the server's own CPU time (user + system) per request it counted";
 
 /// The lines under a series' table: why steps missed the objective, and its capacity.
 pub fn notes(report: &SweepReport, series: &Series) -> Vec<String> {
@@ -274,7 +295,7 @@ pub fn write_markdown(report: &SweepReport, out: &mut dyn Write) -> io::Result<(
 /// The columns of a step before its run's: the step's number in its series (1 up), then
 /// what it offered and got; then come the run's own columns (as `--format csv` of a run has them) but the
 /// transport and mode, which lead the row.
-pub const SWEEP_CSV_HEADERS: [&str; 10] = [
+pub const SWEEP_CSV_HEADERS: [&str; 13] = [
     "step",
     "offered_per_s",
     "achieved_per_s",
@@ -285,6 +306,9 @@ pub const SWEEP_CSV_HEADERS: [&str; 10] = [
     "goodput_out_mb_s",
     "goodput_in_mb_s",
     "server_requests",
+    "server_cpu_user_us_per_call",
+    "server_cpu_system_us_per_call",
+    "server_rss_bytes",
 ];
 
 /// The transport and mode, which lead every row, as the run CSV has them.
@@ -306,6 +330,9 @@ pub fn write_csv(report: &SweepReport, out: &mut dyn Write) -> io::Result<()> {
     for series in &report.series {
         for (i, s) in series.steps.iter().enumerate() {
             let run = csv::row(&s.run);
+            let server = |f: fn(&crate::sweep::ServerCost) -> Option<String>| {
+                s.server.as_ref().and_then(f).unwrap_or_default()
+            };
             let step = [
                 (i + 1).to_string(),
                 opt(s.offered_per_s),
@@ -316,9 +343,10 @@ pub fn write_csv(report: &SweepReport, out: &mut dyn Write) -> io::Result<()> {
                 s.meets_slo.map_or(String::new(), |m| m.to_string()),
                 s.goodput_out_mb_s.to_string(),
                 s.goodput_in_mb_s.to_string(),
-                s.server
-                    .as_ref()
-                    .map_or(String::new(), |c| c.requests.to_string()),
+                server(|c| Some(c.requests.to_string())),
+                server(|c| c.cpu_user_us_per_call.map(|v| v.to_string())),
+                server(|c| c.cpu_system_us_per_call.map(|v| v.to_string())),
+                server(|c| Some(c.rss_bytes.to_string())),
             ];
             let row: Vec<&str> = run[..NAME_CELLS]
                 .iter()

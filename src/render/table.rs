@@ -6,8 +6,8 @@
 //! (`--wide` all of them, and then only the tables may be wider), and text is wrapped.
 
 use super::{
-    Grid, NAME_COLUMNS, RenderOptions, concurrency_lines, latency_note, phase_grid, problem_lines,
-    summary_grid, units, wrap,
+    Grid, NAME_COLUMNS, RenderOptions, concurrency_lines, engine_line, latency_note, phase_grid,
+    problem_lines, summary_grid, units, wrap,
 };
 use crate::report::Report;
 use crate::site;
@@ -37,7 +37,10 @@ pub fn write(report: &Report, options: &RenderOptions, out: &mut dyn Write) -> i
         &summary_grid(report, &RenderOptions::WIDE),
         width,
     ));
-    for line in concurrency_lines(report) {
+    for line in engine_line(report)
+        .into_iter()
+        .chain(concurrency_lines(report))
+    {
         lines.extend(wrap(&line, width, "", HANGING));
     }
     let phases = phase_grid(report, options);

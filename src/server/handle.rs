@@ -42,7 +42,8 @@ impl ServerHandle {
     pub fn start(config: ServerConfig, threads: usize) -> Result<ServerHandle, StartHandleError> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads.max(1))
-            .thread_name("rpcbench-echo")
+            .thread_name(super::THREAD_NAMES[0])
+            .on_thread_stop(crate::host::note_thread_end)
             .enable_all()
             .build()
             .map_err(StartHandleError::Runtime)?;

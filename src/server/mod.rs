@@ -28,6 +28,12 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
+/// The names of the server's threads: its runtime's (and a standalone server's main
+/// thread, named after the binary), and those of the raw TCP connections. `/stats` adds
+/// up their CPU time (`threads_cpu`), which is the server's own cost even when it shares
+/// a process with a client (`rpcbench` with no target).
+pub const THREAD_NAMES: [&str; 2] = ["rpcbench-echo", "rpcbench-tcp"];
+
 /// Default longest `delay_us` a client may ask for (10 s).
 pub const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(10);
 /// Default limit of connections open at once, over all protocols.

@@ -64,7 +64,10 @@ impl ThreadPool {
         std::thread::Builder::new()
             .name(self.name.to_string())
             .stack_size(STACK)
-            .spawn(move || pool.work(job))
+            .spawn(move || {
+                pool.work(job);
+                crate::host::note_thread_end();
+            })
             .map(drop)
     }
 

@@ -211,6 +211,7 @@ impl Stats {
                 .map(|&k| (k.name().to_string(), self.rejects[k as usize].load(Relaxed)))
                 .collect(),
             process: crate::host::process_cost(),
+            threads_cpu: crate::host::threads_cpu(&super::THREAD_NAMES),
         }
     }
 }
@@ -285,6 +286,10 @@ pub struct StatsSnapshot {
     /// this field (the report of an older server still reads).
     #[serde(default)]
     pub process: ProcessCost,
+    /// CPU time of the server's own threads ([`super::THREAD_NAMES`]): its cost apart
+    /// from a client sharing its process. Zero from a server from before this field.
+    #[serde(default)]
+    pub threads_cpu: crate::host::ThreadsCpu,
 }
 
 impl StatsSnapshot {

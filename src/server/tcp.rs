@@ -88,7 +88,7 @@ enum Next {
 pub(super) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     let tcp = Arc::new(Listener {
         shared: shared.clone(),
-        pool: ThreadPool::new("rpcbench-tcp"),
+        pool: ThreadPool::new(super::THREAD_NAMES[1]),
         reactor: tokio::runtime::Handle::current(),
     });
     let config = &shared.config;
