@@ -25,6 +25,7 @@
 pub mod bench;
 pub mod cli;
 pub mod compare;
+pub mod dnsdiag;
 pub mod host;
 pub mod measure;
 pub mod render;

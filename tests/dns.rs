@@ -3,6 +3,9 @@
 //! The responder's own query counter is the ground truth the client's counts and timings
 //! are checked against.
 
+mod common;
+
+use common::netns::Netns;
 use rpcbench::resolve::{AddrMode, Family, Names, ResolverAddr};
 use rpcbench::runner::{RunConfig, TransportRun, run_transport};
 use rpcbench::server::dns::{DEFAULT_DNS_NAME, DnsConfig};
@@ -498,10 +501,10 @@ fn garbage_packets_are_counted_and_the_responder_keeps_answering() {
 #[test]
 #[ignore = "needs root"]
 fn system_resolver_through_a_private_resolv_conf() {
-    if Command::new("ip").arg("-V").output().is_err() {
-        panic!("root but no `ip` command: install iproute2 (.ci/run does)");
-    }
-    let ns = Netns::create(&format!("rbdns{}", std::process::id()));
+    let ns = Netns::create(
+        &format!("rbdns{}", std::process::id()),
+        "nameserver 127.0.0.1\noptions attempts:1 timeout:2\n",
+    );
     let echo = env!("CARGO_BIN_EXE_rpcbench-echo");
     let bench = env!("CARGO_BIN_EXE_rpcbench");
     // Inside the namespace, port 53 is ours: nothing else lives there. The other ports
@@ -550,39 +553,4 @@ http=$(awk '$2=="http"{{split($3,a,":"); print a[2]}}' "$out")
         .find(|r| r.transport == TransportKind::Tcp)
         .unwrap();
     assert_eq!(persistent.dns_queries, 1);
-}
-
-/// A network namespace and its /etc/netns entry, removed on drop, even when a test fails.
-struct Netns {
-    name: String,
-}
-
-impl Netns {
-    fn create(name: &str) -> Netns {
-        let ns = Netns {
-            name: name.to_string(),
-        };
-        let dir = format!("/etc/netns/{name}");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            format!("{dir}/resolv.conf"),
-            "nameserver 127.0.0.1\noptions attempts:1 timeout:2\n",
-        )
-        .unwrap();
-        let status = Command::new("ip")
-            .args(["netns", "add", name])
-            .status()
-            .unwrap();
-        assert!(status.success(), "ip netns add {name}");
-        ns
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .status();
-        let _ = std::fs::remove_dir_all(format!("/etc/netns/{}", self.name));
-    }
 }

@@ -41,6 +41,9 @@ pub enum Command {
     /// Step each transport over offered rates, concurrency levels or payload sizes, and
     /// find its capacity under a latency objective (--slo p99=2ms).
     Sweep(Box<super::sweep::SweepArgs>),
+    /// Diagnose the lookup of one name: the queries it really sends here (search list,
+    /// A and AAAA, retries, TCP), what each costs, and what to change.
+    Dns(super::dns::DnsArgs),
 }
 
 /// The arguments of a benchmark run (`rpcbench` without a subcommand).
@@ -195,6 +198,7 @@ pub fn main() -> ExitCode {
         Some(Command::Report(r)) => super::report::report(r),
         Some(Command::Compare(c)) => super::report::compare(c),
         Some(Command::Sweep(s)) => super::sweep::sweep(s),
+        Some(Command::Dns(d)) => super::dns::dns(d),
         None => run_bench(&args),
     };
     match done {

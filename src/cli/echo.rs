@@ -77,6 +77,46 @@ pub struct EchoArgs {
     #[arg(long, value_name = "SHARE", default_value_t = 0.0,
           value_parser = checked(parse_share, dns::check_drop))]
     pub dns_drop: f64,
+    /// Zones whose names get an authoritative NXDOMAIN, comma-separated
+    /// (`svc.cluster.local,cluster.local`): a search list's misses, reproduced.
+    #[arg(long, value_name = "ZONES", value_delimiter = ',', value_parser = parse_dns_zone)]
+    pub dns_nxdomain_zone: Vec<String>,
+    /// Drop every query of these types, comma-separated (`AAAA`: a resolver that drops
+    /// AAAA, which costs a client its whole timeout).
+    #[arg(long, value_name = "TYPES", value_delimiter = ',', value_parser = parse_record_type)]
+    pub dns_drop_type: Vec<hickory_proto::rr::RecordType>,
+    /// Delay answers to one query type, `TYPE=DUR` (`AAAA=200ms`), instead of --dns-delay;
+    /// repeat for more types.
+    #[arg(long, value_name = "TYPE=DUR", value_parser = parse_type_delay)]
+    pub dns_delay_type: Vec<(hickory_proto::rr::RecordType, Duration)>,
+    /// Send UDP answers that hold records truncated (TC set, no records), so that clients
+    /// ask again over TCP (served on the same port).
+    #[arg(long)]
+    pub dns_truncate: bool,
+}
+
+/// Checks a `--dns-nxdomain-zone` entry: a DNS name.
+fn parse_dns_zone(text: &str) -> Result<String, String> {
+    hickory_proto::rr::Name::from_ascii(text.trim())
+        .map(|_| text.trim().to_string())
+        .map_err(|e| format!("{text:?} is not a DNS name: {e}"))
+}
+
+/// Parses a DNS query type by its mnemonic (`A`, `AAAA`, `TXT`), in any case.
+fn parse_record_type(text: &str) -> Result<hickory_proto::rr::RecordType, String> {
+    use std::str::FromStr;
+    hickory_proto::rr::RecordType::from_str(&text.trim().to_ascii_uppercase())
+        .map_err(|_| format!("{text:?} is not a DNS query type (A, AAAA, ...)"))
+}
+
+/// Parses `TYPE=DUR` for `--dns-delay-type`.
+fn parse_type_delay(text: &str) -> Result<(hickory_proto::rr::RecordType, Duration), String> {
+    let (rtype, delay) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not TYPE=DUR (AAAA=200ms)"))?;
+    let delay = dns::check_delay(super::parse_duration(delay)?)
+        .map_err(|e| format!("must be {}", e.allowed))?;
+    Ok((parse_record_type(rtype)?, delay))
 }
 
 /// A clap value parser: `parse` reads the text, then `check` (a server's `check_*`)
@@ -133,6 +173,10 @@ impl EchoArgs {
                 ttl: self.dns_ttl,
                 delay: self.dns_delay,
                 drop: self.dns_drop,
+                nxdomain_zones: self.dns_nxdomain_zone.clone(),
+                drop_types: self.dns_drop_type.clone(),
+                type_delays: self.dns_delay_type.clone(),
+                truncate: self.dns_truncate,
             }),
         }
     }
@@ -210,6 +254,9 @@ fn no_huge_pages() -> nix::Result<()> {
 
 fn run(args: EchoArgs) -> anyhow::Result<()> {
     let rt = runtime(args.threads).context("cannot start the async runtime")?;
+    if args.dns.0.is_some() && args.dns_ttl == 0 {
+        tracing::warn!("--dns-ttl 0: answers may not be cached, so every lookup asks again");
+    }
     rt.block_on(async {
         let server = EchoServer::start(args.config()).await?;
         let mut out = std::io::stdout().lock();
@@ -333,6 +380,10 @@ mod tests {
             ("--dns-drop", "-0.1", "from 0 to 1"),
             ("--dns-drop", "NaN", "from 0 to 1"),
             ("--dns-name", "localhost", "two labels"),
+            ("--dns-drop-type", "NOPE", "not a DNS query type"),
+            ("--dns-delay-type", "AAAA", "TYPE=DUR"),
+            ("--dns-delay-type", "AAAA=5000s", "at most"),
+            ("--dns-nxdomain-zone", "a..b", "not a DNS name"),
         ] {
             // `--flag=value`, so that a negative value is not read as a flag of its own.
             let arg = format!("{flag}={value}");
@@ -344,6 +395,27 @@ mod tests {
                 "{flag} {value}: {line:?}"
             );
         }
+        let dns = EchoArgs::try_parse_checked([
+            "rpcbench-echo",
+            "--dns",
+            "127.0.0.1:0",
+            "--dns-drop-type",
+            "aaaa,TXT",
+            "--dns-delay-type",
+            "A=5ms",
+            "--dns-nxdomain-zone",
+            "a.test,b.test",
+            "--dns-truncate",
+        ])
+        .unwrap()
+        .config()
+        .dns
+        .unwrap();
+        use hickory_proto::rr::RecordType;
+        assert_eq!(dns.drop_types, [RecordType::AAAA, RecordType::TXT]);
+        assert_eq!(dns.type_delays, [(RecordType::A, Duration::from_millis(5))]);
+        assert_eq!(dns.nxdomain_zones, ["a.test", "b.test"]);
+        assert!(dns.truncate);
         let err = EchoArgs::try_parse_checked(["rpcbench-echo", "--tcp", "off", "--http", "off"])
             .unwrap_err();
         assert_eq!(

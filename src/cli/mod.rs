@@ -3,6 +3,7 @@
 //! [`bench::main`].
 
 pub mod bench;
+pub mod dns;
 pub mod echo;
 pub mod report;
 pub mod sweep;

@@ -8,6 +8,7 @@
 
 /// One tidy table in fixed units.
 mod csv;
+pub mod dns;
 /// The whole report.
 mod json;
 /// Every column, for pasting.

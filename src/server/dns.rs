@@ -10,7 +10,7 @@
 //! `ServerFuture`, because that one drops undecodable packets before any handler sees them,
 //! and the responder must count those, and delay or drop single queries on purpose.
 
-use super::stats::Reject;
+use super::stats::{Reject, Stats};
 use super::{CheckSettingError, DELAY_CEILING, Shared, sleep_until, within};
 use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
 use hickory_proto::rr::rdata::{A, AAAA};
@@ -19,7 +19,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
-use tokio::net::UdpSocket;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
 
 /// Default name the responder answers for.
 pub const DEFAULT_DNS_NAME: &str = "echo.rpcbench.test";
@@ -47,6 +48,17 @@ pub struct DnsConfig {
     pub delay: Duration,
     /// Share of queries dropped without an answer, 0.0 to 1.0.
     pub drop: f64,
+    /// Zones answered with an authoritative NXDOMAIN besides the name's own, so that a
+    /// search list (`search a.test b.test`) can be reproduced: every candidate name in
+    /// them is a miss, as a cluster's search domains are for an outside name.
+    pub nxdomain_zones: Vec<String>,
+    /// Query types always dropped (`AAAA`: a resolver or middlebox that drops AAAA).
+    pub drop_types: Vec<RecordType>,
+    /// Delay by query type, instead of `delay` for that type.
+    pub type_delays: Vec<(RecordType, Duration)>,
+    /// Answers over UDP that hold records are sent truncated instead (TC set, no
+    /// records), so that clients ask again over TCP, where the whole answer comes.
+    pub truncate: bool,
 }
 
 impl Default for DnsConfig {
@@ -58,6 +70,10 @@ impl Default for DnsConfig {
             ttl: DEFAULT_DNS_TTL,
             delay: Duration::ZERO,
             drop: 0.0,
+            nxdomain_zones: Vec::new(),
+            drop_types: Vec::new(),
+            type_delays: Vec::new(),
+            truncate: false,
         }
     }
 }
@@ -68,6 +84,9 @@ impl DnsConfig {
         check_ttl(self.ttl)?;
         check_delay(self.delay)?;
         check_drop(self.drop)?;
+        for (_, delay) in &self.type_delays {
+            check_delay(*delay)?;
+        }
         Ok(())
     }
 }
@@ -97,8 +116,8 @@ pub fn check_name(name: &str) -> Result<(), BuildZoneError> {
     zone_name(name).map(drop)
 }
 
-/// `name` as a lower-case, fully qualified DNS name with a parent zone.
-fn zone_name(name: &str) -> Result<Name, BuildZoneError> {
+/// `name` as a lower-case, fully qualified DNS name.
+fn fqdn(name: &str) -> Result<Name, BuildZoneError> {
     let mut parsed = Name::from_ascii(name)
         .map_err(|source| BuildZoneError::NotAName {
             name: name.to_string(),
@@ -106,6 +125,12 @@ fn zone_name(name: &str) -> Result<Name, BuildZoneError> {
         })?
         .to_lowercase();
     parsed.set_fqdn(true);
+    Ok(parsed)
+}
+
+/// `name` as a lower-case, fully qualified DNS name with a parent zone.
+fn zone_name(name: &str) -> Result<Name, BuildZoneError> {
+    let parsed = fqdn(name)?;
     if parsed.num_labels() < 2 {
         return Err(BuildZoneError::TooFewLabels {
             name: name.to_string(),
@@ -136,10 +161,15 @@ pub enum BuildZoneError {
 pub(super) struct Zone {
     name: Name,
     apex: Name,
+    /// Zones answered NXDOMAIN besides `apex`.
+    nxdomain: Vec<Name>,
     answer: IpAddr,
     ttl: u32,
     delay: Duration,
     drop: f64,
+    drop_types: Vec<RecordType>,
+    type_delays: Vec<(RecordType, Duration)>,
+    pub truncate: bool,
     /// Queries seen, to spread drops evenly.
     seen: AtomicU64,
 }
@@ -149,13 +179,22 @@ impl Zone {
     pub fn new(config: &DnsConfig, answer: IpAddr) -> Result<Zone, BuildZoneError> {
         config.check()?;
         let name = zone_name(&config.name)?;
+        let nxdomain = config
+            .nxdomain_zones
+            .iter()
+            .map(|z| fqdn(z))
+            .collect::<Result<_, _>>()?;
         Ok(Zone {
             apex: name.base_name(),
             name,
+            nxdomain,
             answer,
             ttl: config.ttl,
             delay: config.delay,
             drop: config.drop,
+            drop_types: config.drop_types.clone(),
+            type_delays: config.type_delays.clone(),
+            truncate: config.truncate,
             seen: AtomicU64::new(0),
         })
     }
@@ -164,6 +203,16 @@ impl Zone {
     /// `n` queries are, spread evenly, so tests know what to expect.
     fn drops(&self, i: u64) -> bool {
         ((i + 1) as f64 * self.drop).floor() > (i as f64 * self.drop).floor()
+    }
+
+    /// What happens to a query of `rtype`: dropped (`None`), or answered after the delay.
+    fn policy(&self, rtype: Option<RecordType>, i: u64) -> Option<Duration> {
+        let by_type = rtype.filter(|t| self.drop_types.contains(t));
+        if by_type.is_some() || self.drops(i) {
+            return None;
+        }
+        let typed = rtype.and_then(|t| self.type_delays.iter().find(|(k, _)| *k == t));
+        Some(typed.map_or(self.delay, |(_, d)| *d))
     }
 
     /// The response to one query message.
@@ -180,7 +229,10 @@ impl Zone {
             return resp;
         }
         let qname = q.name().to_lowercase();
-        if !self.apex.zone_of(&qname) {
+        if qname != self.name
+            && !self.apex.zone_of(&qname)
+            && !self.nxdomain.iter().any(|z| z.zone_of(&qname))
+        {
             resp.metadata.response_code = ResponseCode::Refused;
             return resp;
         }
@@ -202,10 +254,82 @@ impl Zone {
     }
 }
 
+/// What to do with one query that arrived: its answer's bytes and when to send them, or
+/// nothing (malformed, or dropped on purpose). Counts the query by type and its answer
+/// by code; over UDP an answer with records is truncated when the zone says so.
+fn respond(
+    zone: &Zone,
+    packet: &[u8],
+    stats: &Stats,
+    over_tcp: bool,
+) -> Option<(Vec<u8>, Duration)> {
+    let query = match Message::from_vec(packet) {
+        Ok(m) if m.metadata.message_type == MessageType::Query => m,
+        _ => {
+            stats.reject(Reject::DnsMalformed);
+            return None;
+        }
+    };
+    stats.dns.requests.fetch_add(1, Relaxed);
+    let rtype = query.queries.first().map(|q| q.query_type());
+    stats.dns_detail.query(rtype, over_tcp);
+    let Some(delay) = zone.policy(rtype, zone.seen.fetch_add(1, Relaxed)) else {
+        stats.dns_dropped.fetch_add(1, Relaxed);
+        return None;
+    };
+    let mut resp = zone.answer(&query);
+    if zone.truncate && !over_tcp && !resp.answers.is_empty() {
+        resp.answers.clear();
+        resp.metadata.truncation = true;
+        stats.dns_detail.truncated.fetch_add(1, Relaxed);
+    }
+    stats.dns_detail.answer(resp.metadata.response_code);
+    let Ok(bytes) = resp.to_vec() else {
+        stats.reject(Reject::DnsMalformed);
+        return None;
+    };
+    if !delay.is_zero() {
+        stats.dns_delayed.fetch_add(1, Relaxed);
+    }
+    Some((bytes, delay))
+}
+
+/// Tries for a free port shared by UDP and TCP, when asked for any port.
+const BIND_TRIES: usize = 32;
+
+/// Binds the responder's UDP socket and its TCP listener on one port: `addr`'s, or when
+/// that is 0 a port free for both (the TCP listener takes a free port, then UDP asks for
+/// the same one; another is tried while UDP has it taken).
+pub(super) async fn bind(
+    addr: SocketAddr,
+) -> Result<(UdpSocket, TcpListener, SocketAddr), super::StartServerError> {
+    let err = |proto, addr, source| super::StartServerError::Bind {
+        proto,
+        addr,
+        source,
+    };
+    let mut last = None;
+    for _ in 0..BIND_TRIES {
+        let tcp = TcpListener::bind(addr)
+            .await
+            .map_err(|e| err("dns-tcp", addr, e))?;
+        let bound = tcp.local_addr().map_err(|e| err("dns-tcp", addr, e))?;
+        match UdpSocket::bind(bound).await {
+            Ok(udp) => return Ok((udp, tcp, bound)),
+            Err(e) if addr.port() == 0 => last = Some(e),
+            Err(e) => return Err(err("dns", addr, e)),
+        }
+    }
+    Err(err(
+        "dns",
+        addr,
+        last.unwrap_or_else(|| std::io::Error::from(std::io::ErrorKind::AddrInUse)),
+    ))
+}
+
 /// Serves UDP queries until shutdown starts.
-pub(super) async fn serve(socket: UdpSocket, zone: Zone, shared: Arc<Shared>) {
+pub(super) async fn serve(socket: UdpSocket, zone: Arc<Zone>, shared: Arc<Shared>) {
     let socket = Arc::new(socket);
-    let zone = Arc::new(zone);
     let stats = &shared.stats;
     let mut buf = vec![0u8; MAX_UDP];
     loop {
@@ -221,28 +345,14 @@ pub(super) async fn serve(socket: UdpSocket, zone: Zone, shared: Arc<Shared>) {
             _ = super::stopping(shared.shutdown.clone()) => return,
         };
         stats.dns.bytes_in.fetch_add(n as u64, Relaxed);
-        let query = match Message::from_vec(&buf[..n]) {
-            Ok(m) if m.metadata.message_type == MessageType::Query => m,
-            _ => {
-                stats.reject(Reject::DnsMalformed);
-                continue;
-            }
-        };
-        stats.dns.requests.fetch_add(1, Relaxed);
-        if zone.drops(zone.seen.fetch_add(1, Relaxed)) {
-            stats.dns_dropped.fetch_add(1, Relaxed);
-            continue;
-        }
-        let Ok(bytes) = zone.answer(&query).to_vec() else {
-            stats.reject(Reject::DnsMalformed);
+        let Some((bytes, delay)) = respond(&zone, &buf[..n], stats, false) else {
             continue;
         };
-        if zone.delay.is_zero() {
+        if delay.is_zero() {
             send(&socket, &bytes, peer, &shared).await;
         } else {
-            stats.dns_delayed.fetch_add(1, Relaxed);
             let (socket, shared, deadline) =
-                (socket.clone(), shared.clone(), Instant::now() + zone.delay);
+                (socket.clone(), shared.clone(), Instant::now() + delay);
             tokio::spawn(async move {
                 sleep_until(deadline).await;
                 send(&socket, &bytes, peer, &shared).await;
@@ -259,6 +369,64 @@ async fn send(socket: &UdpSocket, bytes: &[u8], peer: SocketAddr, shared: &Share
             .bytes_out
             .fetch_add(bytes.len() as u64, Relaxed);
         shared.stats.dns_answered.fetch_add(1, Relaxed);
+    }
+}
+
+/// Longest a DNS-over-TCP connection may stay silent before it is closed (RFC 7766
+/// suggests a few seconds for an idle connection).
+const TCP_IDLE: Duration = Duration::from_secs(10);
+
+/// Serves DNS over TCP (RFC 7766: each message behind a two-byte length) on the UDP
+/// port, until shutdown starts: the retry of a truncated answer comes here.
+pub(super) async fn serve_tcp(listener: TcpListener, zone: Arc<Zone>, shared: Arc<Shared>) {
+    while let Some((stream, guard)) = shared.next_connection(&listener, |s: &Stats| &s.dns).await {
+        let (zone, shared) = (zone.clone(), shared.clone());
+        tokio::spawn(async move {
+            let _guard = guard;
+            if let Err(e) = serve_tcp_connection(stream, &zone, &shared).await {
+                tracing::debug!("dns over tcp: {e}");
+            }
+        });
+    }
+}
+
+/// Answers one TCP connection's queries, in order, until it closes or idles out.
+async fn serve_tcp_connection(
+    mut stream: TcpStream,
+    zone: &Zone,
+    shared: &Shared,
+) -> std::io::Result<()> {
+    let stats = &shared.stats;
+    loop {
+        let mut len = [0u8; 2];
+        match tokio::time::timeout(TCP_IDLE, stream.read_exact(&mut len)).await {
+            Ok(Ok(_)) => {}
+            // Closed between messages, or idle: the end of the conversation.
+            Ok(Err(_)) | Err(_) => return Ok(()),
+        }
+        let mut packet = vec![0u8; usize::from(u16::from_be_bytes(len))];
+        if tokio::time::timeout(TCP_IDLE, stream.read_exact(&mut packet))
+            .await
+            .is_err()
+        {
+            stats.reject(Reject::DnsMalformed);
+            return Ok(());
+        }
+        stats
+            .dns
+            .bytes_in
+            .fetch_add(2 + packet.len() as u64, Relaxed);
+        let Some((bytes, delay)) = respond(zone, &packet, stats, true) else {
+            continue;
+        };
+        if !delay.is_zero() {
+            sleep_until(Instant::now() + delay).await;
+        }
+        let mut framed = (bytes.len() as u16).to_be_bytes().to_vec();
+        framed.extend_from_slice(&bytes);
+        stream.write_all(&framed).await?;
+        stats.dns.bytes_out.fetch_add(framed.len() as u64, Relaxed);
+        stats.dns_answered.fetch_add(1, Relaxed);
     }
 }
 

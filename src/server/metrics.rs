@@ -159,6 +159,16 @@ pub fn render(snap: &StatsSnapshot) -> String {
             "DNS queries dropped on purpose by --dns-drop.",
             snap.dns_dropped,
         ),
+        (
+            "dns_truncated_total",
+            "DNS answers sent truncated over UDP (--dns-truncate).",
+            snap.dns_truncated,
+        ),
+        (
+            "dns_tcp_queries_total",
+            "DNS queries that came over TCP.",
+            snap.dns_tcp_queries,
+        ),
     ] {
         family(
             &mut out,
@@ -167,6 +177,27 @@ pub fn render(snap: &StatsSnapshot) -> String {
             help,
             &[("", value as f64)],
         );
+    }
+    for (name, help, label, map) in [
+        (
+            "dns_queries_by_type_total",
+            "DNS queries taken in, by query type (a, aaaa, other).",
+            "type",
+            &snap.dns_queries_by_type,
+        ),
+        (
+            "dns_answers_by_code_total",
+            "DNS answers made, by response code (noerror, nxdomain, refused, ...).",
+            "code",
+            &snap.dns_answers_by_code,
+        ),
+    ] {
+        let labels: Vec<(String, f64)> = map
+            .iter()
+            .map(|(k, v)| (format!(r#"{label}="{}""#, escape_label(k)), *v as f64))
+            .collect();
+        let labels: Vec<(&str, f64)> = labels.iter().map(|(l, v)| (l.as_str(), *v)).collect();
+        family(&mut out, &own(name), Kind::Counter, help, &labels);
     }
     let h2 = &snap.http2;
     for (name, kind, help, value) in [

@@ -222,7 +222,7 @@ pub enum StartServerError {
     /// A listener could not bind its address (in use, not ours, no permission).
     #[error("cannot listen on {proto} {addr}")]
     Bind {
-        /// The listener: `tcp`, `http` or `dns`.
+        /// The listener: `tcp`, `http`, `dns` or `dns-tcp`.
         proto: &'static str,
         /// The address it was asked to listen on.
         addr: SocketAddr,
@@ -455,21 +455,8 @@ impl EchoServer {
             Some(cfg) => {
                 let answer = shared.config.dns_answer(cfg);
                 let zone = dns::Zone::new(cfg, answer)?;
-                let socket = tokio::net::UdpSocket::bind(cfg.addr)
-                    .await
-                    .map_err(|source| StartServerError::Bind {
-                        proto: "dns",
-                        addr: cfg.addr,
-                        source,
-                    })?;
-                let addr = socket
-                    .local_addr()
-                    .map_err(|source| StartServerError::Bind {
-                        proto: "dns",
-                        addr: cfg.addr,
-                        source,
-                    })?;
-                Some((socket, zone, addr))
+                let (socket, tcp, addr) = dns::bind(cfg.addr).await?;
+                Some((socket, tcp, Arc::new(zone), addr))
             }
             None => None,
         };
@@ -495,8 +482,9 @@ impl EchoServer {
             tokio::spawn(http::accept_loop(listener, shared.clone()));
         }
         tokio::spawn(tidy_memory(shared.shutdown.clone()));
-        let dns_addr = dns.map(|(socket, zone, addr)| {
-            tokio::spawn(dns::serve(socket, zone, shared.clone()));
+        let dns_addr = dns.map(|(socket, tcp, zone, addr)| {
+            tokio::spawn(dns::serve(socket, zone.clone(), shared.clone()));
+            tokio::spawn(dns::serve_tcp(tcp, zone, shared.clone()));
             addr
         });
         Ok(EchoServer {

@@ -145,6 +145,8 @@ pub struct Stats {
     pub dns: ProtoCounters,
     /// HTTP/2 connections and their streams (a subset of `http`).
     pub http2: Http2Counters,
+    /// DNS queries by type and answers by code.
+    pub dns_detail: DnsCounters,
     /// DNS answers sent.
     pub dns_answered: AtomicU64,
     /// DNS queries answered after `--dns-delay`.
@@ -170,6 +172,7 @@ impl Stats {
             http: ProtoCounters::default(),
             dns: ProtoCounters::default(),
             http2: Http2Counters::default(),
+            dns_detail: DnsCounters::default(),
             dns_answered: AtomicU64::new(0),
             dns_delayed: AtomicU64::new(0),
             dns_dropped: AtomicU64::new(0),
@@ -203,6 +206,10 @@ impl Stats {
                 streams_open: self.http2.streams_open.load(Relaxed),
                 streams_max_per_connection: self.http2.streams_max_per_connection.load(Relaxed),
             },
+            dns_queries_by_type: DnsCounters::names(&DNS_TYPES, &self.dns_detail.by_type),
+            dns_answers_by_code: DnsCounters::names(&DNS_CODES, &self.dns_detail.by_code),
+            dns_truncated: self.dns_detail.truncated.load(Relaxed),
+            dns_tcp_queries: self.dns_detail.tcp.load(Relaxed),
             dns_answered: self.dns_answered.load(Relaxed),
             dns_delayed: self.dns_delayed.load(Relaxed),
             dns_dropped: self.dns_dropped.load(Relaxed),
@@ -246,6 +253,64 @@ impl Http2Counters {
     }
 }
 
+/// The query types the DNS counters tell apart; any other type counts as `other`.
+pub const DNS_TYPES: [&str; 3] = ["a", "aaaa", "other"];
+/// The answer codes the DNS counters tell apart (lower-case RFC 1035/6895 mnemonics); any
+/// other code counts as `other`.
+pub const DNS_CODES: [&str; 6] = [
+    "noerror", "nxdomain", "refused", "formerr", "notimp", "other",
+];
+
+/// The DNS responder's detail: queries by type, answers by code, truncated answers and
+/// queries that came over TCP.
+#[derive(Debug, Default)]
+pub struct DnsCounters {
+    pub by_type: [AtomicU64; DNS_TYPES.len()],
+    pub by_code: [AtomicU64; DNS_CODES.len()],
+    /// UDP answers sent truncated (`--dns-truncate`).
+    pub truncated: AtomicU64,
+    /// Queries that came over TCP.
+    pub tcp: AtomicU64,
+}
+
+impl DnsCounters {
+    /// Counts one query, by its type (`None`: it asked nothing).
+    pub fn query(&self, rtype: Option<hickory_proto::rr::RecordType>, over_tcp: bool) {
+        use hickory_proto::rr::RecordType;
+        let i = match rtype {
+            Some(RecordType::A) => 0,
+            Some(RecordType::AAAA) => 1,
+            _ => 2,
+        };
+        self.by_type[i].fetch_add(1, Relaxed);
+        if over_tcp {
+            self.tcp.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Counts one answer, by its code.
+    pub fn answer(&self, code: hickory_proto::op::ResponseCode) {
+        use hickory_proto::op::ResponseCode;
+        let i = match code {
+            ResponseCode::NoError => 0,
+            ResponseCode::NXDomain => 1,
+            ResponseCode::Refused => 2,
+            ResponseCode::FormErr => 3,
+            ResponseCode::NotImp => 4,
+            _ => 5,
+        };
+        self.by_code[i].fetch_add(1, Relaxed);
+    }
+
+    fn names(names: &[&str], counts: &[AtomicU64]) -> BTreeMap<String, u64> {
+        names
+            .iter()
+            .zip(counts)
+            .map(|(n, c)| (n.to_string(), c.load(Relaxed)))
+            .collect()
+    }
+}
+
 /// [`Http2Counters`] at one instant.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Http2Snapshot {
@@ -277,6 +342,18 @@ pub struct StatsSnapshot {
     /// HTTP/2 streams. Zero in the JSON of a server from before this field.
     #[serde(default)]
     pub http2: Http2Snapshot,
+    /// DNS queries by type ([`DNS_TYPES`]). Empty from a server from before this field.
+    #[serde(default)]
+    pub dns_queries_by_type: BTreeMap<String, u64>,
+    /// DNS answers by code ([`DNS_CODES`]); an answer later dropped in sending counts too.
+    #[serde(default)]
+    pub dns_answers_by_code: BTreeMap<String, u64>,
+    /// UDP answers sent truncated.
+    #[serde(default)]
+    pub dns_truncated: u64,
+    /// DNS queries that came over TCP.
+    #[serde(default)]
+    pub dns_tcp_queries: u64,
     pub dns_answered: u64,
     pub dns_delayed: u64,
     pub dns_dropped: u64,

@@ -21,6 +21,7 @@
 #![allow(dead_code)]
 
 pub mod h2raw;
+pub mod netns;
 
 use bytes::Bytes;
 use http_body_util::BodyExt;

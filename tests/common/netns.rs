@@ -1,0 +1,41 @@
+//! A network namespace with its own `/etc/netns/NAME/resolv.conf`, for the root tests
+//! that need the system resolver (getaddrinfo) to ask our responder on port 53.
+
+use std::process::Command;
+
+/// A network namespace and its /etc/netns entry, removed on drop, even when a test fails.
+pub struct Netns {
+    pub name: String,
+}
+
+impl Netns {
+    /// Creates namespace `name` whose processes read `resolv_conf` as /etc/resolv.conf.
+    /// Panics (failing the test) without `ip`, or when the namespace cannot be made.
+    pub fn create(name: &str, resolv_conf: &str) -> Netns {
+        if Command::new("ip").arg("-V").output().is_err() {
+            panic!("root but no `ip` command: install iproute2 (.ci/run does)");
+        }
+        // The value exists before anything is made, so a failure below still cleans up.
+        let ns = Netns {
+            name: name.to_string(),
+        };
+        let dir = format!("/etc/netns/{name}");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(format!("{dir}/resolv.conf"), resolv_conf).unwrap();
+        let status = Command::new("ip")
+            .args(["netns", "add", name])
+            .status()
+            .unwrap();
+        assert!(status.success(), "ip netns add {name}");
+        ns
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+        let _ = std::fs::remove_dir_all(format!("/etc/netns/{}", self.name));
+    }
+}
