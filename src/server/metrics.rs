@@ -78,6 +78,9 @@ pub fn render(snap: &StatsSnapshot) -> String {
             .map(|(l, p)| (*l, f(p) as f64))
             .collect::<Vec<_>>()
     };
+    // gRPC shares the HTTP port's connections and bytes: it has calls of its own only.
+    let mut requests = per_proto(|p| p.requests, &protos);
+    requests.push((r#"protocol="grpc""#, snap.grpc.calls as f64));
     let version = format!(r#"version="{}""#, escape_label(&snap.settings.version));
     family(
         &mut out,
@@ -118,8 +121,15 @@ pub fn render(snap: &StatsSnapshot) -> String {
         &mut out,
         &own("requests_total"),
         Kind::Counter,
-        "Requests taken in: raw TCP frames, HTTP requests, DNS queries.",
-        &per_proto(|p| p.requests, &protos),
+        "Requests taken in: raw TCP frames, HTTP requests, DNS queries, gRPC calls.",
+        &requests,
+    );
+    family(
+        &mut out,
+        &own("grpc_messages_total"),
+        Kind::Counter,
+        "gRPC request messages answered: one per Call, one per message on a Stream.",
+        &[("", snap.grpc.messages as f64)],
     );
     family(
         &mut out,

@@ -24,6 +24,16 @@ pub struct ProtoCounters {
     pub bytes_out: AtomicU64,
 }
 
+/// Counters of gRPC on the HTTP port. Its connections and bytes are the HTTP listener's
+/// (one port, one connection can carry both), so only what is gRPC's own is here.
+#[derive(Debug, Default)]
+pub struct GrpcCounters {
+    /// gRPC calls taken in (one per HTTP/2 stream routed to gRPC, whatever its method).
+    pub calls: AtomicU64,
+    /// Request messages answered: one per `Call`, one per message on a `Stream`.
+    pub messages: AtomicU64,
+}
+
 /// Why the server turned something away or could not serve it. Each has its own counter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Reject {
@@ -57,11 +67,27 @@ pub enum Reject {
     IoError,
     /// DNS packet that could not be parsed.
     DnsMalformed,
+    /// gRPC status INVALID_ARGUMENT: a negative `reply_len` or `delay_us`.
+    GrpcInvalidArgument,
+    /// gRPC status RESOURCE_EXHAUSTED: `reply_len` above the max frame (less the reply's
+    /// framing, as on TCP) or `delay_us` above the max delay.
+    GrpcResourceExhausted,
+    /// gRPC status INTERNAL or OUT_OF_RANGE from decoding the request: a length prefix
+    /// that lies (more bytes than came, or above the max frame), the compressed flag with
+    /// no `grpc-encoding`, or bytes that are not an `EchoRequest`.
+    GrpcMalformed,
+    /// gRPC status UNIMPLEMENTED: an unknown service or method.
+    GrpcUnimplemented,
+    /// A gRPC call the client ended first: its stream reset (or its connection closed)
+    /// before the reply was complete, or gRPC status CANCELLED.
+    GrpcCancelled,
+    /// Any other non-zero gRPC status.
+    GrpcOtherError,
 }
 
 impl Reject {
     /// Every kind, in the order they are listed in /stats.
-    pub const ALL: [Reject; 15] = [
+    pub const ALL: [Reject; 21] = [
         Reject::ZeroLengthFrame,
         Reject::OversizedFrame,
         Reject::MalformedFrame,
@@ -77,6 +103,12 @@ impl Reject {
         Reject::HttpConnectionError,
         Reject::IoError,
         Reject::DnsMalformed,
+        Reject::GrpcInvalidArgument,
+        Reject::GrpcResourceExhausted,
+        Reject::GrpcMalformed,
+        Reject::GrpcUnimplemented,
+        Reject::GrpcCancelled,
+        Reject::GrpcOtherError,
     ];
 
     /// The stable snake_case name used as the JSON key.
@@ -97,6 +129,12 @@ impl Reject {
             Reject::HttpConnectionError => "http_connection_error",
             Reject::IoError => "io_error",
             Reject::DnsMalformed => "dns_malformed",
+            Reject::GrpcInvalidArgument => "grpc_invalid_argument",
+            Reject::GrpcResourceExhausted => "grpc_resource_exhausted",
+            Reject::GrpcMalformed => "grpc_malformed",
+            Reject::GrpcUnimplemented => "grpc_unimplemented",
+            Reject::GrpcCancelled => "grpc_cancelled",
+            Reject::GrpcOtherError => "grpc_other_error",
         }
     }
 }
@@ -138,6 +176,8 @@ pub struct Stats {
     pub http: ProtoCounters,
     /// DNS responder.
     pub dns: ProtoCounters,
+    /// gRPC on the HTTP listener.
+    pub grpc: GrpcCounters,
     /// DNS answers sent.
     pub dns_answered: AtomicU64,
     /// DNS queries answered after `--dns-delay`.
@@ -162,6 +202,7 @@ impl Stats {
             tcp: ProtoCounters::default(),
             http: ProtoCounters::default(),
             dns: ProtoCounters::default(),
+            grpc: GrpcCounters::default(),
             dns_answered: AtomicU64::new(0),
             dns_delayed: AtomicU64::new(0),
             dns_dropped: AtomicU64::new(0),
@@ -189,6 +230,10 @@ impl Stats {
             tcp: proto(&self.tcp),
             http: proto(&self.http),
             dns: proto(&self.dns),
+            grpc: GrpcSnapshot {
+                calls: self.grpc.calls.load(Relaxed),
+                messages: self.grpc.messages.load(Relaxed),
+            },
             dns_answered: self.dns_answered.load(Relaxed),
             dns_delayed: self.dns_delayed.load(Relaxed),
             dns_dropped: self.dns_dropped.load(Relaxed),
@@ -211,6 +256,13 @@ pub struct ProtoSnapshot {
     pub bytes_out: u64,
 }
 
+/// The gRPC counters at one instant.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GrpcSnapshot {
+    pub calls: u64,
+    pub messages: u64,
+}
+
 /// What `GET /stats` returns and what the server prints when it stops.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StatsSnapshot {
@@ -220,6 +272,9 @@ pub struct StatsSnapshot {
     pub tcp: ProtoSnapshot,
     pub http: ProtoSnapshot,
     pub dns: ProtoSnapshot,
+    /// gRPC on the HTTP port; zero in the JSON of a server from before gRPC.
+    #[serde(default)]
+    pub grpc: GrpcSnapshot,
     pub dns_answered: u64,
     pub dns_delayed: u64,
     pub dns_dropped: u64,
