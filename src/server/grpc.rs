@@ -22,7 +22,7 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{HeaderMap, HeaderName};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio_stream::wrappers::ReceiverStream;
@@ -53,7 +53,7 @@ pub(super) struct Grpc {
 /// A gRPC service behind a function pointer: how [`Grpc`] holds the reflection services,
 /// whose type tonic-reflection's builder returns as an `impl Trait` that cannot be named.
 /// One more box per reflection call, which only tools make.
-type Route = Arc<dyn Fn(hyper::Request<Incoming>) -> RouteFuture + Send + Sync>;
+type Route = Arc<dyn Fn(hyper::Request<RequestBody>) -> RouteFuture + Send + Sync>;
 
 /// What a [`Route`] returns.
 type RouteFuture = Pin<Box<dyn Future<Output = hyper::Response<tonic::body::Body>> + Send>>;
@@ -62,7 +62,7 @@ type RouteFuture = Pin<Box<dyn Future<Output = hyper::Response<tonic::body::Body
 fn route<S>(svc: S) -> Route
 where
     S: tonic::codegen::Service<
-            hyper::Request<Incoming>,
+            hyper::Request<RequestBody>,
             Response = hyper::Response<tonic::body::Body>,
             Error = std::convert::Infallible,
         > + Clone
@@ -127,13 +127,19 @@ pub(super) async fn serve(
     req: hyper::Request<Incoming>,
     shared: &Arc<Shared>,
 ) -> hyper::Response<GrpcBody> {
+    // An HTTP request like any other in `http.requests` (so that what the port answered
+    // adds up whatever the clients spoke), and a gRPC call in `grpc.calls`.
+    shared.stats.http.requests.fetch_add(1, Relaxed);
     shared.stats.grpc.calls.fetch_add(1, Relaxed);
     // Counts the call as cancelled if this future is dropped before the reply exists:
     // hyper drops it when the client resets the stream while the request is being read.
+    let broke = Arc::new(AtomicBool::new(false));
     let outcome = Outcome {
         shared: shared.clone(),
         counted: false,
+        broke: broke.clone(),
     };
+    let req = req.map(|inner| RequestBody { inner, broke });
     let path = req.uri().path();
     // The generated services are always ready (`poll_ready` returns `Ready(Ok)`), so
     // `call` is made without it; their error type is `Infallible`.
@@ -152,11 +158,46 @@ pub(super) async fn serve(
     GrpcBody::wrap(resp, outcome)
 }
 
+/// The body of a gRPC request: hyper's, noting when it failed (the client reset the
+/// stream, or the connection broke), so that the call is counted as cancelled whatever
+/// status tonic then makes of the error (it reads hyper's errors as UNKNOWN).
+pub(super) struct RequestBody {
+    inner: Incoming,
+    broke: Arc<AtomicBool>,
+}
+
+impl Body for RequestBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = self.get_mut();
+        let frame = Pin::new(&mut this.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Err(_))) = &frame {
+            this.broke.store(true, Relaxed);
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 /// Counts one call's outcome exactly once: by the `grpc-status` it ended with, or as
-/// cancelled when it is dropped first.
+/// cancelled when it is dropped first or its request broke off.
 struct Outcome {
     shared: Arc<Shared>,
     counted: bool,
+    /// Set by the call's [`RequestBody`] when the request failed.
+    broke: Arc<AtomicBool>,
 }
 
 impl Outcome {
@@ -173,6 +214,7 @@ impl Outcome {
             .and_then(|v| v.parse::<i32>().ok())
             .map(Code::from_i32);
         let kind = match code {
+            _ if self.broke.load(Relaxed) => Reject::GrpcCancelled,
             Some(Code::Ok) => return,
             Some(code) => reject_of(code),
             None => Reject::GrpcOtherError,
@@ -219,7 +261,10 @@ pub(super) struct GrpcBody {
 }
 
 impl GrpcBody {
-    fn wrap(resp: hyper::Response<tonic::body::Body>, mut outcome: Outcome) -> hyper::Response<GrpcBody> {
+    fn wrap(
+        resp: hyper::Response<tonic::body::Body>,
+        mut outcome: Outcome,
+    ) -> hyper::Response<GrpcBody> {
         let (mut parts, inner) = resp.into_parts();
         let timing = parts.extensions.remove::<ServerTime>();
         if parts.headers.contains_key("grpc-status") {
@@ -262,8 +307,15 @@ impl Body for GrpcBody {
                 Err(data) => Some(Ok(data)),
             },
             Some(Err(status)) => {
-                this.outcome.counted = true;
-                this.outcome.shared.stats.reject(reject_of(status.code()));
+                if !this.outcome.counted {
+                    this.outcome.counted = true;
+                    let kind = if this.outcome.broke.load(Relaxed) {
+                        Reject::GrpcCancelled
+                    } else {
+                        reject_of(status.code())
+                    };
+                    this.outcome.shared.stats.reject(kind);
+                }
                 Some(Err(status))
             }
             None => {
@@ -307,9 +359,10 @@ impl EchoService {
         let config = &self.shared.config;
         let reply_len = match req.reply_len {
             None => None,
-            Some(n) => Some(u64::try_from(n).map_err(|_| {
-                Status::invalid_argument(format!("reply_len={n} is negative"))
-            })?),
+            Some(n) => Some(
+                u64::try_from(n)
+                    .map_err(|_| Status::invalid_argument(format!("reply_len={n} is negative")))?,
+            ),
         };
         let delay_us = u64::try_from(req.delay_us).map_err(|_| {
             Status::invalid_argument(format!("delay_us={} is negative", req.delay_us))
@@ -370,8 +423,7 @@ impl Echo for EchoService {
         let checked = self.check(request.into_inner())?;
         let reply = self.answer(checked, got_it).await;
         let mut resp = Response::new(reply);
-        resp.extensions_mut()
-            .insert(ServerTime(got_it.elapsed()));
+        resp.extensions_mut().insert(ServerTime(got_it.elapsed()));
         Ok(resp)
     }
 
@@ -423,7 +475,13 @@ mod tests {
             let kind = reject_of(code);
             assert!(kind.name().starts_with("grpc_"), "{code:?}");
         }
-        assert_eq!(reject_of(Code::InvalidArgument), Reject::GrpcInvalidArgument);
-        assert_eq!(reject_of(Code::ResourceExhausted), Reject::GrpcResourceExhausted);
+        assert_eq!(
+            reject_of(Code::InvalidArgument),
+            Reject::GrpcInvalidArgument
+        );
+        assert_eq!(
+            reject_of(Code::ResourceExhausted),
+            Reject::GrpcResourceExhausted
+        );
     }
 }

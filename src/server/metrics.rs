@@ -78,9 +78,6 @@ pub fn render(snap: &StatsSnapshot) -> String {
             .map(|(l, p)| (*l, f(p) as f64))
             .collect::<Vec<_>>()
     };
-    // gRPC shares the HTTP port's connections and bytes: it has calls of its own only.
-    let mut requests = per_proto(|p| p.requests, &protos);
-    requests.push((r#"protocol="grpc""#, snap.grpc.calls as f64));
     let version = format!(r#"version="{}""#, escape_label(&snap.settings.version));
     family(
         &mut out,
@@ -121,8 +118,18 @@ pub fn render(snap: &StatsSnapshot) -> String {
         &mut out,
         &own("requests_total"),
         Kind::Counter,
-        "Requests taken in: raw TCP frames, HTTP requests, DNS queries, gRPC calls.",
-        &requests,
+        "Requests taken in: raw TCP frames, HTTP requests (gRPC calls included), DNS queries.",
+        &per_proto(|p| p.requests, &protos),
+    );
+    // Families of their own, not a `protocol="grpc"` sample of `requests_total`: a gRPC
+    // call is an HTTP request there already, and a sum over protocols must not count it
+    // twice.
+    family(
+        &mut out,
+        &own("grpc_calls_total"),
+        Kind::Counter,
+        "gRPC calls taken in on the HTTP port (also counted as HTTP requests).",
+        &[("", snap.grpc.calls as f64)],
     );
     family(
         &mut out,

@@ -28,7 +28,8 @@ pub struct ProtoCounters {
 /// (one port, one connection can carry both), so only what is gRPC's own is here.
 #[derive(Debug, Default)]
 pub struct GrpcCounters {
-    /// gRPC calls taken in (one per HTTP/2 stream routed to gRPC, whatever its method).
+    /// gRPC calls taken in (one per HTTP/2 stream routed to gRPC, whatever its method);
+    /// each is also one of the HTTP listener's `requests`.
     pub calls: AtomicU64,
     /// Request messages answered: one per `Call`, one per message on a `Stream`.
     pub messages: AtomicU64,

@@ -26,6 +26,10 @@ use tokio_stream::wrappers::ReceiverStream;
 /// only after the reply to the last.
 const REQUEST_QUEUE: usize = 1;
 
+/// Longest a worker waits, when it is done, for the server to end its stream after the
+/// worker ended its side: the server's reply is its trailers, at once on a healthy run.
+const CLOSE_WAIT: Duration = Duration::from_secs(1);
+
 /// The `grpc-stream` transport.
 pub struct GrpcStream {
     rt: tokio::runtime::Runtime,
@@ -131,10 +135,34 @@ impl Transport for GrpcStream {
     }
 
     fn reset(&mut self) {
+        // A failed stream is dropped, not ended: its state can no longer be trusted.
         self.stream = None;
     }
 
     fn connects(&self) -> u64 {
         self.opened.count.load(Relaxed)
+    }
+}
+
+impl Drop for GrpcStream {
+    /// Ends the stream as a client that is done does: its side first (END_STREAM), then
+    /// the server's status read. Dropping both at once would reset the stream, which the
+    /// server rightly counts as a call cancelled.
+    fn drop(&mut self) {
+        let Some(Open {
+            _client,
+            requests,
+            mut replies,
+        }) = self.stream.take()
+        else {
+            return;
+        };
+        drop(requests);
+        self.rt.block_on(async {
+            let _ = tokio::time::timeout(CLOSE_WAIT, async {
+                while let Ok(Some(_)) = replies.message().await {}
+            })
+            .await;
+        });
     }
 }
