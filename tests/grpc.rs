@@ -178,7 +178,7 @@ fn over_the_limit_is_resource_exhausted_and_counted() {
 #[test]
 fn the_embedded_server_serves_the_grpc_transports() {
     let out = Command::new(env!("CARGO_BIN_EXE_rpcbench"))
-        .args(["--transports", "grpc,grpc-mux,grpc-stream"])
+        .args(["--transports", "grpc,grpc-mux,grpc-stream,h2-mux"])
         .args(["-n", "200", "-c", "3", "--warmup", "3", "--format", "json"])
         .output()
         .expect("run rpcbench");
@@ -195,9 +195,21 @@ fn the_embedded_server_serves_the_grpc_transports() {
     for r in runs {
         let name = r["transport"].as_str().unwrap();
         assert_eq!(r["ok"].as_u64(), Some(200), "{r}");
-        let connects = if name == "grpc-mux" { 1 } else { 3 };
+        let connects = if name.ends_with("-mux") { 1 } else { 3 };
         assert_eq!(r["connects"].as_u64(), Some(connects), "{r}");
     }
+    // The findings weigh the shared channel against h2-mux and against a channel each.
+    let report: rpcbench::report::Report = serde_json::from_str(&text).expect("a Report");
+    let findings = rpcbench::site::findings(&report, &[], None);
+    let grpc_mux = findings
+        .iter()
+        .find(|f| f.starts_with("gRPC on one shared channel (3 worker(s), grpc-mux,"))
+        .unwrap_or_else(|| panic!("{findings:#?}"));
+    assert!(
+        grpc_mux.contains("against h2-mux (the same shared connection without gRPC)")
+            && grpc_mux.contains("; grpc (a channel per worker)"),
+        "{grpc_mux}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------

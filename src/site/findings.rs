@@ -1,4 +1,4 @@
-//! The findings: three to six plain sentences computed from the numbers, the answers people
+//! The findings: three to seven plain sentences computed from the numbers, the answers people
 //! came for. One function for both places they appear: after the tables of a run
 //! (`rpcbench`, from that run alone) and at the top of `rpcbench report` (from every input).
 
@@ -14,6 +14,7 @@ pub fn findings(base: &Report, others: &[&Report], peers: Option<&Peers>) -> Vec
     let mut out = Vec::new();
     out.extend(reuse(base));
     out.extend(multiplexing(base));
+    out.extend(grpc_multiplexing(base));
     let slow = others.iter().copied().find(|r| slow_dns(r));
     for report in std::iter::once(base).chain(slow) {
         out.extend(name_lookup(report));
@@ -92,6 +93,39 @@ fn multiplexing(base: &Report) -> Option<String> {
         "Multiplexing {c} worker(s) as streams on one HTTP/2 connection (h2-mux, {}) against a connection per worker: {}. Above 1× the shared connection costs more than it saves.",
         duration(mux),
         per_worker.join("; ")
+    ))
+}
+
+/// What gRPC adds on a shared connection, and what sharing does for gRPC: `grpc-mux`
+/// against `h2-mux` (the same one HTTP/2 connection for every worker, without gRPC's
+/// framing, trailers and tonic's channel) and against `grpc` (a channel per worker).
+fn grpc_multiplexing(base: &Report) -> Option<String> {
+    let mux = ip_mean(base, TransportKind::GrpcMux)?;
+    let against: Vec<String> = [
+        (
+            TransportKind::H2Mux,
+            "the same shared connection without gRPC",
+        ),
+        (TransportKind::Grpc, "a channel per worker"),
+    ]
+    .into_iter()
+    .filter_map(|(k, what)| {
+        let m = ip_mean(base, k)?;
+        Some(format!(
+            "{k} ({what}) {} ({}×)",
+            duration(m),
+            ratio(mux / m)
+        ))
+    })
+    .collect();
+    if against.is_empty() {
+        return None;
+    }
+    let c = base.config.concurrency;
+    Some(format!(
+        "gRPC on one shared channel ({c} worker(s), grpc-mux, {}) against {}. Above 1× grpc-mux is the slower.",
+        duration(mux),
+        against.join("; ")
     ))
 }
 
