@@ -1,4 +1,4 @@
-//! The findings: three to seven plain sentences computed from the numbers, the answers people
+//! The findings: three to six plain sentences computed from the numbers, the answers people
 //! came for. One function for both places they appear: after the tables of a run
 //! (`rpcbench`, from that run alone) and at the top of `rpcbench report` (from every input).
 
@@ -14,7 +14,6 @@ pub fn findings(base: &Report, others: &[&Report], peers: Option<&Peers>) -> Vec
     let mut out = Vec::new();
     out.extend(reuse(base));
     out.extend(multiplexing(base));
-    out.extend(grpc_multiplexing(base));
     let slow = others.iter().copied().find(|r| slow_dns(r));
     for report in std::iter::once(base).chain(slow) {
         out.extend(name_lookup(report));
@@ -75,8 +74,19 @@ fn fresh_twin(keep: TransportKind) -> Option<TransportKind> {
 
 /// What multiplexing buys or costs: `h2-mux` (every worker's calls as streams on one
 /// connection) against `h2` and `http-keepalive` (a connection per worker), at the
-/// run's concurrency.
+/// run's concurrency; then the same for gRPC ([`grpc_multiplexing`]). One sentence for
+/// both, so the findings stay within six.
 fn multiplexing(base: &Report) -> Option<String> {
+    let h2 = h2_multiplexing(base);
+    let grpc = grpc_multiplexing(base);
+    match (h2, grpc) {
+        (Some(h2), Some(grpc)) => Some(format!("{h2} {grpc}")),
+        (h2, grpc) => h2.or(grpc),
+    }
+}
+
+/// The HTTP/2 half of [`multiplexing`].
+fn h2_multiplexing(base: &Report) -> Option<String> {
     let mux = ip_mean(base, TransportKind::H2Mux)?;
     let per_worker: Vec<String> = [TransportKind::H2, TransportKind::HttpKeepalive]
         .into_iter()
@@ -123,7 +133,7 @@ fn grpc_multiplexing(base: &Report) -> Option<String> {
     }
     let c = base.config.concurrency;
     Some(format!(
-        "gRPC on one shared channel ({c} worker(s), grpc-mux, {}) against {}. Above 1× grpc-mux is the slower.",
+        "gRPC on one shared channel ({c} worker(s), grpc-mux, {}) against {}: above 1× grpc-mux is the slower.",
         duration(mux),
         against.join("; ")
     ))
