@@ -13,6 +13,11 @@
 #                   mean "time for request"
 #   h2-mux          h2load -c1 -m64 (64 streams on one connection) against rpcbench -c 64:
 #                   both as 1 / (requests/s)
+#   grpc            h2load -c1 -m1 POSTing one gRPC-framed EchoRequest (5-byte prefix and
+#                   the message: seq 1, a 64-byte payload) to /rpcbench.v1.Echo/Call with
+#                   content-type application/grpc and te: trailers: the same wire as
+#                   rpcbench's grpc transport from a minimal client; its mean "time for
+#                   request". h2load checks the HTTP status only, not grpc-status.
 #
 # rpcbench runs `--names ip --transports T -n CALLS --warmup 200 --format csv` against the
 # same rpcbench-echo (--threads 1); its figure is the mean_us column of its one row.
@@ -260,6 +265,12 @@ done
 body_file="$tmp/body64"
 printf '%064d' 0 >"$body_file"
 echo_url="http://$host:$echo_http_port/echo"
+# One gRPC message (flag 0, 4-byte big-endian length) holding the protobuf EchoRequest
+# {seq: 1, payload: 64 bytes}: field 1 varint (08 01), field 4 bytes (22, length 0x40).
+grpc_body_file="$tmp/grpc_body64"
+python3 -c 'import sys; m = b"\x08\x01\x22\x40" + b"0" * 64
+sys.stdout.buffer.write(b"\x00" + len(m).to_bytes(4, "big") + m)' >"$grpc_body_file"
+grpc_url="http://$host:$echo_http_port/rpcbench.v1.Echo/Call"
 wrk_lua="$tmp/post64.lua"
 cat >"$wrk_lua" <<EOF
 wrk.method = "POST"
@@ -432,6 +443,8 @@ h2load_cmd=("${cli[@]}" h2load -c1 -m1 -n "$calls" -d "$body_file"
     -H "content-type: application/octet-stream" "$echo_url")
 h2load_mux_cmd=("${cli[@]}" h2load -c1 -m"$mux_streams" -n "$calls" -d "$body_file"
     -H "content-type: application/octet-stream" "$echo_url")
+h2load_grpc_cmd=("${cli[@]}" h2load -c1 -m1 -n "$calls" -d "$grpc_body_file"
+    -H "content-type: application/grpc" -H "te: trailers" "$grpc_url")
 # Runs h2load; checks every request succeeded with a 2xx.
 h2load_run() {
     local file=$1
@@ -444,15 +457,22 @@ h2load_run() {
         die "h2load saw failures:"$'\n'"$(cat "$file")"
 }
 # One stream at a time: h2load's mean "time for request", in µs whatever unit it prints.
+# Arguments: the output file's name and the command (default: the h2 pair's).
 peer_h2load() {
-    local file="$tmp/h2load.out" mean
-    h2load_run "$file" "${h2load_cmd[@]}"
+    local file="$tmp/${1:-h2load}.out" mean
+    if (($# > 1)); then
+        h2load_run "$file" "${@:2}"
+    else
+        h2load_run "$file" "${h2load_cmd[@]}"
+    fi
     mean=$(awk '$1 == "time" && $3 == "request:" {
         v = $6; u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v)
         print (u == "ms" ? v * 1000 : (u == "s" ? v * 1e6 : v)); exit }' "$file")
     [[ -n $mean ]] || die "cannot parse h2load output:"$'\n'"$(cat "$file")"
     echo "$mean"
 }
+# The same, posting a gRPC call.
+peer_h2load_grpc() { peer_h2load h2load_grpc "${h2load_grpc_cmd[@]}"; }
 # Many streams on one connection: 1e6 / h2load's req/s.
 peer_h2load_mux() {
     local file="$tmp/h2load_mux.out" rps
@@ -472,6 +492,7 @@ pairs=(
     "curl-reuse|curl, one process (mean %{time_total})|peer_curl"
     "h2|h2load -c1 -m1 (mean time for request)|peer_h2load"
     "h2-mux|h2load -c1 -m$mux_streams (1/rps; rpcbench -c $mux_streams)|peer_h2load_mux"
+    "grpc|h2load -c1 -m1, gRPC-framed POST (mean)|peer_h2load_grpc"
 )
 declare -A peer_vals=() rb_vals=() rb_done=()
 for ((round = 1; round <= rounds; round++)); do
@@ -501,6 +522,7 @@ commands=(
     "$(show "${curl_cmd[@]}") # config: silent, data-binary = \"@$(basename "$body_file")\" (64 bytes), header = \"Content-Type: application/octet-stream\", write-out = \"%{http_code} %{time_total} %{num_connects}\\n\", then $curl_fetches times: url = \"$echo_url\", output = \"/dev/null\""
     "$(show "${h2load_cmd[@]}") # $(basename "$body_file"): 64 bytes"
     "$(show "${h2load_mux_cmd[@]}") # $(basename "$body_file"): 64 bytes"
+    "$(show "${h2load_grpc_cmd[@]}") # $(basename "$grpc_body_file"): one gRPC message, EchoRequest {seq: 1, payload: 64 bytes}"
 )
 # ---- figures ----------------------------------------------------------------------------
 # The raw round means only; rpcbench judges them below.

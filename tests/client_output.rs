@@ -76,8 +76,8 @@ fn json_matches_the_committed_fixture() {
     let fixture: Report = serde_json::from_str(FIXTURE).expect("fixture is a Report");
     assert_eq!(
         fixture.runs.len(),
-        18,
-        "six transports in three address modes"
+        19,
+        "six transports in three address modes, and a grpc-stream run (no first-byte phase)"
     );
     // ...and real output must have exactly its shape: no key added, dropped or retyped.
     let (stdout, from_file) = run("json");

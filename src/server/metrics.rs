@@ -118,8 +118,25 @@ pub fn render(snap: &StatsSnapshot) -> String {
         &mut out,
         &own("requests_total"),
         Kind::Counter,
-        "Requests taken in: raw TCP frames, HTTP requests, DNS queries.",
+        "Requests taken in: raw TCP frames, HTTP requests (gRPC calls included), DNS queries.",
         &per_proto(|p| p.requests, &protos),
+    );
+    // Families of their own, not a `protocol="grpc"` sample of `requests_total`: a gRPC
+    // call is an HTTP request there already, and a sum over protocols must not count it
+    // twice.
+    family(
+        &mut out,
+        &own("grpc_calls_total"),
+        Kind::Counter,
+        "gRPC calls taken in on the HTTP port (also counted as HTTP requests).",
+        &[("", snap.grpc.calls as f64)],
+    );
+    family(
+        &mut out,
+        &own("grpc_messages_total"),
+        Kind::Counter,
+        "gRPC request messages answered: one per Call, one per message on a Stream.",
+        &[("", snap.grpc.messages as f64)],
     );
     family(
         &mut out,

@@ -10,6 +10,7 @@
 //! call the same ones, so a bad value is refused in one place with one message.
 
 pub mod dns;
+mod grpc;
 mod handle;
 mod http;
 pub mod metrics;

@@ -24,6 +24,17 @@ pub struct ProtoCounters {
     pub bytes_out: AtomicU64,
 }
 
+/// Counters of gRPC on the HTTP port. Its connections and bytes are the HTTP listener's
+/// (one port, one connection can carry both), so only what is gRPC's own is here.
+#[derive(Debug, Default)]
+pub struct GrpcCounters {
+    /// gRPC calls taken in (one per HTTP/2 stream routed to gRPC, whatever its method);
+    /// each is also one of the HTTP listener's `requests`.
+    pub calls: AtomicU64,
+    /// Request messages answered: one per `Call`, one per message on a `Stream`.
+    pub messages: AtomicU64,
+}
+
 /// Why the server turned something away or could not serve it. Each has its own counter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Reject {
@@ -60,11 +71,27 @@ pub enum Reject {
     IoError,
     /// DNS packet that could not be parsed.
     DnsMalformed,
+    /// gRPC status INVALID_ARGUMENT: a negative `reply_len` or `delay_us`.
+    GrpcInvalidArgument,
+    /// gRPC status RESOURCE_EXHAUSTED: `reply_len` above the max frame (less the reply's
+    /// framing, as on TCP) or `delay_us` above the max delay.
+    GrpcResourceExhausted,
+    /// gRPC status INTERNAL or OUT_OF_RANGE from decoding the request: a length prefix
+    /// that lies (more bytes than came, or above the max frame), the compressed flag with
+    /// no `grpc-encoding`, or bytes that are not an `EchoRequest`.
+    GrpcMalformed,
+    /// gRPC status UNIMPLEMENTED: an unknown service or method.
+    GrpcUnimplemented,
+    /// A gRPC call the client ended first: its stream reset (or its connection closed)
+    /// before the reply was complete, or gRPC status CANCELLED.
+    GrpcCancelled,
+    /// Any other non-zero gRPC status.
+    GrpcOtherError,
 }
 
 impl Reject {
     /// Every kind, in the order they are listed in /stats.
-    pub const ALL: [Reject; 16] = [
+    pub const ALL: [Reject; 22] = [
         Reject::ZeroLengthFrame,
         Reject::OversizedFrame,
         Reject::MalformedFrame,
@@ -81,6 +108,12 @@ impl Reject {
         Reject::Http2StreamReset,
         Reject::IoError,
         Reject::DnsMalformed,
+        Reject::GrpcInvalidArgument,
+        Reject::GrpcResourceExhausted,
+        Reject::GrpcMalformed,
+        Reject::GrpcUnimplemented,
+        Reject::GrpcCancelled,
+        Reject::GrpcOtherError,
     ];
 
     /// The stable snake_case name used as the JSON key.
@@ -102,6 +135,12 @@ impl Reject {
             Reject::Http2StreamReset => "http2_stream_reset",
             Reject::IoError => "io_error",
             Reject::DnsMalformed => "dns_malformed",
+            Reject::GrpcInvalidArgument => "grpc_invalid_argument",
+            Reject::GrpcResourceExhausted => "grpc_resource_exhausted",
+            Reject::GrpcMalformed => "grpc_malformed",
+            Reject::GrpcUnimplemented => "grpc_unimplemented",
+            Reject::GrpcCancelled => "grpc_cancelled",
+            Reject::GrpcOtherError => "grpc_other_error",
         }
     }
 }
@@ -147,6 +186,8 @@ pub struct Stats {
     pub http2: Http2Counters,
     /// DNS queries by type and answers by code.
     pub dns_detail: DnsCounters,
+    /// gRPC on the HTTP listener.
+    pub grpc: GrpcCounters,
     /// DNS answers sent.
     pub dns_answered: AtomicU64,
     /// DNS queries answered after `--dns-delay`.
@@ -173,6 +214,7 @@ impl Stats {
             dns: ProtoCounters::default(),
             http2: Http2Counters::default(),
             dns_detail: DnsCounters::default(),
+            grpc: GrpcCounters::default(),
             dns_answered: AtomicU64::new(0),
             dns_delayed: AtomicU64::new(0),
             dns_dropped: AtomicU64::new(0),
@@ -210,6 +252,10 @@ impl Stats {
             dns_answers_by_code: DnsCounters::names(&DNS_CODES, &self.dns_detail.by_code),
             dns_truncated: self.dns_detail.truncated.load(Relaxed),
             dns_tcp_queries: self.dns_detail.tcp.load(Relaxed),
+            grpc: GrpcSnapshot {
+                calls: self.grpc.calls.load(Relaxed),
+                messages: self.grpc.messages.load(Relaxed),
+            },
             dns_answered: self.dns_answered.load(Relaxed),
             dns_delayed: self.dns_delayed.load(Relaxed),
             dns_dropped: self.dns_dropped.load(Relaxed),
@@ -330,6 +376,13 @@ pub struct ProtoSnapshot {
     pub bytes_out: u64,
 }
 
+/// The gRPC counters at one instant.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GrpcSnapshot {
+    pub calls: u64,
+    pub messages: u64,
+}
+
 /// What `GET /stats` returns and what the server prints when it stops.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StatsSnapshot {
@@ -354,6 +407,9 @@ pub struct StatsSnapshot {
     /// DNS queries that came over TCP.
     #[serde(default)]
     pub dns_tcp_queries: u64,
+    /// gRPC on the HTTP port; zero in the JSON of a server from before gRPC.
+    #[serde(default)]
+    pub grpc: GrpcSnapshot,
     pub dns_answered: u64,
     pub dns_delayed: u64,
     pub dns_dropped: u64,

@@ -74,8 +74,19 @@ fn fresh_twin(keep: TransportKind) -> Option<TransportKind> {
 
 /// What multiplexing buys or costs: `h2-mux` (every worker's calls as streams on one
 /// connection) against `h2` and `http-keepalive` (a connection per worker), at the
-/// run's concurrency.
+/// run's concurrency; then the same for gRPC ([`grpc_multiplexing`]). One sentence for
+/// both, so the findings stay within six.
 fn multiplexing(base: &Report) -> Option<String> {
+    let h2 = h2_multiplexing(base);
+    let grpc = grpc_multiplexing(base);
+    match (h2, grpc) {
+        (Some(h2), Some(grpc)) => Some(format!("{h2} {grpc}")),
+        (h2, grpc) => h2.or(grpc),
+    }
+}
+
+/// The HTTP/2 half of [`multiplexing`].
+fn h2_multiplexing(base: &Report) -> Option<String> {
     let mux = ip_mean(base, TransportKind::H2Mux)?;
     let per_worker: Vec<String> = [TransportKind::H2, TransportKind::HttpKeepalive]
         .into_iter()
@@ -92,6 +103,39 @@ fn multiplexing(base: &Report) -> Option<String> {
         "Multiplexing {c} worker(s) as streams on one HTTP/2 connection (h2-mux, {}) against a connection per worker: {}. Above 1× the shared connection costs more than it saves.",
         duration(mux),
         per_worker.join("; ")
+    ))
+}
+
+/// What gRPC adds on a shared connection, and what sharing does for gRPC: `grpc-mux`
+/// against `h2-mux` (the same one HTTP/2 connection for every worker, without gRPC's
+/// framing, trailers and tonic's channel) and against `grpc` (a channel per worker).
+fn grpc_multiplexing(base: &Report) -> Option<String> {
+    let mux = ip_mean(base, TransportKind::GrpcMux)?;
+    let against: Vec<String> = [
+        (
+            TransportKind::H2Mux,
+            "the same shared connection without gRPC",
+        ),
+        (TransportKind::Grpc, "a channel per worker"),
+    ]
+    .into_iter()
+    .filter_map(|(k, what)| {
+        let m = ip_mean(base, k)?;
+        Some(format!(
+            "{k} ({what}) {} ({}×)",
+            duration(m),
+            ratio(mux / m)
+        ))
+    })
+    .collect();
+    if against.is_empty() {
+        return None;
+    }
+    let c = base.config.concurrency;
+    Some(format!(
+        "gRPC on one shared channel ({c} worker(s), grpc-mux, {}) against {}: above 1× grpc-mux is the slower.",
+        duration(mux),
+        against.join("; ")
     ))
 }
 

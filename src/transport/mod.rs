@@ -156,6 +156,13 @@ registry! {
     H2 = h2::{H2}, "h2";
     /// HTTP/2 with all workers sharing one connection, each call a concurrent stream.
     H2Mux = h2_mux::{H2Mux}, "h2-mux";
+    /// gRPC unary `rpcbench.v1.Echo/Call` (tonic), one channel per worker.
+    Grpc = grpc::{Grpc}, "grpc";
+    /// gRPC unary calls with all workers sharing one channel (one HTTP/2 connection).
+    GrpcMux = grpc_mux::{GrpcMux}, "grpc-mux";
+    /// gRPC bidirectional `rpcbench.v1.Echo/Stream`, one stream per worker, a call being
+    /// one message each way.
+    GrpcStream = grpc_stream::{GrpcStream}, "grpc-stream";
 }
 
 impl TransportKind {
@@ -477,6 +484,9 @@ pub enum CallError {
     /// The server answered with a non-zero frame status.
     #[error("frame status {0}")]
     FrameStatus(u8),
+    /// The server ended a gRPC call with a status other than OK (its code).
+    #[error("gRPC status {0}")]
+    GrpcStatus(u8),
     /// The reply broke the protocol (bad frame, bad HTTP).
     #[error("protocol error")]
     Protocol,
@@ -522,6 +532,10 @@ impl CallError {
             CallError::Connect(ConnectFailure::Other) => "connect".into(),
             CallError::HttpStatus(code) => format!("http_{code}"),
             CallError::FrameStatus(code) => format!("status_{code}"),
+            CallError::GrpcStatus(code) => match grpc::code_kind(*code) {
+                Some(kind) => kind.into(),
+                None => format!("grpc_{code}"),
+            },
             CallError::Protocol => "protocol".into(),
             CallError::Io => "io".into(),
             CallError::Dns(LookupNameError::NoAddress) => "dns".into(),
@@ -721,7 +735,7 @@ mod tests {
     /// The registry, listed once: a new transport adds its line here too, with the
     /// connections 8 workers making 100 calls should open, the port it calls, and whether
     /// it has an async side (for the event loop).
-    const EXPECTED: [(&str, u64, Port, bool); 8] = [
+    const EXPECTED: [(&str, u64, Port, bool); 11] = [
         ("tcp", 8, Port::Tcp, true),
         ("tcp-connect", 100, Port::Tcp, true),
         ("http-fresh", 100, Port::Http, true),
@@ -730,6 +744,9 @@ mod tests {
         ("curl-fresh", 100, Port::Http, false),
         ("h2", 8, Port::Http, false),
         ("h2-mux", 1, Port::Http, false),
+        ("grpc", 8, Port::Http, false),
+        ("grpc-mux", 1, Port::Http, false),
+        ("grpc-stream", 8, Port::Http, false),
     ];
 
     /// Hands back the async type's name, to show `with_async` picks the registry's type.

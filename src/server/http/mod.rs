@@ -1,7 +1,8 @@
 //! HTTP listener (hyper): the life of a connection, from accept to close.
 //!
 //! HTTP/1.1 with keep-alive, and HTTP/2 with prior knowledge on the same port (the first
-//! bytes say which). This file accepts connections, serves each on a
+//! bytes say which); HTTP/2 requests with `content-type: application/grpc` go to
+//! [`super::grpc`]. This file accepts connections, serves each on a
 //! task of its own (reading the first request's head itself, so that a connection costs
 //! little until a request has arrived), counts their bytes, and closes them when idle too
 //! long or when shutdown starts. What a request gets back is decided in [`route`] and written out in [`reply`],
@@ -11,9 +12,13 @@
 mod reply;
 mod route;
 
+pub(super) use reply::server_timing;
+
 use super::Shared;
+use super::grpc::{self, Grpc};
 use super::registry::Registry;
 use super::stats::{Reject, Stats};
+use http_body_util::Either;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::convert::Infallible;
 use std::io;
@@ -49,11 +54,13 @@ pub(super) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     });
     let watched = Arc::new(Registry::<Watch>::default());
     tokio::spawn(watch(watched.clone(), shared.clone()));
+    let grpc = Grpc::new(shared.clone());
     while let Some((stream, guard)) = shared.next_connection(&listener, |s: &Stats| &s.http).await {
         let (shared, builder, watched) = (shared.clone(), builder.clone(), watched.clone());
+        let grpc = grpc.clone();
         tokio::spawn(async move {
             let _guard = guard;
-            serve(stream, &builder, shared, &watched).await;
+            serve(stream, &builder, shared, &watched, grpc).await;
         });
     }
 }
@@ -153,6 +160,7 @@ async fn serve(
     builder: &Builders,
     shared: Arc<Shared>,
     watched: &Arc<Registry<Watch>>,
+    grpc: Grpc,
 ) {
     let _ = stream.set_nodelay(true);
     let conn_state = Arc::new(ConnState {
@@ -211,8 +219,8 @@ async fn serve(
             let state = conn_state.clone();
             async move {
                 // A guard, not a decrement after the await: hyper drops this future when
-                // an HTTP/2 client cancels the stream, and the count must still go down.
-                let mut busy = InFlight::enter(&state, http2);
+                // the connection ends mid-request, and the count must still go down.
+                let mut busy = InFlight::enter(&state, false);
                 let resp = route::route(req, &state.shared).await;
                 busy.answered = true;
                 Ok::<_, Infallible>(resp)
@@ -221,6 +229,27 @@ async fn serve(
     };
     // One version's state, boxed: the task does not carry it before the head is in.
     let mut conn = if http2 {
+        // HTTP/2 has a service of its own that sends gRPC calls to tonic, so the HTTP/1
+        // path (and its reply type) is the same as before gRPC.
+        let service = {
+            let conn_state = conn_state.clone();
+            hyper::service::service_fn(move |req| {
+                let state = conn_state.clone();
+                let grpc = grpc.clone();
+                async move {
+                    let mut busy = InFlight::enter(&state, true);
+                    let resp = if grpc::is_grpc(&req) {
+                        grpc::serve(&grpc, req, &state.shared)
+                            .await
+                            .map(Either::Right)
+                    } else {
+                        route::route(req, &state.shared).await.map(Either::Left)
+                    };
+                    busy.answered = true;
+                    Ok::<_, Infallible>(resp)
+                }
+            })
+        };
         Serving::Http2(Box::pin(
             builder.http2.serve_connection(TokioIo::new(io), service),
         ))

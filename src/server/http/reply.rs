@@ -99,8 +99,9 @@ pub(super) fn text(status: StatusCode, body: &str) -> Response<Body> {
 /// Longest `server-timing` value: `app;dur=`, 20 digits of a u64, `.` and 3 decimals.
 const TIMING_MAX: usize = 32;
 
-/// The `server-timing` header for a request that took `took`.
-fn server_timing(took: Duration) -> HeaderValue {
+/// The `server-timing` header for a request that took `took` (gRPC sends the same value
+/// as a trailer).
+pub(in crate::server) fn server_timing(took: Duration) -> HeaderValue {
     let mut buf = [0u8; TIMING_MAX];
     let len = write_server_timing(took, &mut buf);
     HeaderValue::from_bytes(&buf[..len]).expect("digits and `app;dur=.` are valid header bytes")

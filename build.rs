@@ -1,0 +1,24 @@
+//! Generates the gRPC code of `proto/rpcbench.proto` (messages, client and server) and
+//! the encoded file descriptor set that server reflection serves.
+//!
+//! The .proto is compiled by protox, a protobuf compiler in Rust, rather than by the
+//! `protoc` binary that tonic-prost-build runs by default: a build then needs nothing
+//! outside Cargo, on CI and on any machine.
+
+use prost::Message as _;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    const PROTO: &str = "proto/rpcbench.proto";
+    println!("cargo:rerun-if-changed={PROTO}");
+    let fds = protox::compile([PROTO], ["proto"])?;
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
+    std::fs::write(out.join("rpcbench_descriptor.bin"), fds.encode_to_vec())?;
+    tonic_prost_build::configure()
+        // The client and server are generic over the body and connector; no
+        // tonic::transport conveniences are generated (we connect through our own
+        // connector and serve on our own hyper listener).
+        .build_transport(false)
+        .bytes(".rpcbench.v1")
+        .compile_fds(fds)?;
+    Ok(())
+}
