@@ -470,8 +470,7 @@ fn hostile_prefixes_do_not_grow_memory() {
     let snap = loop {
         let snap = http_stats(proc.http);
         // The reject is counted before the connection's slot is released, so wait for both.
-        let settled =
-            snap.rejected(Reject::TruncatedFrame) == 20 && snap.tcp.connections_open == 1;
+        let settled = snap.rejected(Reject::TruncatedFrame) == 20 && snap.tcp.connections_open == 1;
         if settled || Instant::now() > deadline {
             break snap;
         }

@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
-/// Counters for one protocol (tcp, http or dns).
+/// Counters for one protocol (tcp, unix, http, udp or dns).
 #[derive(Debug, Default)]
 pub struct ProtoCounters {
-    /// Connections currently open (for dns: always 0).
+    /// Connections currently open (for udp and dns: always 0).
     pub open: AtomicU64,
     /// Connections accepted since start, including ones refused for the limit.
     pub total: AtomicU64,
@@ -57,11 +57,18 @@ pub enum Reject {
     IoError,
     /// DNS packet that could not be parsed.
     DnsMalformed,
+    /// UDP datagram that is not exactly one request (garbage, truncated, trailing bytes);
+    /// ignored.
+    UdpMalformed,
+    /// UDP datagram above `--max-frame`; ignored.
+    UdpOversized,
+    /// UDP request answered with status 3: its reply would be larger than the request.
+    UdpReplyAboveRequest,
 }
 
 impl Reject {
     /// Every kind, in the order they are listed in /stats.
-    pub const ALL: [Reject; 15] = [
+    pub const ALL: [Reject; 18] = [
         Reject::ZeroLengthFrame,
         Reject::OversizedFrame,
         Reject::MalformedFrame,
@@ -77,6 +84,9 @@ impl Reject {
         Reject::HttpConnectionError,
         Reject::IoError,
         Reject::DnsMalformed,
+        Reject::UdpMalformed,
+        Reject::UdpOversized,
+        Reject::UdpReplyAboveRequest,
     ];
 
     /// The stable snake_case name used as the JSON key.
@@ -97,6 +107,9 @@ impl Reject {
             Reject::HttpConnectionError => "http_connection_error",
             Reject::IoError => "io_error",
             Reject::DnsMalformed => "dns_malformed",
+            Reject::UdpMalformed => "udp_malformed",
+            Reject::UdpOversized => "udp_oversized",
+            Reject::UdpReplyAboveRequest => "udp_reply_above_request",
         }
     }
 }
@@ -136,6 +149,10 @@ pub struct Stats {
     pub tcp: ProtoCounters,
     /// HTTP listener (HTTP/1.1 and HTTP/2 together).
     pub http: ProtoCounters,
+    /// Unix socket listener (raw frames).
+    pub unix: ProtoCounters,
+    /// UDP listener: requests are datagrams taken in, whether answered or not.
+    pub udp: ProtoCounters,
     /// DNS responder.
     pub dns: ProtoCounters,
     /// DNS answers sent.
@@ -161,6 +178,8 @@ impl Stats {
             settings,
             tcp: ProtoCounters::default(),
             http: ProtoCounters::default(),
+            unix: ProtoCounters::default(),
+            udp: ProtoCounters::default(),
             dns: ProtoCounters::default(),
             dns_answered: AtomicU64::new(0),
             dns_delayed: AtomicU64::new(0),
@@ -188,6 +207,8 @@ impl Stats {
             settings: self.settings.clone(),
             tcp: proto(&self.tcp),
             http: proto(&self.http),
+            unix: proto(&self.unix),
+            udp: proto(&self.udp),
             dns: proto(&self.dns),
             dns_answered: self.dns_answered.load(Relaxed),
             dns_delayed: self.dns_delayed.load(Relaxed),
@@ -219,6 +240,12 @@ pub struct StatsSnapshot {
     pub settings: ServerSettings,
     pub tcp: ProtoSnapshot,
     pub http: ProtoSnapshot,
+    /// The Unix socket listener; zeros in the JSON of a server from before it.
+    #[serde(default)]
+    pub unix: ProtoSnapshot,
+    /// The UDP listener; zeros in the JSON of a server from before it.
+    #[serde(default)]
+    pub udp: ProtoSnapshot,
     pub dns: ProtoSnapshot,
     pub dns_answered: u64,
     pub dns_delayed: u64,
