@@ -249,7 +249,11 @@ impl Session {
                 .filter(|m| !self.modes_for(kind, &self.plan.modes).contains(m))
                 .map(|m| m.to_string())
                 .collect();
-            if left_out.is_empty() {
+            // The default modes are not the user's choice: the table's `unix ip` row
+            // says what ran. Modes asked for by name and left out are said.
+            let unasked =
+                spec.names.is_none() && kind == TransportKind::Unix && self.plan.unix.is_some();
+            if left_out.is_empty() || unasked {
                 continue;
             }
             notes.push(match kind {

@@ -775,4 +775,9 @@ impl TestServer {
     pub fn dns_addr(&self) -> Option<SocketAddr> {
         self.handle.dns_addr
     }
+
+    /// The UDP listener's real address, when the config turned it on.
+    pub fn udp_addr(&self) -> Option<SocketAddr> {
+        self.handle.udp_addr
+    }
 }
