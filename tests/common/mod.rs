@@ -780,4 +780,9 @@ impl TestServer {
     pub fn udp_addr(&self) -> Option<SocketAddr> {
         self.handle.udp_addr
     }
+
+    /// The Unix socket's path, when the config turned it on.
+    pub fn unix_path(&self) -> Option<std::path::PathBuf> {
+        self.handle.unix_path.clone()
+    }
 }
