@@ -238,6 +238,12 @@ impl Session {
         }
     }
 
+    /// True when `kind` runs in `mode` in this session (see [`Session::notes`] for why
+    /// not): a sweep makes a series only of the pairs that run.
+    pub fn runs(&self, kind: TransportKind, mode: AddrMode) -> bool {
+        self.modes_for(kind, &self.plan.modes).contains(&mode)
+    }
+
     /// Says which transports of `spec` were left out of which modes, and why.
     pub fn notes(&self, spec: &BenchSpec) -> Vec<String> {
         let mut notes = Vec::new();
