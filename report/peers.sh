@@ -18,6 +18,9 @@
 #                   content-type application/grpc and te: trailers: the same wire as
 #                   rpcbench's grpc transport from a minimal client; its mean "time for
 #                   request". h2load checks the HTTP status only, not grpc-status.
+#   udp             sockperf ping-pong --udp -m 64 --full-rtt (its own UDP server, sockperf sr)
+#   unix            examples/unix_ref.rs: a blocking ping-pong client on one Unix socket
+#                   connection, against its own thread-per-connection server
 #
 # rpcbench runs `--names ip --transports T -n CALLS --warmup 200 --format csv` against the
 # same rpcbench-echo (--threads 1); its figure is the mean_us column of its one row.
@@ -29,7 +32,7 @@
 # benchmarks, not tests: host noise moves them.
 #
 # Debian packages it needs (for .ci/run): sockperf wrk apache2-utils curl nghttp2-client python3 iproute2
-# util-linux (plus cargo to build rpcbench, rpcbench-echo and examples/crr_ref).
+# util-linux (plus cargo to build rpcbench, rpcbench-echo, examples/crr_ref and examples/unix_ref).
 #
 # Usage: report/peers.sh [options]
 #   --pin same|cross|none   same: servers and clients on CPU 0; cross: servers on CPU 0,
@@ -205,12 +208,14 @@ show() {
 # ---- build ------------------------------------------------------------------------------
 if ((build)); then
     echo "building (release) ..." >&2
-    cargo build --release --quiet --bin rpcbench --bin rpcbench-echo --example crr_ref
+    cargo build --release --quiet --bin rpcbench --bin rpcbench-echo --example crr_ref \
+        --example unix_ref
 fi
 rb_bin="$root/target/release/rpcbench"
 echo_bin="$root/target/release/rpcbench-echo"
 crr_bin="$root/target/release/examples/crr_ref"
-for b in "$rb_bin" "$echo_bin" "$crr_bin"; do
+unix_ref_bin="$root/target/release/examples/unix_ref"
+for b in "$rb_bin" "$echo_bin" "$crr_bin" "$unix_ref_bin"; do
     [[ -x $b ]] || die "$b is missing: build it (or drop --no-build)"
 done
 
@@ -222,12 +227,25 @@ listen_port() {
     printf '%s\n' "${addr##*:}"
 }
 
-echo_cmd=("${srv[@]}" "$echo_bin" --threads 1 --tcp "$host:0" --http "$host:0")
+# The Unix sockets live in the temporary directory, which the servers and clients share
+# (a network namespace does not change the file system).
+echo_unix="$tmp/echo.sock"
+echo_cmd=("${srv[@]}" "$echo_bin" --threads 1 --tcp "$host:0" --http "$host:0" --udp "$host:0"
+    --unix "$echo_unix")
 "${echo_cmd[@]}" >"$tmp/echo.out" 2>"$tmp/echo.out.err" &
 echo_pid=$!
 pids+=("$echo_pid")
 echo_tcp_port=$(listen_port "$tmp/echo.out" tcp "$echo_pid")
 echo_http_port=$(listen_port "$tmp/echo.out" http "$echo_pid")
+echo_udp_port=$(listen_port "$tmp/echo.out" udp "$echo_pid")
+listen_addr "$tmp/echo.out" unix "$echo_pid" >/dev/null
+
+unix_ref_sock="$tmp/unix_ref.sock"
+unix_srv_cmd=("${srv[@]}" "$unix_ref_bin" server "$unix_ref_sock")
+"${unix_srv_cmd[@]}" >"$tmp/unix_ref.out" 2>"$tmp/unix_ref.out.err" &
+unix_ref_pid=$!
+pids+=("$unix_ref_pid")
+listen_addr "$tmp/unix_ref.out" unix "$unix_ref_pid" >/dev/null
 
 crr_srv_cmd=("${srv[@]}" "$crr_bin" server "$host:0")
 "${crr_srv_cmd[@]}" >"$tmp/crr.out" 2>"$tmp/crr.out.err" &
@@ -259,6 +277,31 @@ for _ in 1 2 3; do
     wait "$sp_pid" 2>/dev/null || true
 done
 [[ -n $sockperf_port ]] || die "sockperf server did not start: $(cat "$tmp/sockperf_srv.out")"
+
+# The same for sockperf's UDP server (its default protocol), checked with ss -u.
+sockperf_udp_port=""
+for _ in 1 2 3; do
+    port=$(free_port "$server_ip" "${srv_exec[@]}")
+    sp_udp_srv_cmd=("${srv[@]}" sockperf server -i "$server_ip" -p "$port")
+    "${sp_udp_srv_cmd[@]}" >"$tmp/sockperf_udp_srv.out" 2>&1 &
+    sp_udp_pid=$!
+    for _ in $(seq 50); do
+        kill -0 "$sp_udp_pid" 2>/dev/null || break
+        if [[ -n $("${srv_exec[@]}" ss -Hlun "sport = :$port") ]]; then
+            sockperf_udp_port=$port
+            break
+        fi
+        sleep 0.1
+    done
+    if [[ -n $sockperf_udp_port ]]; then
+        pids+=("$sp_udp_pid")
+        break
+    fi
+    kill "$sp_udp_pid" 2>/dev/null || true
+    wait "$sp_udp_pid" 2>/dev/null || true
+done
+[[ -n $sockperf_udp_port ]] ||
+    die "sockperf UDP server did not start: $(cat "$tmp/sockperf_udp_srv.out")"
 
 # ---- request bodies ---------------------------------------------------------------------
 # 64 bytes, like rpcbench's default payload.
@@ -311,6 +354,8 @@ placement:  $placement
 servers:    $(show "${echo_cmd[@]}")
             $(show "${crr_srv_cmd[@]}")
             $(show "${sp_srv_cmd[@]}")
+            $(show "${sp_udp_srv_cmd[@]}")
+            $(show "${unix_srv_cmd[@]}")
 tools:      sockperf $sp_version; $wrk_version; $ab_version; $curl_version
 rpcbench:   $("$rb_bin" --version)
 load avg:   $load_before (before the runs)
@@ -347,7 +392,8 @@ rb_run() {
         workers=$mux_streams column=calls_per_s
     fi
     local cmd=("${cli[@]}" "$rb_bin" --target "$server_ip" --tcp-port "$echo_tcp_port"
-        --http-port "$echo_http_port" --names ip --transports "$transport" -n "$calls"
+        --http-port "$echo_http_port" --udp-port "$echo_udp_port" --unix "$echo_unix"
+        --names ip --transports "$transport" -n "$calls"
         -c "$workers" --warmup 200 --format csv --out "$file" --no-progress)
     echo "  $(show "${cmd[@]}")" >&2
     "${cmd[@]}" >"$csv" || die "rpcbench $transport failed (exit $?)"
@@ -363,16 +409,36 @@ rb_run() {
 
 sp_cmd=("${cli[@]}" sockperf ping-pong --tcp -i "$server_ip" -p "$sockperf_port" -m 64
     --full-rtt -t "$secs")
-peer_tcp() {
-    local file="$tmp/sockperf.out" mean
-    echo "  $(show "${sp_cmd[@]}")" >&2
-    "${sp_cmd[@]}" >"$file" 2>&1 || die "sockperf failed: $(cat "$file")"
+# One sockperf ping-pong run (the command in the arguments, output to FILE): its mean full
+# round trip in µs, after checking nothing was dropped, duplicated or reordered.
+sockperf_run() {
+    local file=$1 mean
+    shift
+    echo "  $(show "$@")" >&2
+    "$@" >"$file" 2>&1 || die "sockperf failed: $(cat "$file")"
     sed -i 's/\x1b\[[0-9;]*m//g' "$file"
     keep "$file"
     mean=$(awk '/Summary: Round trip is/ { print $(NF - 1) }' "$file")
     [[ -n $mean ]] || die "cannot parse sockperf output:"$'\n'"$(cat "$file")"
     grep -q 'dropped messages = 0; # duplicated messages = 0; # out-of-order messages = 0' \
         "$file" || die "sockperf lost messages: $(grep dropped "$file")"
+    echo "$mean"
+}
+peer_tcp() { sockperf_run "$tmp/sockperf.out" "${sp_cmd[@]}"; }
+# sockperf's datagram is 64 bytes of message; rpcbench's udp request is its 64-byte payload
+# plus 4 to 6 bytes of postcard header, the reply the same plus the server time.
+sp_udp_cmd=("${cli[@]}" sockperf ping-pong -i "$server_ip" -p "$sockperf_udp_port" -m 64
+    --full-rtt -t "$secs")
+peer_udp() { sockperf_run "$tmp/sockperf_udp.out" "${sp_udp_cmd[@]}"; }
+
+unix_client_cmd=("${cli[@]}" "$unix_ref_bin" client "$unix_ref_sock" "$calls")
+peer_unix() {
+    local file="$tmp/unix_ref_client.out" mean
+    echo "  $(show "${unix_client_cmd[@]}")" >&2
+    "${unix_client_cmd[@]}" >"$file" || die "unix_ref client failed"
+    keep "$file"
+    mean=$(awk '$1 == "mean_us" { print $2 }' "$file")
+    [[ -n $mean ]] || die "cannot parse unix_ref output:"$'\n'"$(cat "$file")"
     echo "$mean"
 }
 
@@ -493,6 +559,8 @@ pairs=(
     "h2|h2load -c1 -m1 (mean time for request)|peer_h2load"
     "h2-mux|h2load -c1 -m$mux_streams (1/rps; rpcbench -c $mux_streams)|peer_h2load_mux"
     "grpc|h2load -c1 -m1, gRPC-framed POST (mean)|peer_h2load_grpc"
+    "udp|sockperf ping-pong --udp|peer_udp"
+    "unix|unix_ref (blocking Unix socket ping-pong)|peer_unix"
 )
 declare -A peer_vals=() rb_vals=() rb_done=()
 for ((round = 1; round <= rounds; round++)); do
@@ -523,6 +591,8 @@ commands=(
     "$(show "${h2load_cmd[@]}") # $(basename "$body_file"): 64 bytes"
     "$(show "${h2load_mux_cmd[@]}") # $(basename "$body_file"): 64 bytes"
     "$(show "${h2load_grpc_cmd[@]}") # $(basename "$grpc_body_file"): one gRPC message, EchoRequest {seq: 1, payload: 64 bytes}"
+    "server: $(show "${sp_udp_srv_cmd[@]}"); client: $(show "${sp_udp_cmd[@]}")"
+    "server: $(show "${unix_srv_cmd[@]}"); client: $(show "${unix_client_cmd[@]}")"
 )
 # ---- figures ----------------------------------------------------------------------------
 # The raw round means only; rpcbench judges them below.

@@ -35,6 +35,12 @@ pub struct BenchSpec {
     pub tcp_port: u16,
     /// The target's HTTP port (ignored for the embedded server).
     pub http_port: u16,
+    /// The target's UDP port; without it a target's `udp` is not run (ignored for the
+    /// embedded server, which always has one).
+    pub udp_port: Option<u16>,
+    /// The target's Unix socket (same host); without it a target's `unix` is not run
+    /// (ignored for the embedded server, which makes one in a temporary directory).
+    pub unix: Option<std::path::PathBuf>,
     /// What each call asks for and how many calls there are.
     pub run: RunConfig,
     /// Transports to run, in order.
@@ -77,6 +83,10 @@ pub struct BenchOutcome {
     pub report: Report,
     /// Modes not run because the name did not resolve in them (the run then fails).
     pub skipped: Vec<SkippedMode>,
+    /// Transports left out of some or all modes, and why (the run does not fail for it):
+    /// `unix` has no name to look up, and a target's `unix` and `udp` need to be told
+    /// where they are.
+    pub notes: Vec<String>,
 }
 
 impl BenchOutcome {
@@ -97,7 +107,7 @@ pub enum RunBenchError {
     #[error(transparent)]
     Resolve(#[from] ResolveNameError),
     /// A port of the target is 0.
-    #[error("--tcp-port and --http-port must not be 0")]
+    #[error("--tcp-port, --http-port and --udp-port must not be 0")]
     ZeroPort,
     /// The target's name resolved in none of the address modes asked for.
     #[error("{}", unique_reasons(.0))]
@@ -136,8 +146,13 @@ pub fn run(spec: &BenchSpec, observer: &mut dyn Observer) -> Result<BenchOutcome
     let runs = session.run(spec, &spec.run, observer, None)?;
     let server = session.server_stats(spec.run.timeout);
     let report = session.report(spec, started, server, &runs);
+    let notes = session.notes(spec);
     let skipped = session.close();
-    Ok(BenchOutcome { report, skipped })
+    Ok(BenchOutcome {
+        report,
+        skipped,
+        notes,
+    })
 }
 
 /// What stays the same over many runs against one target: the embedded server, if there
@@ -145,24 +160,122 @@ pub fn run(spec: &BenchSpec, observer: &mut dyn Observer) -> Result<BenchOutcome
 /// run opens one for its runs; a sweep keeps one for all its steps.
 pub struct Session {
     embedded: Option<ServerHandle>,
+    /// The embedded server's Unix socket directory; dropped after the server, which
+    /// removes its socket first.
+    _socket_dir: Option<SocketDir>,
     plan: Plan,
     skipped: Vec<SkippedMode>,
+}
+
+/// A private temporary directory (mode 0700) for the embedded server's Unix socket,
+/// removed with what is left in it when dropped.
+struct SocketDir(std::path::PathBuf);
+
+impl SocketDir {
+    /// A new directory under the system's temporary directory.
+    fn create() -> std::io::Result<SocketDir> {
+        use std::os::unix::fs::DirBuilderExt;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let dir = std::env::temp_dir().join(format!("rpcbench-{}-{nanos}", std::process::id()));
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        Ok(SocketDir(dir))
+    }
+
+    /// The socket's path in it.
+    fn socket(&self) -> std::path::PathBuf {
+        self.0.join("echo.sock")
+    }
+}
+
+impl Drop for SocketDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 impl Session {
     /// Starts the embedded server when there is no target, and checks the name once in
     /// every mode, all at once, within one `--timeout`.
     pub fn open(spec: &BenchSpec) -> Result<Session, RunBenchError> {
-        let embedded = match spec.target {
-            None => Some(start_embedded()?),
-            Some(_) => None,
+        let (embedded, socket_dir) = match spec.target {
+            None => {
+                let dir = SocketDir::create().map_err(|e| {
+                    RunBenchError::StartServer(StartHandleError::Server(
+                        crate::server::StartServerError::Unix(crate::server::UnixPathError::Bind {
+                            path: std::env::temp_dir(),
+                            source: e,
+                        }),
+                    ))
+                })?;
+                (Some(start_embedded(dir.socket())?), Some(dir))
+            }
+            Some(_) => (None, None),
         };
         let (plan, skipped) = Plan::new(spec, embedded.as_ref())?;
         Ok(Session {
             embedded,
+            _socket_dir: socket_dir,
             plan,
             skipped,
         })
+    }
+
+    /// The modes `kind` runs in, of `modes`: every one, but `unix` only in `ip` (a path
+    /// has no name to look up, so the other modes would be the same run under another
+    /// label), and neither `unix` nor `udp` when the target has no address for it.
+    fn modes_for(&self, kind: TransportKind, modes: &[AddrMode]) -> Vec<AddrMode> {
+        match kind {
+            TransportKind::Unix if self.plan.unix.is_none() => Vec::new(),
+            TransportKind::Unix => modes
+                .iter()
+                .copied()
+                .filter(|&m| m == AddrMode::Ip)
+                .collect(),
+            TransportKind::Udp if self.plan.udp_port.is_none() => Vec::new(),
+            _ => modes.to_vec(),
+        }
+    }
+
+    /// True when `kind` runs in `mode` in this session (see [`Session::notes`] for why
+    /// not): a sweep makes a series only of the pairs that run.
+    pub fn runs(&self, kind: TransportKind, mode: AddrMode) -> bool {
+        self.modes_for(kind, &self.plan.modes).contains(&mode)
+    }
+
+    /// Says which transports of `spec` were left out of which modes, and why.
+    pub fn notes(&self, spec: &BenchSpec) -> Vec<String> {
+        let mut notes = Vec::new();
+        for &kind in &spec.transports {
+            let left_out: Vec<String> = self
+                .plan
+                .modes
+                .iter()
+                .filter(|m| !self.modes_for(kind, &self.plan.modes).contains(m))
+                .map(|m| m.to_string())
+                .collect();
+            // The default modes are not the user's choice: the table's `unix ip` row
+            // says what ran. Modes asked for by name and left out are said.
+            let unasked =
+                spec.names.is_none() && kind == TransportKind::Unix && self.plan.unix.is_some();
+            if left_out.is_empty() || unasked {
+                continue;
+            }
+            notes.push(match kind {
+                TransportKind::Unix if self.plan.unix.is_none() => {
+                    "unix not run: a target's Unix socket is on its own host; give its path with --unix PATH".to_string()
+                }
+                TransportKind::Udp if self.plan.udp_port.is_none() => {
+                    "udp not run: give the target's UDP port with --udp-port N (rpcbench-echo --udp ADDR)".to_string()
+                }
+                _ => format!(
+                    "{kind} not run in mode {}: a socket path has no name to look up, so only mode ip applies",
+                    left_out.join(", ")
+                ),
+            });
+        }
+        notes
     }
 
     /// How reports name the target.
@@ -198,7 +311,7 @@ impl Session {
         let jobs: Vec<(TransportKind, AddrMode)> = spec
             .transports
             .iter()
-            .flat_map(|&k| modes.iter().map(move |&m| (k, m)))
+            .flat_map(|&k| self.modes_for(k, &modes).into_iter().map(move |m| (k, m)))
             .collect();
         run_jobs(&jobs, spec, config, &self.plan, observer, step)
     }
@@ -251,10 +364,12 @@ impl Session {
     }
 }
 
-/// The embedded echo server, with a DNS responder, on free loopback ports.
-fn start_embedded() -> Result<ServerHandle, RunBenchError> {
+/// The embedded echo server, with a DNS responder, on free loopback ports, and its Unix
+/// socket at `unix`.
+fn start_embedded(unix: std::path::PathBuf) -> Result<ServerHandle, RunBenchError> {
     let config = ServerConfig {
         dns: Some(DnsConfig::default()),
+        unix: Some(unix),
         ..ServerConfig::loopback_any_port()
     };
     ServerHandle::start(config, EMBEDDED_SERVER_THREADS).map_err(RunBenchError::StartServer)
@@ -275,6 +390,10 @@ struct Plan {
     label: String,
     tcp_port: u16,
     http_port: u16,
+    /// The UDP port, when there is one to call.
+    udp_port: Option<u16>,
+    /// The Unix socket, when there is one to call.
+    unix: Option<std::path::PathBuf>,
     resolver: ResolverAddr,
     /// The modes that will run: those asked for, less those the name did not resolve in.
     modes: Vec<AddrMode>,
@@ -307,13 +426,15 @@ impl Plan {
                     label: format!("embedded ({DEFAULT_DNS_NAME} = {}, DNS at {dns})", tcp.ip()),
                     tcp_port: tcp.port(),
                     http_port: http.port(),
+                    udp_port: e.udp_addr.map(|a| a.port()),
+                    unix: e.unix_path.clone(),
                     resolver: ResolverAddr::At(spec.resolver.unwrap_or(dns)),
                     modes,
                     ip: Some(Arc::new(Names::fixed(tcp.ip()))),
                 }
             }
             (None, target) => {
-                if spec.tcp_port == 0 || spec.http_port == 0 {
+                if spec.tcp_port == 0 || spec.http_port == 0 || spec.udp_port == Some(0) {
                     return Err(RunBenchError::ZeroPort);
                 }
                 let host = target.clone().unwrap_or_default();
@@ -322,6 +443,8 @@ impl Plan {
                     label: host,
                     tcp_port: spec.tcp_port,
                     http_port: spec.http_port,
+                    udp_port: spec.udp_port,
+                    unix: spec.unix.clone(),
                     resolver: spec.resolver.map_or(ResolverAddr::System, ResolverAddr::At),
                     modes,
                     ip: None,
@@ -412,7 +535,9 @@ impl Plan {
                 spec.run.timeout,
             )?),
         };
-        Ok(Endpoint::with_names(names, self.tcp_port, self.http_port))
+        Ok(Endpoint::with_names(names, self.tcp_port, self.http_port)
+            .with_udp_port(self.udp_port.unwrap_or(0))
+            .with_unix(self.unix.clone()))
     }
 }
 

@@ -2,10 +2,12 @@
 //!
 //! Map of the crate, one line per module:
 //!
-//! - [`wire`]: the raw TCP protocol (postcard frames), the reply pattern and the seq header.
+//! - [`wire`]: the raw TCP protocol (postcard frames; over UDP, bodies), the reply pattern
+//!   and the seq header.
 //! - [`proto`]: the gRPC service `rpcbench.v1.Echo`, generated from `proto/rpcbench.proto`.
 //! - [`host`]: facts of the machine this process runs on (name, kernel, CPUs, pinning).
-//! - [`server`]: the echo server, one file per listener (`tcp.rs`, `http/`, `grpc.rs`, `dns.rs`), counters.
+//! - [`server`]: the echo server, one file per listener (`tcp.rs`, `unix.rs`, `udp.rs`,
+//!   `http/`, `grpc.rs`, `dns.rs`), counters.
 //! - [`transport`]: the client transports, one file each, behind one small trait.
 //! - [`bench`](mod@bench): a whole run as one call: embedded server, plan, name check, rounds, report.
 //! - [`runner`]: the load engine: worker threads or event loops, warm-up, timing,

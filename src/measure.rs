@@ -205,6 +205,11 @@ pub struct Tally {
     pub mismatched: u64,
     /// Replies that arrived a second time (not calls: these are on top of `calls`).
     pub duplicated: u64,
+    /// Replies that arrived for a call already counted lost (UDP; extra datagrams, not
+    /// calls: the call stays lost).
+    pub late_replies: u64,
+    /// Late or duplicate replies that arrived after a reply to a later call (UDP).
+    pub reordered: u64,
     /// Failed calls by kind.
     pub errors: BTreeMap<String, u64>,
     /// Connections opened, warm-up included.
@@ -293,6 +298,8 @@ impl AddAssign<&Tally> for Tally {
         self.lost += other.lost;
         self.mismatched += other.mismatched;
         self.duplicated += other.duplicated;
+        self.late_replies += other.late_replies;
+        self.reordered += other.reordered;
         self.late += other.late;
         for (kind, n) in &other.errors {
             *self.errors.entry(kind.clone()).or_default() += n;

@@ -154,6 +154,13 @@ pub struct RunRecord {
     pub mismatched: u64,
     /// Replies that came twice (extra to `calls`).
     pub duplicated: u64,
+    /// Replies that came after their call was counted lost (UDP; extra to `calls`, the
+    /// call stays lost). 0 in the JSON of a run from before the field.
+    #[serde(default)]
+    pub late_replies: u64,
+    /// Late or duplicate replies that came after a reply to a later call (UDP).
+    #[serde(default)]
+    pub reordered: u64,
     /// Under `--rate`: calls that started more than one interval after they were due.
     pub late: u64,
     /// Failed calls by kind.
@@ -232,6 +239,8 @@ impl RunRecord {
             lost: t.lost,
             mismatched: t.mismatched,
             duplicated: t.duplicated,
+            late_replies: t.late_replies,
+            reordered: t.reordered,
             late: t.late,
             errors: t.errors.clone(),
             connects: t.connects,

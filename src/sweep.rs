@@ -282,6 +282,11 @@ pub fn run(spec: &SweepSpec, observer: &mut dyn Observer) -> Result<SweepReport,
     let mut series = Vec::new();
     for &kind in &spec.bench.transports {
         for &mode in session.modes() {
+            // unix runs in mode ip only, and a target's unix and udp only when told where
+            // they are (the plain run's notes say so).
+            if !session.runs(kind, mode) {
+                continue;
+            }
             let one = BenchSpec {
                 transports: vec![kind],
                 names: Some(vec![mode]),

@@ -6,6 +6,13 @@
 //! answers each with a [`Response`], in request order, so requests may be pipelined.
 //! README.md documents the same format byte by byte for implementers in other languages.
 //!
+//! Over UDP a datagram holds one message body without the length prefix: one [`Request`]
+//! per datagram, one [`Response`] per datagram back. A UDP reply is never an amplifier: its
+//! payload is at most the size of the request datagram ([`Status::ReplyAboveRequest`]
+//! otherwise), so a spoofed source can gain at most the reply's header
+//! ([`RESPONSE_OVERHEAD`] bytes), never a multiple of what it sent. A datagram holds at
+//! most [`MAX_UDP_PAYLOAD`] bytes.
+//!
 //! Both protocols carry a call's sequence number ([`SEQ_HEADER`] on HTTP) and can ask for
 //! a reply of [`pattern`] bytes, so client and server read both from here: one definition,
 //! and a client and server that cannot disagree about them.
@@ -28,6 +35,17 @@ pub const RESPONSE_OVERHEAD: u32 = 10 + 1 + 10 + 5;
 /// Smallest request body: seq, the `reply_len` tag, `delay_us` and the payload length,
 /// one byte each. A max frame below this accepts no request at all.
 pub const MIN_REQUEST_LEN: u32 = 4;
+
+/// Largest UDP payload over IPv4: 65,535 bytes of IP datagram less the 20-byte IPv4 header
+/// and the 8-byte UDP header. Loopback's MTU (65,536) carries it in one packet; a request
+/// larger than this cannot be one datagram, so the `udp` transport refuses it before a run.
+pub const MAX_UDP_PAYLOAD: usize = 65_507;
+
+/// Largest payload, request or reply, that a UDP message can carry whatever its header:
+/// [`MAX_UDP_PAYLOAD`] less [`RESPONSE_OVERHEAD`]. The server answers a larger `reply_len`
+/// (or the echo of a larger payload) with status 1, and the `udp` transport refuses
+/// larger payloads before a run.
+pub const MAX_UDP_MESSAGE_PAYLOAD: usize = MAX_UDP_PAYLOAD - RESPONSE_OVERHEAD as usize;
 
 /// The HTTP header carrying a call's sequence number, both ways: the client sends it and
 /// the server copies it into the reply (the frame's `seq` field, for HTTP).
@@ -84,6 +102,10 @@ pub enum Status {
     ReplyTooLarge = 1,
     /// `delay_us` is above the server's max delay.
     DelayTooLong = 2,
+    /// UDP only: the reply's payload (the echo or `reply_len` pattern bytes) would be
+    /// larger than the request datagram, so answering would make the server an
+    /// amplifier for a spoofed source. The reply carries an empty payload.
+    ReplyAboveRequest = 3,
 }
 
 /// Why bytes on the wire could not be turned into a message.

@@ -272,6 +272,34 @@ fn closed_ports() -> (SocketAddr, SocketAddr) {
     addrs
 }
 
+/// A UDP port nothing listens on, and the path of a stale Unix socket (a file nobody
+/// listens on, which refuses connects) in a directory removed when the guard drops.
+fn closed_udp_and_unix() -> (u16, StaleDir) {
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let port = udp.local_addr().expect("addr").port();
+    drop(udp);
+    let dir = std::env::temp_dir().join(format!(
+        "rpcbench-stale-{}-{}",
+        std::process::id(),
+        NEXT_STALE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let sock = dir.join("stale.sock");
+    drop(std::os::unix::net::UnixListener::bind(&sock).expect("bind unix"));
+    (port, StaleDir(dir, sock))
+}
+
+static NEXT_STALE: AtomicU64 = AtomicU64::new(0);
+
+/// A directory holding a stale socket (`.1`), removed when dropped.
+struct StaleDir(std::path::PathBuf, std::path::PathBuf);
+
+impl Drop for StaleDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// A field of a JSON run record as a number.
 fn num(run: &serde_json::Value, field: &str) -> u64 {
     run[field]
@@ -833,6 +861,7 @@ fn idle_close_curl_fresh() {
 #[test]
 fn no_server_every_call_is_connect_refused() {
     let (tcp, http) = closed_ports();
+    let (udp_port, stale) = closed_udp_and_unix();
     let runs = TransportKind::ALL.into_iter().flat_map(|kind| {
         let evloop = kind.has_async().then_some((kind, Engine::Evloop));
         [Some((kind, Engine::Blocking)), evloop]
@@ -846,7 +875,10 @@ fn no_server_every_call_is_connect_refused() {
             ..config(20, 0, 1)
         };
         let started = Instant::now();
-        let r = run(kind, tcp, http, &cfg);
+        let to = endpoint(tcp, http)
+            .with_udp_port(udp_port)
+            .with_unix(Some(stale.1.clone()));
+        let r = run_transport(kind, &to, &cfg, Arc::new(AtomicU64::new(0)));
         let took = started.elapsed();
         assert_accounting(kind, &r, 20);
         assert_eq!(
@@ -858,7 +890,9 @@ fn no_server_every_call_is_connect_refused() {
                 mismatched: 0,
                 duplicated: 0,
                 errors: BTreeMap::from([("connect_refused".to_string(), 20)]),
-                connects: 0,
+                // udp counts sockets opened: its one socket is opened, then refused (an
+                // ICMP port unreachable) call after call.
+                connects: u64::from(kind == TransportKind::Udp),
             },
             "{kind}"
         );
@@ -870,7 +904,9 @@ fn no_server_every_call_is_connect_refused() {
 #[test]
 fn no_server_binary_exits_1() {
     let (tcp, http) = closed_ports();
+    let (udp_port, stale) = closed_udp_and_unix();
     let (tcp_port, http_port) = (tcp.port().to_string(), http.port().to_string());
+    let udp_port = udp_port.to_string();
     let (status, out, err, took) = Client::start(&[
         "--target",
         "127.0.0.1",
@@ -878,6 +914,10 @@ fn no_server_binary_exits_1() {
         &tcp_port,
         "--http-port",
         &http_port,
+        "--udp-port",
+        &udp_port,
+        "--unix",
+        stale.1.to_str().unwrap(),
         "-n",
         "20",
         "--warmup",

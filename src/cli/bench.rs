@@ -60,6 +60,14 @@ pub struct BenchArgs {
     /// HTTP port of the target.
     #[arg(long, default_value_t = 7080)]
     pub http_port: u16,
+    /// UDP port of the target (rpcbench-echo --udp). With --target and without it, `udp`
+    /// is not run.
+    #[arg(long, value_name = "N")]
+    pub udp_port: Option<u16>,
+    /// Unix socket of the target, on this host (rpcbench-echo --unix). With --target and
+    /// without it, `unix` is not run.
+    #[arg(long, value_name = "PATH")]
+    pub unix: Option<std::path::PathBuf>,
     /// Measured calls per transport (at least 1).
     #[arg(short = 'n', long = "calls", default_value_t = 1000, value_parser = parse_calls)]
     pub calls: u64,
@@ -156,6 +164,8 @@ impl BenchArgs {
             target: self.target.clone(),
             tcp_port: self.tcp_port,
             http_port: self.http_port,
+            udp_port: self.udp_port,
+            unix: self.unix.clone(),
             run: self.run_config(),
             transports: self.transports.clone(),
             names: self.names.clone(),
@@ -247,6 +257,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<BenchOutcome> {
     // stderr, whatever the output format.
     for skipped in &outcome.skipped {
         eprintln!("rpcbench: {}: mode {} not run", skipped.why, skipped.mode);
+    }
+    for note in &outcome.notes {
+        eprintln!("rpcbench: {note}");
     }
     let mut said = std::collections::BTreeSet::new();
     for why in report.runs.iter().filter_map(|r| r.dns_error.as_ref()) {

@@ -29,6 +29,18 @@ pub struct EchoArgs {
     /// HTTP listen address (IP:PORT, port 0 = any free port), or `off`.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7080", value_parser = parse_listen)]
     pub http: Listen,
+    /// Unix socket path for raw frames (same protocol as --tcp). Refused when the path is
+    /// anything but a stale socket; removed on exit.
+    #[arg(long, value_name = "PATH")]
+    pub unix: Option<std::path::PathBuf>,
+    /// Mode of the --unix socket file, in octal (at most 777).
+    #[arg(long, value_name = "OCTAL", default_value = "600",
+          value_parser = checked(parse_octal, server::check_unix_mode))]
+    pub unix_mode: u32,
+    /// UDP listen address (IP:PORT, port 0 = any free port), or `off`: one request per
+    /// datagram, the frame body without its length prefix.
+    #[arg(long, value_name = "ADDR", default_value = "off", value_parser = parse_listen)]
+    pub udp: Listen,
     /// Largest frame or HTTP body accepted, and largest reply sent (bytes; KiB/MiB
     /// suffixes; at least 4, the smallest request).
     #[arg(long, value_name = "BYTES", default_value = "16MiB",
@@ -135,6 +147,11 @@ fn parse_count<T: std::str::FromStr>(text: &str) -> Result<T, String> {
         .map_err(|_| format!("{text:?} is not a whole number in range"))
 }
 
+/// Parses a file mode in octal (`600`, `0660`).
+fn parse_octal(text: &str) -> Result<u32, String> {
+    u32::from_str_radix(text.trim(), 8).map_err(|_| format!("{text:?} is not an octal mode"))
+}
+
 /// Parses a share (a number; the range is checked by the caller).
 fn parse_share(text: &str) -> Result<f64, String> {
     text.trim()
@@ -162,6 +179,9 @@ impl EchoArgs {
         ServerConfig {
             tcp: self.tcp.0,
             http: self.http.0,
+            unix: self.unix.clone(),
+            unix_mode: self.unix_mode,
+            udp: self.udp.0,
             max_frame: self.max_frame,
             max_delay: self.max_delay,
             max_connections: self.max_connections,
@@ -188,7 +208,11 @@ impl EchoArgs {
         T: Into<std::ffi::OsString> + Clone,
     {
         let args = EchoArgs::try_parse_from(args)?;
-        if args.tcp.0.is_none() && args.http.0.is_none() {
+        if args.tcp.0.is_none()
+            && args.http.0.is_none()
+            && args.unix.is_none()
+            && args.udp.0.is_none()
+        {
             return Err(EchoArgs::command().error(
                 clap::error::ErrorKind::MissingRequiredArgument,
                 "every listener is off; enable --tcp or --http",
@@ -263,11 +287,15 @@ fn run(args: EchoArgs) -> anyhow::Result<()> {
         for (proto, addr) in [
             ("tcp", server.tcp_addr),
             ("http", server.http_addr),
+            ("udp", server.udp_addr),
             ("dns", server.dns_addr),
         ] {
             if let Some(addr) = addr {
                 writeln!(out, "listening {proto} {addr}")?;
             }
+        }
+        if let Some(file) = &server.unix {
+            writeln!(out, "listening unix {}", file.path().display())?;
         }
         out.flush()?;
         drop(out);
@@ -384,6 +412,8 @@ mod tests {
             ("--dns-delay-type", "AAAA", "TYPE=DUR"),
             ("--dns-delay-type", "AAAA=5000s", "at most"),
             ("--dns-nxdomain-zone", "a..b", "not a DNS name"),
+            ("--unix-mode", "1777", "from 0 to 0777"),
+            ("--unix-mode", "9", "octal"),
         ] {
             // `--flag=value`, so that a negative value is not read as a flag of its own.
             let arg = format!("{flag}={value}");

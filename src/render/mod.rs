@@ -611,7 +611,13 @@ pub fn problem_lines(report: &Report) -> Vec<String> {
     report
         .runs
         .iter()
-        .filter(|r| r.failed() > 0 || r.duplicated > 0 || r.late > 0)
+        .filter(|r| {
+            r.failed() > 0
+                || r.duplicated > 0
+                || r.late > 0
+                || r.late_replies > 0
+                || r.reordered > 0
+        })
         .map(problem_line)
         .collect()
 }
@@ -645,6 +651,15 @@ fn problem_line(r: &RunRecord) -> String {
     }
     if r.duplicated > 0 {
         parts.push(format!("duplicated replies {}", r.duplicated));
+    }
+    if r.late_replies > 0 {
+        parts.push(format!(
+            "late replies {} (after their call was counted lost)",
+            r.late_replies
+        ));
+    }
+    if r.reordered > 0 {
+        parts.push(format!("reordered replies {}", r.reordered));
     }
     if r.late > 0 {
         parts.push(format!(

@@ -86,6 +86,8 @@ fn worker<T: Transport>(
     drop(scratch);
     let mut tally = Tally::for_config(config);
     let duplicates_in_warmup = transport.duplicates();
+    let late_in_warmup = transport.late_replies();
+    let reordered_in_warmup = transport.reordered();
     let mut pacer = Pacer::new(config.rate, workers, index);
     if pacer.is_some() {
         // Sleeps should end when asked, not up to the default 50 µs timer slack later.
@@ -119,6 +121,8 @@ fn worker<T: Transport>(
     add_cpu_since(&mut tally, cpu_before);
     tally.connects = transport.connects();
     tally.duplicated = transport.duplicates() - duplicates_in_warmup;
+    tally.late_replies = transport.late_replies() - late_in_warmup;
+    tally.reordered = transport.reordered() - reordered_in_warmup;
     tally.per_connection.add(made);
     Ok(Finished { tally, ended })
 }

@@ -197,6 +197,8 @@ fn event_loop<T: AsyncTransport>(ctx: LoopCtx<'_>) -> Result<Finished, RunTransp
     });
     shared.scratch.take();
     let duplicates_in_warmup: u64 = warmed.iter().map(AsyncTransport::duplicates).sum();
+    let late_in_warmup: u64 = warmed.iter().map(AsyncTransport::late_replies).sum();
+    let reordered_in_warmup: u64 = warmed.iter().map(AsyncTransport::reordered).sum();
 
     start_line.wait()?;
     let start = Instant::now();
@@ -215,13 +217,17 @@ fn event_loop<T: AsyncTransport>(ctx: LoopCtx<'_>) -> Result<Finished, RunTransp
     shared.flush_done();
     let mut tally = shared.tally.take();
     add_cpu_since(&mut tally, cpu_before);
-    let mut duplicates = 0;
+    let (mut duplicates, mut late, mut reordered) = (0, 0, 0);
     for (transport, made) in &finished {
         tally.connects += transport.connects();
         duplicates += transport.duplicates();
+        late += transport.late_replies();
+        reordered += transport.reordered();
         tally.per_connection.add(*made);
     }
     tally.duplicated = duplicates - duplicates_in_warmup;
+    tally.late_replies = late - late_in_warmup;
+    tally.reordered = reordered - reordered_in_warmup;
     // The connections close when `finished` and the runtime drop, after `ended`: tearing
     // 10,000 sockets down is not part of the measured window.
     Ok(Finished { tally, ended })

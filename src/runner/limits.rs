@@ -47,6 +47,15 @@ pub enum LoadLimitError {
         /// True when the transport could run on the event loop instead.
         evloop: bool,
     },
+    /// A `udp` payload or reply that one datagram cannot carry.
+    #[error("udp: --{what} {bytes} does not fit in one datagram (at most {max} bytes of payload)")]
+    DatagramTooLarge {
+        /// `payload` or `reply`.
+        what: &'static str,
+        bytes: u32,
+        /// [`crate::wire::MAX_UDP_MESSAGE_PAYLOAD`].
+        max: usize,
+    },
     /// The event loop asked for a transport that has none.
     #[error("{kind} has no event-loop engine: use --engine blocking or auto")]
     NoEventLoop { kind: TransportKind },
@@ -165,8 +174,22 @@ pub fn check_limits(
     debug_assert!(MAX_BLOCKING_WORKERS <= usize::from(MAX_CONCURRENCY));
     let cpus = available_cpus();
     for &kind in transports {
+        if kind == TransportKind::Udp {
+            check_datagram(config)?;
+        }
         let engine = config.engine.pick(kind, connections, cpus)?;
         check_files(kind, connections, engine, server_in_process)?;
+    }
+    Ok(())
+}
+
+/// Fails when a `udp` request or reply of `config` cannot be one datagram.
+fn check_datagram(config: &RunConfig) -> Result<(), LoadLimitError> {
+    let max = crate::wire::MAX_UDP_MESSAGE_PAYLOAD;
+    for (what, bytes) in [("payload", Some(config.payload)), ("reply", config.reply)] {
+        if let Some(bytes) = bytes.filter(|&b| b as usize > max) {
+            return Err(LoadLimitError::DatagramTooLarge { what, bytes, max });
+        }
     }
     Ok(())
 }

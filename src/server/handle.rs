@@ -23,6 +23,10 @@ pub struct ServerHandle {
     pub http_addr: Option<SocketAddr>,
     /// Where the DNS responder is bound (UDP), with the real port.
     pub dns_addr: Option<SocketAddr>,
+    /// Where the UDP listener is bound, with the real port.
+    pub udp_addr: Option<SocketAddr>,
+    /// The Unix socket's path (the file is removed when the server stops).
+    pub unix_path: Option<std::path::PathBuf>,
 }
 
 /// Why a [`ServerHandle`] could not start.
@@ -52,6 +56,8 @@ impl ServerHandle {
             tcp_addr: server.tcp_addr,
             http_addr: server.http_addr,
             dns_addr: server.dns_addr,
+            udp_addr: server.udp_addr,
+            unix_path: server.unix.as_ref().map(|f| f.path().to_path_buf()),
             rt: Some(rt),
             server: Some(server),
         })

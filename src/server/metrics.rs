@@ -65,14 +65,16 @@ fn escape_label(value: &str) -> String {
 /// The text of `GET /metrics` for `snap`.
 pub fn render(snap: &StatsSnapshot) -> String {
     let mut out = String::with_capacity(4096);
-    let protos: [(&str, &ProtoSnapshot); 3] = [
+    let protos: [(&str, &ProtoSnapshot); 5] = [
         (r#"protocol="tcp""#, &snap.tcp),
         (r#"protocol="http""#, &snap.http),
+        (r#"protocol="unix""#, &snap.unix),
+        (r#"protocol="udp""#, &snap.udp),
         (r#"protocol="dns""#, &snap.dns),
     ];
-    // DNS is UDP: it has queries, no connections, so its connection samples would be
-    // zeros that look like a measurement.
-    let connected = &protos[..2];
+    // UDP and DNS (which is UDP) have datagrams, no connections, so their connection
+    // samples would be zeros that look like a measurement.
+    let connected = &protos[..3];
     let per_proto = |f: fn(&ProtoSnapshot) -> u64, of: &[(&'static str, &ProtoSnapshot)]| {
         of.iter()
             .map(|(l, p)| (*l, f(p) as f64))
@@ -118,7 +120,7 @@ pub fn render(snap: &StatsSnapshot) -> String {
         &mut out,
         &own("requests_total"),
         Kind::Counter,
-        "Requests taken in: raw TCP frames, HTTP requests (gRPC calls included), DNS queries.",
+        "Requests taken in: raw frames (TCP, Unix), HTTP requests (gRPC calls included), UDP datagrams, DNS queries.",
         &per_proto(|p| p.requests, &protos),
     );
     // Families of their own, not a `protocol="grpc"` sample of `requests_total`: a gRPC

@@ -18,6 +18,8 @@ mod pool;
 mod registry;
 pub mod stats;
 mod tcp;
+mod udp;
+mod unix;
 
 pub use handle::{ServerHandle, StartHandleError};
 use stats::{ProtoCounters, Reject, Stats, StatsSnapshot};
@@ -28,12 +30,19 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
+pub use unix::{DEFAULT_UNIX_MODE, SocketFile, UnixPathError};
 
 /// The names of the server's threads: its runtime's (and a standalone server's main
-/// thread, named after the binary), and those of the raw TCP connections. `/stats` adds
+/// thread, named after the binary), those of the raw TCP and Unix connections, and the
+/// UDP listener's. `/stats` adds
 /// up their CPU time (`threads_cpu`), which is the server's own cost even when it shares
 /// a process with a client (`rpcbench` with no target).
-pub const THREAD_NAMES: [&str; 2] = ["rpcbench-echo", "rpcbench-tcp"];
+pub const THREAD_NAMES: [&str; 4] = [
+    "rpcbench-echo",
+    "rpcbench-tcp",
+    "rpcbench-unix",
+    "rpcbench-udp",
+];
 
 /// Default longest `delay_us` a client may ask for (10 s).
 pub const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(10);
@@ -129,6 +138,14 @@ pub fn check_idle_timeout(timeout: Duration) -> Result<Duration, CheckSettingErr
     )
 }
 
+/// Checks `unix_mode`: permission bits only (0 to 0o777); setuid, setgid and sticky mean
+/// nothing on a socket.
+pub fn check_unix_mode(mode: u32) -> Result<u32, CheckSettingError> {
+    within("unix_mode", mode, 0..=0o777, || {
+        "from 0 to 0777 (octal)".into()
+    })
+}
+
 /// Everything the server needs to know before it binds.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -136,6 +153,12 @@ pub struct ServerConfig {
     pub tcp: Option<SocketAddr>,
     /// HTTP listen address; `None` disables the listener.
     pub http: Option<SocketAddr>,
+    /// Unix socket path for raw frames; `None` (the default) disables the listener.
+    pub unix: Option<std::path::PathBuf>,
+    /// Mode of the Unix socket file (permission bits, at most 0o777).
+    pub unix_mode: u32,
+    /// UDP listen address (one request per datagram); `None` disables the listener.
+    pub udp: Option<SocketAddr>,
     /// Largest frame body (TCP) or request body (HTTP), and largest reply, in bytes.
     pub max_frame: u32,
     /// Largest `delay_us` honoured; above it the request gets status 2 (TCP) or 400 (HTTP).
@@ -153,6 +176,9 @@ impl Default for ServerConfig {
         ServerConfig {
             tcp: Some(SocketAddr::from(([127, 0, 0, 1], 7001))),
             http: Some(SocketAddr::from(([127, 0, 0, 1], 7080))),
+            unix: None,
+            unix_mode: DEFAULT_UNIX_MODE,
+            udp: None,
             max_frame: crate::wire::DEFAULT_MAX_FRAME,
             max_delay: DEFAULT_MAX_DELAY,
             max_connections: DEFAULT_MAX_CONNECTIONS,
@@ -169,6 +195,7 @@ impl ServerConfig {
         check_max_delay(self.max_delay)?;
         check_max_connections(self.max_connections)?;
         check_idle_timeout(self.idle_timeout)?;
+        check_unix_mode(self.unix_mode)?;
         if let Some(dns) = &self.dns {
             dns.check()?;
         }
@@ -203,12 +230,13 @@ impl ServerConfig {
         }
     }
 
-    /// Loopback on free ports for both listeners, everything else default: what tests and
-    /// the embedded server of `rpcbench` use.
+    /// Loopback on free ports for the TCP, HTTP and UDP listeners, everything else
+    /// default: what tests and the embedded server of `rpcbench` use.
     pub fn loopback_any_port() -> Self {
         ServerConfig {
             tcp: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
             http: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+            udp: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
             ..ServerConfig::default()
         }
     }
@@ -229,6 +257,10 @@ pub enum StartServerError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    /// The Unix socket path is taken by something that is not a stale socket, or the
+    /// socket could not be made there.
+    #[error(transparent)]
+    Unix(#[from] UnixPathError),
     /// A setting outside what the server can honour.
     #[error(transparent)]
     Setting(#[from] CheckSettingError),
@@ -415,6 +447,10 @@ pub struct EchoServer {
     pub http_addr: Option<SocketAddr>,
     /// Where the DNS responder is bound (UDP), with the real port.
     pub dns_addr: Option<SocketAddr>,
+    /// Where the UDP listener is bound, with the real port.
+    pub udp_addr: Option<SocketAddr>,
+    /// The Unix socket, removed when the server is dropped.
+    pub unix: Option<SocketFile>,
     stats: Arc<Stats>,
     shutdown_tx: watch::Sender<bool>,
     alive_rx: mpsc::Receiver<()>,
@@ -452,6 +488,23 @@ impl EchoServer {
             Some(addr) => Some(bind("http", addr).await?),
             None => None,
         };
+        let udp = match shared.config.udp {
+            Some(addr) => {
+                let bound = std::net::UdpSocket::bind(addr)
+                    .and_then(|s| Ok((s.local_addr()?, s)))
+                    .map_err(|source| StartServerError::Bind {
+                        proto: "udp",
+                        addr,
+                        source,
+                    })?;
+                Some(bound)
+            }
+            None => None,
+        };
+        let unix = match &shared.config.unix {
+            Some(path) => Some(unix::bind(path, shared.config.unix_mode)?),
+            None => None,
+        };
         let dns = match &shared.config.dns {
             Some(cfg) => {
                 let answer = shared.config.dns_answer(cfg);
@@ -482,6 +535,21 @@ impl EchoServer {
         if let Some(listener) = http {
             tokio::spawn(http::accept_loop(listener, shared.clone()));
         }
+        let udp_addr = match udp {
+            Some((addr, socket)) => {
+                udp::start(socket, shared.clone()).map_err(|source| StartServerError::Bind {
+                    proto: "udp",
+                    addr,
+                    source,
+                })?;
+                Some(addr)
+            }
+            None => None,
+        };
+        let unix = unix.map(|(listener, file)| {
+            tokio::spawn(unix::accept_loop(listener, shared.clone()));
+            file
+        });
         tokio::spawn(tidy_memory(shared.shutdown.clone()));
         let dns_addr = dns.map(|(socket, tcp, zone, addr)| {
             tokio::spawn(dns::serve(socket, zone.clone(), shared.clone()));
@@ -492,6 +560,8 @@ impl EchoServer {
             tcp_addr,
             http_addr,
             dns_addr,
+            udp_addr,
+            unix,
             stats: shared.stats.clone(),
             shutdown_tx,
             alive_rx,

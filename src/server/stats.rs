@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
-/// Counters for one protocol (tcp, http or dns).
+/// Counters for one protocol (tcp, unix, http, udp or dns).
 #[derive(Debug, Default)]
 pub struct ProtoCounters {
-    /// Connections currently open (for dns: always 0).
+    /// Connections currently open (for udp and dns: always 0).
     pub open: AtomicU64,
     /// Connections accepted since start, including ones refused for the limit.
     pub total: AtomicU64,
@@ -87,11 +87,18 @@ pub enum Reject {
     GrpcCancelled,
     /// Any other non-zero gRPC status.
     GrpcOtherError,
+    /// UDP datagram that is not exactly one request (garbage, truncated, trailing bytes);
+    /// ignored.
+    UdpMalformed,
+    /// UDP datagram above `--max-frame`; ignored.
+    UdpOversized,
+    /// UDP request answered with status 3: its reply would be larger than the request.
+    UdpReplyAboveRequest,
 }
 
 impl Reject {
     /// Every kind, in the order they are listed in /stats.
-    pub const ALL: [Reject; 22] = [
+    pub const ALL: [Reject; 25] = [
         Reject::ZeroLengthFrame,
         Reject::OversizedFrame,
         Reject::MalformedFrame,
@@ -114,6 +121,9 @@ impl Reject {
         Reject::GrpcUnimplemented,
         Reject::GrpcCancelled,
         Reject::GrpcOtherError,
+        Reject::UdpMalformed,
+        Reject::UdpOversized,
+        Reject::UdpReplyAboveRequest,
     ];
 
     /// The stable snake_case name used as the JSON key.
@@ -141,6 +151,9 @@ impl Reject {
             Reject::GrpcUnimplemented => "grpc_unimplemented",
             Reject::GrpcCancelled => "grpc_cancelled",
             Reject::GrpcOtherError => "grpc_other_error",
+            Reject::UdpMalformed => "udp_malformed",
+            Reject::UdpOversized => "udp_oversized",
+            Reject::UdpReplyAboveRequest => "udp_reply_above_request",
         }
     }
 }
@@ -180,6 +193,10 @@ pub struct Stats {
     pub tcp: ProtoCounters,
     /// HTTP listener (HTTP/1.1 and HTTP/2 together).
     pub http: ProtoCounters,
+    /// Unix socket listener (raw frames).
+    pub unix: ProtoCounters,
+    /// UDP listener: requests are datagrams taken in, whether answered or not.
+    pub udp: ProtoCounters,
     /// DNS responder.
     pub dns: ProtoCounters,
     /// HTTP/2 connections and their streams (a subset of `http`).
@@ -211,6 +228,8 @@ impl Stats {
             settings,
             tcp: ProtoCounters::default(),
             http: ProtoCounters::default(),
+            unix: ProtoCounters::default(),
+            udp: ProtoCounters::default(),
             dns: ProtoCounters::default(),
             http2: Http2Counters::default(),
             dns_detail: DnsCounters::default(),
@@ -241,6 +260,8 @@ impl Stats {
             settings: self.settings.clone(),
             tcp: proto(&self.tcp),
             http: proto(&self.http),
+            unix: proto(&self.unix),
+            udp: proto(&self.udp),
             dns: proto(&self.dns),
             http2: Http2Snapshot {
                 connections_total: self.http2.connections.load(Relaxed),
@@ -391,6 +412,12 @@ pub struct StatsSnapshot {
     pub settings: ServerSettings,
     pub tcp: ProtoSnapshot,
     pub http: ProtoSnapshot,
+    /// The Unix socket listener; zeros in the JSON of a server from before it.
+    #[serde(default)]
+    pub unix: ProtoSnapshot,
+    /// The UDP listener; zeros in the JSON of a server from before it.
+    #[serde(default)]
+    pub udp: ProtoSnapshot,
     pub dns: ProtoSnapshot,
     /// HTTP/2 streams. Zero in the JSON of a server from before this field.
     #[serde(default)]

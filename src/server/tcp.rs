@@ -16,9 +16,13 @@
 //!
 //! Every complete frame already buffered is answered before the replies are written in one
 //! `write_all`, so pipelined requests cost one write per batch instead of one per reply.
+//!
+//! The Unix socket listener (`--unix`) speaks the same frames and is served by the same
+//! code: everything here is generic over a [`FrameStream`], implemented for TCP here and
+//! for Unix sockets in `unix.rs`; only accepting and parking differ.
 
 use super::pool::ThreadPool;
-use super::stats::{Reject, Stats};
+use super::stats::{ProtoCounters, Reject, Stats};
 use super::{ConnGuard, Shared};
 use crate::wire::{self, DecodeFrameError, Request, Response, Status};
 use std::io::{ErrorKind, Read, Write};
@@ -27,6 +31,64 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
+
+/// A connected stream socket the frame protocol is served on: a blocking `std` socket on
+/// a pool thread while busy, its tokio twin ([`FrameStream::Parked`]) on the reactor while
+/// parked. TCP and Unix sockets implement it; nothing else in this file knows which.
+pub(super) trait FrameStream: Sized + Send + 'static
+where
+    for<'a> &'a Self: Read + Write,
+{
+    /// The socket registered with the reactor while parked.
+    type Parked: Send + 'static;
+    /// Which of the server's counters the listener feeds.
+    const COUNTERS: fn(&Stats) -> &ProtoCounters;
+    /// The thread names of the listener's pool.
+    const THREAD_NAME: &'static str;
+
+    /// Sets the blocking socket up for a busy spell: the read timeout is the spell, the
+    /// write timeout keeps a client that stops reading from holding a thread forever.
+    fn set_timeouts(&self, read: Duration, write: Duration) -> std::io::Result<()>;
+    /// Registers the socket with the reactor.
+    fn park(self) -> std::io::Result<Self::Parked>;
+    /// Waits until the parked socket can be read: `Ok(0)` when what is there is the end
+    /// of the stream, `Ok(n > 0)` when there is at least a byte (or the end of the stream
+    /// and the socket type cannot tell them apart without a read; the busy thread then
+    /// reads 0 and closes the connection).
+    fn readable(parked: &Self::Parked) -> impl Future<Output = std::io::Result<usize>> + Send;
+    /// Back to a blocking socket for a pool thread.
+    fn unpark(parked: Self::Parked) -> std::io::Result<Self>;
+}
+
+impl FrameStream for TcpStream {
+    type Parked = tokio::net::TcpStream;
+    const COUNTERS: fn(&Stats) -> &ProtoCounters = |s| &s.tcp;
+    const THREAD_NAME: &'static str = super::THREAD_NAMES[1];
+
+    fn set_timeouts(&self, read: Duration, write: Duration) -> std::io::Result<()> {
+        self.set_read_timeout(Some(read))?;
+        self.set_write_timeout(Some(write))
+    }
+
+    fn park(self) -> std::io::Result<tokio::net::TcpStream> {
+        self.set_nonblocking(true)?;
+        tokio::net::TcpStream::from_std(self)
+    }
+
+    async fn readable(parked: &tokio::net::TcpStream) -> std::io::Result<usize> {
+        // A peek rather than only waiting for readability: the usual end of a parked
+        // connection is the client closing it, and that is handled on the reactor,
+        // without waking a thread (and its buffers) only to read end of file.
+        let mut probe = [0u8; 1];
+        parked.peek(&mut probe).await
+    }
+
+    fn unpark(parked: tokio::net::TcpStream) -> std::io::Result<TcpStream> {
+        let stream = parked.into_std()?;
+        stream.set_nonblocking(false)?;
+        Ok(stream)
+    }
+}
 
 /// Bytes the read buffer grows by when it is full. Growth follows what actually arrives,
 /// never what a length prefix claims, so a hostile prefix cannot make us allocate.
@@ -47,13 +109,14 @@ const SMALL_BUF: usize = 8 * 1024;
 /// done, which is what made 2,000 idle connections cost 2,003 threads.
 pub(super) const BUSY_SPELL: Duration = Duration::from_millis(5);
 
-/// What a raw TCP connection needs wherever it is served: the server's shared state,
+/// What a raw frame connection needs wherever it is served: the server's shared state,
 /// the threads for busy connections and the reactor for parked ones.
-struct Listener {
+pub(super) struct Listener<S> {
     shared: Arc<Shared>,
     pool: Arc<ThreadPool>,
     /// The runtime the listener runs on: a thread parks its connection there.
     reactor: tokio::runtime::Handle,
+    _stream: std::marker::PhantomData<fn(S)>,
 }
 
 /// The state of one open connection besides its socket, moved with it between a pool
@@ -86,25 +149,44 @@ enum Next {
 /// requests and at least every [`BUSY_SPELL`] (its read times out), and a parked one
 /// waits for the flag beside its socket. One busy with a request writes its reply first.
 pub(super) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    let tcp = Arc::new(Listener {
-        shared: shared.clone(),
-        pool: ThreadPool::new(super::THREAD_NAMES[1]),
-        reactor: tokio::runtime::Handle::current(),
-    });
-    let config = &shared.config;
+    let tcp = Listener::<TcpStream>::new(shared.clone());
     while let Some((stream, guard)) = shared.next_connection(&listener, |s: &Stats| &s.tcp).await {
-        // Replies are small and latency is the product: never wait for Nagle. A client
-        // that stops reading must not hold a thread forever (`SO_SNDTIMEO`).
+        // Replies are small and latency is the product: never wait for Nagle.
         let Ok(stream) = stream.into_std().and_then(|s| {
             s.set_nonblocking(false)?;
             s.set_nodelay(true)?;
-            s.set_read_timeout(Some(BUSY_SPELL.min(config.idle_timeout)))?;
-            s.set_write_timeout(Some(config.idle_timeout))?;
             Ok(s)
         }) else {
             shared.stats.reject(Reject::IoError);
             continue;
         };
+        tcp.serve(stream, guard);
+    }
+}
+
+impl<S: FrameStream> Listener<S>
+where
+    for<'a> &'a S: Read + Write,
+{
+    /// A listener's serving side, on the current runtime.
+    pub(super) fn new(shared: Arc<Shared>) -> Arc<Self> {
+        Arc::new(Listener {
+            shared,
+            pool: ThreadPool::new(S::THREAD_NAME),
+            reactor: tokio::runtime::Handle::current(),
+            _stream: std::marker::PhantomData,
+        })
+    }
+
+    /// Serves a newly accepted (blocking) connection that holds `guard`.
+    pub(super) fn serve(self: &Arc<Self>, stream: S, guard: ConnGuard) {
+        let config = &self.shared.config;
+        if stream
+            .set_timeouts(BUSY_SPELL.min(config.idle_timeout), config.idle_timeout)
+            .is_err()
+        {
+            return self.shared.stats.reject(Reject::IoError);
+        }
         // Straight to a thread rather than parked first: a new connection's first request
         // is usually on its way (a `tcp-connect` call sends it right after connecting).
         let conn = Conn {
@@ -112,13 +194,11 @@ pub(super) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             last_input: Instant::now(),
             _guard: guard,
         };
-        tcp.busy(stream, conn);
+        self.busy(stream, conn);
     }
-}
 
-impl Listener {
     /// Serves the connection on a pool thread until it closes or parks.
-    fn busy(self: &Arc<Self>, stream: TcpStream, mut conn: Conn) {
+    fn busy(self: &Arc<Self>, stream: S, mut conn: Conn) {
         let tcp = self.clone();
         let started = self
             .pool
@@ -150,25 +230,18 @@ impl Listener {
     /// Rejected: keeping the socket blocking under `AsyncFd` (two calls fewer), whose safe
     /// constructors tokio deprecated as unsound, and `#![forbid(unsafe_code)]` rules out
     /// the unsafe one.
-    async fn park(self: Arc<Self>, stream: TcpStream, conn: Conn) {
+    async fn park(self: Arc<Self>, stream: S, conn: Conn) {
         let stats = &self.shared.stats;
         let deadline = conn.last_input + self.shared.config.idle_timeout;
-        let stream = match stream
-            .set_nonblocking(true)
-            .and_then(|()| tokio::net::TcpStream::from_std(stream))
-        {
+        let stream = match stream.park() {
             Ok(stream) => stream,
             Err(e) => {
                 tracing::warn!("cannot park a connection: {e}");
                 return stats.reject(Reject::IoError);
             }
         };
-        // A peek rather than only waiting for readability: the usual end of a parked
-        // connection is the client closing it, and that is handled here, without waking a
-        // thread (and its buffers) only to read end of file.
-        let mut probe = [0u8; 1];
         tokio::select! {
-            peeked = tokio::time::timeout_at(deadline.into(), stream.peek(&mut probe)) => {
+            peeked = tokio::time::timeout_at(deadline.into(), S::readable(&stream)) => {
                 match peeked {
                     Ok(Ok(0)) if conn.inbuf.is_empty() => return,
                     Ok(Ok(0)) => return stats.reject(Reject::TruncatedFrame),
@@ -180,10 +253,7 @@ impl Listener {
             // Nothing in flight: shutdown closes a parked connection at once.
             _ = super::stopping(self.shared.shutdown.clone()) => return,
         }
-        match stream
-            .into_std()
-            .and_then(|s| s.set_nonblocking(false).map(|()| s))
-        {
+        match S::unpark(stream) {
             Ok(stream) => self.busy(stream, conn),
             Err(_) => stats.reject(Reject::IoError),
         }
@@ -192,7 +262,10 @@ impl Listener {
 
 /// Serves one connection on the calling thread until it is silent for [`BUSY_SPELL`],
 /// the client closes it, it misbehaves, or shutdown starts.
-fn serve(stream: &TcpStream, conn: &mut Conn, shared: &Shared) -> Next {
+fn serve<S: FrameStream>(stream: &S, conn: &mut Conn, shared: &Shared) -> Next
+where
+    for<'a> &'a S: Read + Write,
+{
     match serve_busy(stream, conn, shared) {
         Ok(next) => next,
         Err(kind) => Next::Close(Some(kind)),
@@ -200,9 +273,16 @@ fn serve(stream: &TcpStream, conn: &mut Conn, shared: &Shared) -> Next {
 }
 
 /// [`serve`], with a reason worth counting as the error.
-fn serve_busy(mut stream: &TcpStream, conn: &mut Conn, shared: &Shared) -> Result<Next, Reject> {
+fn serve_busy<S: FrameStream>(
+    mut stream: &S,
+    conn: &mut Conn,
+    shared: &Shared,
+) -> Result<Next, Reject>
+where
+    for<'a> &'a S: Read + Write,
+{
     let config = &shared.config;
-    let counters = &shared.stats.tcp;
+    let counters = S::COUNTERS(&shared.stats);
     let inbuf = &mut conn.inbuf;
     // Allocated per busy spell, not per connection: a parked connection holds none.
     let mut outbuf = Vec::with_capacity(SMALL_BUF);
@@ -218,7 +298,7 @@ fn serve_busy(mut stream: &TcpStream, conn: &mut Conn, shared: &Shared) -> Resul
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    write_out(stream, &mut outbuf, shared)?;
+                    write_out(stream, &mut outbuf, counters)?;
                     return Err(match e {
                         DecodeFrameError::EmptyFrame => Reject::ZeroLengthFrame,
                         DecodeFrameError::FrameTooLarge { .. } => Reject::OversizedFrame,
@@ -233,7 +313,7 @@ fn serve_busy(mut stream: &TcpStream, conn: &mut Conn, shared: &Shared) -> Resul
             let delay = Duration::from_micros(req.delay_us.into());
             if !delay.is_zero() && delay <= config.max_delay {
                 // Earlier pipelined replies should not wait for this one's delay.
-                write_out(stream, &mut outbuf, shared)?;
+                write_out(stream, &mut outbuf, counters)?;
                 super::sleep_until_blocking(got_it + delay);
             }
             let resp = answer(req, got_it, shared);
@@ -243,7 +323,7 @@ fn serve_busy(mut stream: &TcpStream, conn: &mut Conn, shared: &Shared) -> Resul
             // Part of a frame: it still counts as the client talking.
             conn.last_input = Instant::now();
         }
-        write_out(stream, &mut outbuf, shared)?;
+        write_out(stream, &mut outbuf, counters)?;
         if *shared.shutdown.borrow() {
             // Between requests: nothing in flight, so shutdown can close us now.
             return Ok(Next::Close(None));
@@ -347,15 +427,33 @@ impl InBuf {
 
 /// Builds the reply to one request: the echo, the pattern, or a status without payload.
 fn answer(req: Request, got_it: Instant, shared: &Shared) -> Response {
+    // An echo counts too: a response carries more header than a request, so the echo of
+    // a request of exactly the max frame would not fit in one.
+    let largest = shared
+        .config
+        .max_frame
+        .saturating_sub(wire::RESPONSE_OVERHEAD);
+    answer_within(req, got_it, shared, largest as usize, None)
+}
+
+/// [`answer`] with the largest reply payload `largest` (what fits in a frame or a
+/// datagram) and, for UDP, `above_request`: the request datagram's size, which the reply
+/// payload may not exceed (status 3, so the server is no amplifier).
+pub(super) fn answer_within(
+    req: Request,
+    got_it: Instant,
+    shared: &Shared,
+    largest: usize,
+    above_request: Option<usize>,
+) -> Response {
     let config = &shared.config;
+    let reply_len = req.reply_len.map_or(req.payload.len(), |n| n as usize);
     let status = if u64::from(req.delay_us) > config.max_delay.as_micros() as u64 {
         Status::DelayTooLong
-    } else if u64::from(req.reply_len.unwrap_or(req.payload.len() as u32))
-        > u64::from(config.max_frame.saturating_sub(wire::RESPONSE_OVERHEAD))
-    {
-        // An echo counts too: a response carries more header than a request, so the echo
-        // of a request of exactly the max frame would not fit in one.
+    } else if reply_len > largest {
         Status::ReplyTooLarge
+    } else if above_request.is_some_and(|request| reply_len > request) {
+        Status::ReplyAboveRequest
     } else {
         Status::Ok
     };
@@ -374,6 +472,10 @@ fn answer(req: Request, got_it: Instant, shared: &Shared) -> Response {
             shared.stats.reject(Reject::DelayTooLong);
             Vec::new()
         }
+        (Status::ReplyAboveRequest, _) => {
+            shared.stats.reject(Reject::UdpReplyAboveRequest);
+            Vec::new()
+        }
     };
     Response {
         seq: req.seq,
@@ -384,7 +486,11 @@ fn answer(req: Request, got_it: Instant, shared: &Shared) -> Response {
 }
 
 /// Writes and clears whatever replies are buffered.
-fn write_out(mut stream: &TcpStream, out: &mut Vec<u8>, shared: &Shared) -> Result<(), Reject> {
+fn write_out(
+    mut stream: impl Write,
+    out: &mut Vec<u8>,
+    counters: &ProtoCounters,
+) -> Result<(), Reject> {
     if out.is_empty() {
         return Ok(());
     }
@@ -393,11 +499,7 @@ fn write_out(mut stream: &TcpStream, out: &mut Vec<u8>, shared: &Shared) -> Resu
         Err(e) if is_timeout(&e) => return Err(Reject::IdleTimeout),
         Err(_) => return Err(Reject::IoError),
     }
-    shared
-        .stats
-        .tcp
-        .bytes_out
-        .fetch_add(out.len() as u64, Relaxed);
+    counters.bytes_out.fetch_add(out.len() as u64, Relaxed);
     out.clear();
     // Do not keep a large reply's buffer alive for the rest of a long connection.
     if out.capacity() > READ_CHUNK {

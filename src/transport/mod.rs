@@ -163,6 +163,11 @@ registry! {
     /// gRPC bidirectional `rpcbench.v1.Echo/Stream`, one stream per worker, a call being
     /// one message each way.
     GrpcStream = grpc_stream::{GrpcStream}, "grpc-stream";
+    /// One persistent Unix socket connection per worker, the raw TCP frames (same host).
+    Unix = unix::{Unix, AsyncUnix}, "unix";
+    /// One datagram each way on a connected UDP socket per worker; no reply within the
+    /// timeout is lost, and late, duplicate and reordered replies are counted.
+    Udp = udp::{Udp, AsyncUdp}, "udp";
 }
 
 impl TransportKind {
@@ -196,6 +201,10 @@ pub enum Port {
     Tcp,
     /// The HTTP listener (`--http-port`).
     Http,
+    /// The Unix socket (`--unix`): a path, no port and no name to look up.
+    Unix,
+    /// The UDP listener (`--udp-port`).
+    Udp,
 }
 
 /// Something to do with a freshly opened transport of any kind: the runner's worker loop.
@@ -241,6 +250,10 @@ pub struct Endpoint {
     pub tcp_port: u16,
     /// The HTTP port.
     pub http_port: u16,
+    /// The UDP port (0 when the target has no UDP listener).
+    pub udp_port: u16,
+    /// The Unix socket's path, when the target has one (same host only).
+    pub unix: Option<Arc<std::path::PathBuf>>,
     /// What the workers of one run share (a multiplexed connection); the runner gives
     /// every run a fresh one ([`Endpoint::for_run`]), so nothing outlives its run.
     pub shared: Arc<RunShared>,
@@ -296,8 +309,40 @@ impl Endpoint {
             names,
             tcp_port,
             http_port,
+            udp_port: 0,
+            unix: None,
             shared: Arc::default(),
         }
+    }
+
+    /// The same endpoint with a UDP port.
+    pub fn with_udp_port(self, udp_port: u16) -> Endpoint {
+        Endpoint { udp_port, ..self }
+    }
+
+    /// The same endpoint with a Unix socket path.
+    pub fn with_unix(self, path: Option<std::path::PathBuf>) -> Endpoint {
+        Endpoint {
+            unix: path.map(Arc::new),
+            ..self
+        }
+    }
+
+    /// The UDP address, looked up now if the address mode says so.
+    pub fn udp_addr(
+        &self,
+        deadline: Instant,
+        phases: &mut Phases,
+    ) -> Result<SocketAddr, CallError> {
+        self.addr(self.udp_port, deadline, phases)
+    }
+
+    /// The Unix socket's path, or the error every call of a run without one gets.
+    pub fn unix_path(&self) -> Result<&std::path::Path, CallError> {
+        self.unix
+            .as_deref()
+            .map(|p| p.as_path())
+            .ok_or(CallError::Connect(ConnectFailure::Other))
     }
 
     /// The same endpoint with nothing shared yet: what one run starts from.
@@ -340,6 +385,9 @@ impl Endpoint {
         let port = match port {
             Port::Tcp => self.tcp_port,
             Port::Http => self.http_port,
+            Port::Udp => self.udp_port,
+            // A path has no name to look up; the unix transport never asks.
+            Port::Unix => return Err(CallError::Connect(ConnectFailure::Other)),
         };
         if self.names.mode() == AddrMode::Ip {
             return self.addr(port, deadline, phases);
@@ -599,6 +647,17 @@ pub trait Transport: Sized {
     fn duplicates(&self) -> u64 {
         0
     }
+
+    /// Replies that arrived for an earlier call that had already been counted lost, so
+    /// far (a datagram transport's late replies; extra datagrams, not calls).
+    fn late_replies(&self) -> u64 {
+        0
+    }
+
+    /// Replies (late or duplicate) that arrived after a reply to a later call, so far.
+    fn reordered(&self) -> u64 {
+        0
+    }
 }
 
 /// One way of making calls from an event loop: one per connection, many to a thread. The
@@ -627,6 +686,16 @@ pub trait AsyncTransport: Sized + 'static {
 
     /// As [`Transport::duplicates`].
     fn duplicates(&self) -> u64 {
+        0
+    }
+
+    /// As [`Transport::late_replies`].
+    fn late_replies(&self) -> u64 {
+        0
+    }
+
+    /// As [`Transport::reordered`].
+    fn reordered(&self) -> u64 {
         0
     }
 }
@@ -735,7 +804,7 @@ mod tests {
     /// The registry, listed once: a new transport adds its line here too, with the
     /// connections 8 workers making 100 calls should open, the port it calls, and whether
     /// it has an async side (for the event loop).
-    const EXPECTED: [(&str, u64, Port, bool); 11] = [
+    const EXPECTED: [(&str, u64, Port, bool); 13] = [
         ("tcp", 8, Port::Tcp, true),
         ("tcp-connect", 100, Port::Tcp, true),
         ("http-fresh", 100, Port::Http, true),
@@ -747,6 +816,8 @@ mod tests {
         ("grpc", 8, Port::Http, false),
         ("grpc-mux", 1, Port::Http, false),
         ("grpc-stream", 8, Port::Http, false),
+        ("unix", 8, Port::Unix, true),
+        ("udp", 8, Port::Udp, true),
     ];
 
     /// Hands back the async type's name, to show `with_async` picks the registry's type.

@@ -3,7 +3,8 @@
 //! Also home of the frame exchange that `tcp-connect` reuses, in two forms with the same
 //! framing code: [`FrameConn`] (blocking, for the worker threads) and [`AsyncFrameConn`]
 //! (tokio, for the event loop), and of the `tcp` transport's two sides, [`Tcp`] and
-//! [`AsyncTcp`].
+//! [`AsyncTcp`]. Both exchanges are generic over the socket, so the `unix` transport
+//! sends the same frames through the same code over a Unix socket.
 
 use super::buf::RecvBuf;
 use super::{
@@ -39,6 +40,25 @@ fn encode_request(call: &Call, out: &mut Vec<u8>) {
         },
         out,
     );
+}
+
+/// Encodes `call` as a request body without the length prefix into `out` (cleared
+/// first): one UDP datagram.
+#[inline]
+pub(super) fn encode_request_body(call: &Call, out: &mut Vec<u8>) {
+    out.clear();
+    let buf = std::mem::take(out);
+    // Writing into a Vec cannot fail, and the request has no fallible fields.
+    *out = postcard::to_extend(
+        &RequestRef {
+            seq: call.seq,
+            reply_len: call.reply_len,
+            delay_us: call.delay_us,
+            payload: call.payload,
+        },
+        buf,
+    )
+    .expect("serialising into a Vec cannot fail");
 }
 
 /// What the bytes buffered on a connection hold.
@@ -78,7 +98,7 @@ fn is_reply_to(body: &[u8], call: &Call) -> Result<bool, CallError> {
 /// borrowed) after [`is_reply_to`], so the reply can borrow the buffer: the borrow checker
 /// cannot see that the loop that skipped duplicates has ended.
 #[inline]
-fn reply_of(body: &[u8]) -> Result<Reply<'_>, CallError> {
+pub(super) fn reply_of(body: &[u8]) -> Result<Reply<'_>, CallError> {
     let resp: ResponseRef = wire::decode_body(body).map_err(|_| CallError::Protocol)?;
     if resp.status != Status::Ok as u8 {
         return Err(CallError::FrameStatus(resp.status));
@@ -90,38 +110,40 @@ fn reply_of(body: &[u8]) -> Result<Reply<'_>, CallError> {
     })
 }
 
+/// A blocking stream socket whose reads can time out: TCP, or a Unix socket.
+pub(super) trait BlockingSocket: Read + Write {
+    /// Sets `SO_RCVTIMEO`.
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()>;
+}
+
+impl BlockingSocket for TcpStream {
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()> {
+        TcpStream::set_read_timeout(self, timeout)
+    }
+}
+
+impl BlockingSocket for std::os::unix::net::UnixStream {
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()> {
+        std::os::unix::net::UnixStream::set_read_timeout(self, timeout)
+    }
+}
+
 /// A blocking socket whose reads end at a call's deadline: what every blocking transport
-/// that parses its own replies reads through (raw TCP frames, the lean HTTP codec).
-pub(super) struct TimedStream {
-    stream: TcpStream,
+/// that parses its own replies reads through (raw TCP frames, the lean HTTP codec, the
+/// frames over a Unix socket).
+pub(super) struct TimedStream<S = TcpStream> {
+    stream: S,
     /// The receive timeout currently set on the socket, to skip redundant setsockopt calls.
     rcv_timeout: Option<Duration>,
 }
 
-impl TimedStream {
-    /// Connects within `timeout` and turns Nagle off; writes time out after `timeout` too.
-    /// Returns the stream and the time connect took.
-    pub fn connect(
-        addr: std::net::SocketAddr,
-        timeout: Duration,
-    ) -> Result<(TimedStream, Duration), CallError> {
-        let started = Instant::now();
-        let stream =
-            TcpStream::connect_timeout(&addr, timeout).map_err(|e| CallError::from_connect(&e))?;
-        let took = started.elapsed();
-        stream
-            .set_nodelay(true)
-            .map_err(|e| CallError::from_io(&e))?;
-        stream
-            .set_write_timeout(Some(timeout))
-            .map_err(|e| CallError::from_io(&e))?;
-        Ok((
-            TimedStream {
-                stream,
-                rcv_timeout: None,
-            },
-            took,
-        ))
+impl<S: BlockingSocket> TimedStream<S> {
+    /// Wraps a connected socket (its write timeout already set).
+    pub fn new(stream: S) -> TimedStream<S> {
+        TimedStream {
+            stream,
+            rcv_timeout: None,
+        }
     }
 
     /// Writes all of `bytes`.
@@ -153,9 +175,31 @@ impl TimedStream {
     }
 }
 
+impl TimedStream {
+    /// Connects within `timeout` and turns Nagle off; writes time out after `timeout` too.
+    /// Returns the stream and the time connect took.
+    pub fn connect(
+        addr: std::net::SocketAddr,
+        timeout: Duration,
+    ) -> Result<(TimedStream, Duration), CallError> {
+        let started = Instant::now();
+        let stream =
+            TcpStream::connect_timeout(&addr, timeout).map_err(|e| CallError::from_connect(&e))?;
+        let took = started.elapsed();
+        stream
+            .set_nodelay(true)
+            .map_err(|e| CallError::from_io(&e))?;
+        stream
+            .set_write_timeout(Some(timeout))
+            .map_err(|e| CallError::from_io(&e))?;
+        Ok((TimedStream::new(stream), took))
+    }
+
+}
+
 /// A connected socket that sends request frames and reads response frames, blocking.
-pub(super) struct FrameConn {
-    stream: TimedStream,
+pub(super) struct FrameConn<S = TcpStream> {
+    stream: TimedStream<S>,
     inbuf: RecvBuf,
     outbuf: Vec<u8>,
 }
@@ -168,14 +212,18 @@ impl FrameConn {
         timeout: Duration,
     ) -> Result<(FrameConn, Duration), CallError> {
         let (stream, took) = TimedStream::connect(addr, timeout)?;
-        Ok((
-            FrameConn {
-                stream,
-                inbuf: RecvBuf::new(INITIAL_BUFFER),
-                outbuf: Vec::with_capacity(INITIAL_BUFFER),
-            },
-            took,
-        ))
+        Ok((FrameConn::new(stream), took))
+    }
+}
+
+impl<S: BlockingSocket> FrameConn<S> {
+    /// Frames over a connected socket.
+    pub fn new(stream: TimedStream<S>) -> FrameConn<S> {
+        FrameConn {
+            stream,
+            inbuf: RecvBuf::new(INITIAL_BUFFER),
+            outbuf: Vec::with_capacity(INITIAL_BUFFER),
+        }
     }
 
     /// Sends `call` and reads its reply, skipping (and counting in `duplicates`) replies to
@@ -234,9 +282,9 @@ impl FrameConn {
 /// A connected tokio socket that sends request frames and reads response frames, for the
 /// event loop: the same framing as [`FrameConn`]; the call's timeout is the caller's
 /// (one timer around the whole call rather than one per read).
-pub(super) struct AsyncFrameConn {
+pub(super) struct AsyncFrameConn<S = tokio::net::TcpStream> {
     /// The socket.
-    stream: tokio::net::TcpStream,
+    stream: S,
     /// Reply bytes received and not yet consumed.
     inbuf: RecvBuf,
     /// The request frame being sent.
@@ -249,14 +297,18 @@ impl AsyncFrameConn {
         addr: std::net::SocketAddr,
     ) -> Result<(AsyncFrameConn, Duration), CallError> {
         let (stream, took) = connect_nodelay(addr).await?;
-        Ok((
-            AsyncFrameConn {
-                stream,
-                inbuf: RecvBuf::new(ASYNC_INITIAL_BUFFER),
-                outbuf: Vec::new(),
-            },
-            took,
-        ))
+        Ok((AsyncFrameConn::new(stream), took))
+    }
+}
+
+impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> AsyncFrameConn<S> {
+    /// Frames over a connected tokio socket.
+    pub fn new(stream: S) -> AsyncFrameConn<S> {
+        AsyncFrameConn {
+            stream,
+            inbuf: RecvBuf::new(ASYNC_INITIAL_BUFFER),
+            outbuf: Vec::new(),
+        }
     }
 
     /// As [`FrameConn::exchange`], without a deadline of its own.

@@ -778,4 +778,14 @@ impl TestServer {
     pub fn dns_addr(&self) -> Option<SocketAddr> {
         self.handle.dns_addr
     }
+
+    /// The UDP listener's real address, when the config turned it on.
+    pub fn udp_addr(&self) -> Option<SocketAddr> {
+        self.handle.udp_addr
+    }
+
+    /// The Unix socket's path, when the config turned it on.
+    pub fn unix_path(&self) -> Option<std::path::PathBuf> {
+        self.handle.unix_path.clone()
+    }
 }

@@ -12,10 +12,14 @@
 //! Requests are served like the real echo server serves them (echo, or `reply_len` pattern
 //! bytes; `delay_us` honoured, up to 1 s) unless the rule says otherwise.
 //!
+//! The datagram counterpart, for the `udp` transport, is [`udp::MisbehaveUdp`].
+//!
 //! Plain threads and blocking std sockets: one thread per listener and per connection.
 //! Reads time out every 50 ms to look at the stop flag, so dropping the server ends every
 //! thread promptly; the drop joins them all.
 #![allow(dead_code)]
+
+pub mod udp;
 
 use rpcbench::wire::{self, Request, Response};
 use std::io::{ErrorKind, Read, Write};
