@@ -606,11 +606,12 @@ fn fetch_server_stats(plan: &Plan, timeout: Duration) -> Option<StatsSnapshot> {
         drop(transfer);
         easy.response_code()
     })();
-    match fetched.map(|code| (code, serde_json::from_slice::<StatsSnapshot>(&body))) {
-        Ok((200, Ok(stats))) => Some(stats),
-        other => {
-            tracing::warn!("could not read the server's /stats at {url}: {other:?}");
-            None
-        }
-    }
+    let why = match fetched.map(|code| (code, serde_json::from_slice::<StatsSnapshot>(&body))) {
+        Ok((200, Ok(stats))) => return Some(stats),
+        Ok((200, Err(e))) => format!("the reply is not its JSON: {e}"),
+        Ok((code, _)) => format!("HTTP status {code}"),
+        Err(e) => e.to_string(),
+    };
+    tracing::warn!("could not read the server's /stats at {url}: {why}");
+    None
 }

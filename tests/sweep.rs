@@ -3,6 +3,8 @@
 //! the usage errors. Nothing here is gated on speed: the capacity check rests on a 2 ms
 //! server delay, which no machine can beat.
 
+mod common;
+
 use rpcbench::sweep::SweepReport;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -400,5 +402,70 @@ fn sweep_tables_fit_the_terminal_and_csv_holds_the_json() {
             .filter(|l| l.starts_with("| http-keepalive |"))
             .count(),
         steps.len()
+    );
+}
+
+/// A server that goes away in the middle of a sweep: the step it dies in ends with every
+/// call counted (ok before, refused or lost after), and the sweep goes on to report every
+/// step, exit 1.
+#[test]
+fn a_server_gone_mid_sweep_ends_its_step_counted_and_the_sweep_goes_on() {
+    let server = common::EchoProcess::spawn(&[]);
+    let (tcp, http) = (
+        server.tcp.port().to_string(),
+        server.http.port().to_string(),
+    );
+    let killer = std::thread::spawn(move || {
+        // Step one runs for the first second; the server goes halfway through step two.
+        std::thread::sleep(Duration::from_millis(1500));
+        server.signal(nix::sys::signal::Signal::SIGKILL);
+        server
+    });
+    let (code, report, stderr) = sweep(&[
+        "--target",
+        "127.0.0.1",
+        "--tcp-port",
+        &tcp,
+        "--http-port",
+        &http,
+        "--transports",
+        "tcp",
+        "-c",
+        "1,2,4",
+        "--step-duration",
+        "1s",
+        "--timeout",
+        "1s",
+    ]);
+    drop(killer.join().unwrap());
+    assert_eq!(code, Some(1), "{stderr}");
+    let report = report.expect("JSON on stdout");
+    let steps = &report.series[0].steps;
+    assert_eq!(steps.len(), 3, "every step reported");
+    for s in steps {
+        let r = &s.run;
+        assert_eq!(
+            r.calls,
+            r.ok + r.lost + r.mismatched + r.error_total(),
+            "{r:?}"
+        );
+        assert!(r.calls > 0, "{r:?}");
+    }
+    assert_eq!(
+        steps[0].run.failed(),
+        0,
+        "before the server went: {:?}",
+        steps[0].run
+    );
+    assert!(steps[0].server.is_some());
+    assert_eq!(
+        steps[2].run.ok, 0,
+        "after the server went: {:?}",
+        steps[2].run
+    );
+    assert!(
+        steps[2].run.errors.contains_key("connect_refused"),
+        "{:?}",
+        steps[2].run.errors
     );
 }
