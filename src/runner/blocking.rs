@@ -93,8 +93,7 @@ fn worker<T: Transport>(
         // Sleeps should end when asked, not up to the default 50 µs timer slack later.
         let _ = nix::sys::prctl::set_timerslack(1);
     }
-    start_line.wait()?;
-    let start = Instant::now();
+    let start = start_line.wait()?;
     let quota = Quota::new(config, start, workers, index);
     let cpu_before = thread_cpu();
     let mut made = 0u64;

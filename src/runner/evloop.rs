@@ -200,8 +200,7 @@ fn event_loop<T: AsyncTransport>(ctx: LoopCtx<'_>) -> Result<Finished, RunTransp
     let late_in_warmup: u64 = warmed.iter().map(AsyncTransport::late_replies).sum();
     let reordered_in_warmup: u64 = warmed.iter().map(AsyncTransport::reordered).sum();
 
-    start_line.wait()?;
-    let start = Instant::now();
+    let start = start_line.wait()?;
     let cpu_before = thread_cpu();
     let finished: Vec<(T, u64)> = local.block_on(&rt, async {
         let tasks: Vec<_> = warmed

@@ -430,6 +430,9 @@ struct Gate {
     open: bool,
     /// The start was called off.
     aborted: bool,
+    /// When the last party arrived: the run's one start instant, which every party takes
+    /// (each waking a little later would otherwise start its own clock a little later).
+    opened_at: Option<Instant>,
 }
 
 impl StartLine {
@@ -441,23 +444,24 @@ impl StartLine {
         }
     }
 
-    /// Waits until every party has arrived (`Ok`) or the start was called off.
-    fn wait(&self) -> Result<(), RunTransportError> {
+    /// Waits until every party has arrived (`Ok`, with the instant the last one did) or
+    /// the start was called off.
+    fn wait(&self) -> Result<Instant, RunTransportError> {
         // A poisoned lock means a thread panicked; the panic itself is reported when the
         // threads are joined, so the state is read as it is.
         let mut gate = self.state.lock().unwrap_or_else(|e| e.into_inner());
         gate.arrived += 1;
         if gate.arrived == self.parties {
             gate.open = true;
+            gate.opened_at = Some(Instant::now());
             self.changed.notify_all();
         }
         while !gate.open && !gate.aborted {
             gate = self.changed.wait(gate).unwrap_or_else(|e| e.into_inner());
         }
-        if gate.aborted {
-            Err(RunTransportError::Aborted)
-        } else {
-            Ok(())
+        match (gate.aborted, gate.opened_at) {
+            (false, Some(at)) => Ok(at),
+            _ => Err(RunTransportError::Aborted),
         }
     }
 
@@ -504,7 +508,7 @@ where
             }
         }
         let opened = start_line.wait();
-        let started = Instant::now();
+        let started = *opened.as_ref().unwrap_or(&Instant::now());
         let mut tally = Tally::default();
         let mut ended = started;
         for handle in handles {
@@ -523,7 +527,7 @@ where
         match (failed, opened) {
             (Some(e), _) => Err(e),
             (None, Err(e)) => Err(e),
-            (None, Ok(())) => Ok((tally, ended - started)),
+            (None, Ok(_)) => Ok((tally, ended - started)),
         }
     })
 }
