@@ -87,6 +87,7 @@ CLI_IP=10.77.0.2
 NAME=echo.rpcbench.test
 TCP_PORT=7001
 HTTP_PORT=7080
+UDP_PORT=7002
 WORK=$(mktemp -d /tmp/rb-testbed.XXXXXX)
 SERVER_PID=""
 
@@ -144,7 +145,7 @@ start_server() { # start_server EXTRA-ARGS...: rpcbench-echo in rb-srv, pinned
     # Not through in_srv: `$!` must be the server itself (ip netns exec and taskset both
     # exec into it) so that it can be stopped by PID.
     ip netns exec "$SRV" "${SRV_PIN[@]}" "$BIN/rpcbench-echo" --threads 1 --tcp "$SRV_IP:$TCP_PORT" --http "$SRV_IP:$HTTP_PORT" \
-        --dns "$SRV_IP:53" --dns-name "$NAME" "$@" >"$WORK/server.out" 2>"$WORK/server.err" &
+        --udp "$SRV_IP:$UDP_PORT" --dns "$SRV_IP:53" --dns-name "$NAME" "$@" >"$WORK/server.out" 2>"$WORK/server.err" &
     SERVER_PID=$!
     for _ in $(seq 100); do
         [ "$(grep -c '^listening' "$WORK/server.out" 2>/dev/null || true)" -ge 3 ] && return 0
@@ -160,7 +161,7 @@ bench() { # bench OUT.json ARGS...: rpcbench in rb-cli against the server's name
     local out=$1
     shift
     in_cli "${CLI_PIN[@]}" "$BIN/rpcbench" --target "$NAME" \
-        --tcp-port "$TCP_PORT" --http-port "$HTTP_PORT" -n "$CALLS" --warmup "$WARMUP" --payload "$PAYLOAD" \
+        --tcp-port "$TCP_PORT" --http-port "$HTTP_PORT" --udp-port "$UDP_PORT" -n "$CALLS" --warmup "$WARMUP" --payload "$PAYLOAD" \
         --rounds "$ROUNDS" --timeout 5s --format csv --out "$out" "$@" >/dev/null
 }
 
