@@ -143,14 +143,33 @@ fn the_capacity_search_finds_what_one_connection_with_a_2ms_delay_can_take() {
         "capacity {capacity:.0}/s beats a 2 ms delay; steps:\n{}",
         steps.join("\n")
     );
-    // Within 10% of the capacity is judged only on a machine quiet enough to run the
-    // closed loop near 500/s: on a host so loaded that a sleeping client wakes 10 ms late
-    // (seen in a CI run beside other builds: 247/s closed loop), no rate keeps p99 under
-    // 10 ms, and that is the machine, not the search.
-    // A step well below the closed-loop rate that still missed on its percentile alone
-    // (twice: the search runs such a step again) means the machine stalled the client or
-    // the server for milliseconds during it; a search that misjudged would miss for
-    // another reason, or not at all.
+    // The search did what it says: the capacity is the highest offered rate that met the
+    // objective, and a higher rate was tried and failed, so the capacity is bracketed.
+    let met_max = series
+        .steps
+        .iter()
+        .filter(|s| s.meets_slo == Some(true))
+        .filter_map(|s| s.offered_per_s)
+        .fold(0.0, f64::max);
+    assert_eq!(capacity, met_max, "steps:\n{}", steps.join("\n"));
+    let failed_above = series
+        .steps
+        .iter()
+        .filter(|s| s.meets_slo == Some(false))
+        .filter_map(|s| s.offered_per_s)
+        .filter(|&r| r > capacity)
+        .fold(f64::INFINITY, f64::min);
+    assert!(
+        failed_above <= capacity * 1.5,
+        "no failed rate within one ramp factor above {capacity:.0}/s; steps:\n{}",
+        steps.join("\n")
+    );
+    // Where the capacity lies against the closed-loop rate depends on how loaded the
+    // machine is (a CI host beside other builds ran the closed loop at 247/s and kept no
+    // rate's p99 under 10 ms), so only a gross miss is judged, and only on a machine
+    // quiet enough to run the closed loop near 500/s without stalls: a step well below
+    // the closed-loop rate that missed on its percentile alone (twice: the search runs
+    // such a step again) means the machine stalled the client or the server.
     let stalled: Vec<&String> = series
         .steps
         .iter()
@@ -158,16 +177,16 @@ fn the_capacity_search_finds_what_one_connection_with_a_2ms_delay_can_take() {
         .filter_map(|s| s.why_not.as_ref())
         .filter(|why| why.starts_with("p99") && !why.contains(';'))
         .collect();
-    let quiet = quiet && stalled.len() < 2;
+    let quiet = quiet && stalled.is_empty();
     if quiet {
         assert!(
-            capacity >= 0.9 * flat_out,
-            "capacity {capacity:.0}/s, expected 500/s (here {flat_out:.0}/s closed loop) within 10%; steps:\n{}",
+            capacity >= 0.5 * flat_out,
+            "capacity {capacity:.0}/s, under half the {flat_out:.0}/s closed loop; steps:\n{}",
             steps.join("\n")
         );
     } else {
         eprintln!(
-            "closed loop {flat_out:.0}/s, stalls {stalled:?}: the machine is too loaded to judge within 10%"
+            "closed loop {flat_out:.0}/s, stalls {stalled:?}: the machine is too loaded to judge the capacity against it"
         );
     }
     assert!(series.steps.len() <= 20, "{}", steps.join("\n"));
