@@ -8,8 +8,12 @@
 //! counters and assembles the [`Report`]. The command line keeps only clap, the progress
 //! bar and the exit status; tests call this directly.
 
+use crate::dnsdiag::conf::ResolvConf;
 use crate::report::{ConfigRecord, Environment, Report, RunRecord, rfc3339_now};
-use crate::resolve::{AddrMode, Family, Names, ResolveNameError, ResolverAddr};
+use crate::resolve::{
+    AddrMode, Family, Names, ResolveNameError, ResolverAddr, SYSTEM_RESOLV_CONF, read_resolv_conf,
+    system_resolv_conf,
+};
 use crate::runner::{RunConfig, RunTransportError, TransportRun, try_run_transport};
 use crate::server::dns::{DEFAULT_DNS_NAME, DnsConfig};
 use crate::server::stats::StatsSnapshot;
@@ -52,6 +56,9 @@ pub struct BenchSpec {
     pub resolver: Option<SocketAddr>,
     /// Address families to look up.
     pub family: Family,
+    /// The resolver configuration whose search list `uncached-search` follows (default:
+    /// /etc/resolv.conf, the one `system` follows).
+    pub resolv_conf: Option<std::path::PathBuf>,
     /// How many times the whole list runs.
     pub rounds: u32,
     /// The command line, recorded in the report.
@@ -313,7 +320,7 @@ impl Session {
             .iter()
             .flat_map(|&k| self.modes_for(k, &modes).into_iter().map(move |m| (k, m)))
             .collect();
-        run_jobs(&jobs, spec, config, &self.plan, observer, step)
+        run_jobs(&jobs, spec, config, self, observer, step)
     }
 
     /// The server's counters now: read directly from the embedded server, else asked for
@@ -323,6 +330,14 @@ impl Session {
             Some(e) => Some(e.stats()),
             None => fetch_server_stats(&self.plan, timeout),
         }
+    }
+
+    /// Well-formed queries the target's DNS responder has received (counted on arrival,
+    /// whatever became of them), when it has one and can be asked.
+    fn responder_queries(&self, timeout: Duration) -> Option<u64> {
+        let stats = self.server_stats(timeout)?;
+        stats.settings.dns.as_ref()?;
+        Some(stats.dns.requests)
     }
 
     /// The report of `runs`, made with `spec`, started at `started`.
@@ -379,6 +394,8 @@ fn start_embedded(unix: std::path::PathBuf) -> Result<ServerHandle, RunBenchErro
 struct Checked {
     mode: AddrMode,
     names: Arc<Names>,
+    /// The address the lookup found.
+    found: Option<IpAddr>,
     failed: Option<String>,
 }
 
@@ -399,6 +416,15 @@ struct Plan {
     modes: Vec<AddrMode>,
     /// Mode `ip`'s address, looked up once for the whole run (shared by every transport).
     ip: Option<Arc<Names>>,
+    /// The configuration `uncached-search` follows, when it runs.
+    search_conf: Option<Arc<ResolvConf>>,
+    /// The names a `system` lookup tries, from /etc/resolv.conf (empty when it cannot be
+    /// read: the prediction is left out, the mode still runs).
+    system_search: Vec<String>,
+    /// The target's address as the check before the run found it: where `GET /stats`
+    /// goes, so that asking the server for its counters looks nothing up (and adds no
+    /// query to the responder's count of a run).
+    stats_ip: Option<IpAddr>,
 }
 
 impl Plan {
@@ -431,6 +457,9 @@ impl Plan {
                     resolver: ResolverAddr::At(spec.resolver.unwrap_or(dns)),
                     modes,
                     ip: Some(Arc::new(Names::fixed(tcp.ip()))),
+                    search_conf: None,
+                    system_search: Vec::new(),
+                    stats_ip: None,
                 }
             }
             (None, target) => {
@@ -448,9 +477,24 @@ impl Plan {
                     resolver: spec.resolver.map_or(ResolverAddr::System, ResolverAddr::At),
                     modes,
                     ip: None,
+                    search_conf: None,
+                    system_search: Vec::new(),
+                    stats_ip: None,
                 }
             }
         };
+        if plan.modes.contains(&AddrMode::UncachedSearch) {
+            let path = spec
+                .resolv_conf
+                .as_deref()
+                .unwrap_or(std::path::Path::new(SYSTEM_RESOLV_CONF));
+            plan.search_conf = Some(Arc::new(read_resolv_conf(path)?));
+        }
+        if plan.modes.contains(&AddrMode::System) {
+            plan.system_search = system_resolv_conf()
+                .map(|c| c.candidates(&plan.name))
+                .unwrap_or_default();
+        }
         let skipped = plan.preflight(spec.family, timeout)?;
         if plan.modes.is_empty() {
             return Err(RunBenchError::Unresolvable(skipped));
@@ -468,7 +512,8 @@ impl Plan {
         timeout: Duration,
     ) -> Result<Vec<SkippedMode>, RunBenchError> {
         let deadline = Instant::now() + timeout;
-        let (name, resolver, known_ip) = (&self.name, self.resolver, self.ip.clone());
+        let known_ip = self.ip.clone();
+        let plan = &*self;
         let checked: Vec<Result<Checked, RunBenchError>> = std::thread::scope(|scope| {
             let checks: Vec<_> = self
                 .modes
@@ -478,15 +523,19 @@ impl Plan {
                     scope.spawn(move || {
                         let names = match (mode, known_ip) {
                             (AddrMode::Ip, Some(ip)) => ip,
-                            _ => Arc::new(Names::new_mode(mode, name, family, resolver, timeout)?),
+                            _ => Arc::new(plan.names(mode, family, timeout)?),
                         };
-                        let failed = names
-                            .lookup(deadline)
-                            .err()
-                            .map(|e| names.first_error().unwrap_or_else(|| e.to_string()));
+                        let (found, failed) = match names.lookup(deadline) {
+                            Ok((ip, _)) => (Some(ip), None),
+                            Err(e) => (
+                                None,
+                                Some(names.first_error().unwrap_or_else(|| e.to_string())),
+                            ),
+                        };
                         Ok(Checked {
                             mode,
                             names,
+                            found,
                             failed,
                         })
                     })
@@ -507,8 +556,10 @@ impl Plan {
             let Checked {
                 mode,
                 names,
+                found,
                 failed,
             } = check?;
+            self.stats_ip = self.stats_ip.or(found);
             match failed {
                 Some(why) => skipped.push(SkippedMode { mode, why }),
                 None => {
@@ -522,18 +573,36 @@ impl Plan {
         Ok(skipped)
     }
 
+    /// A resolver for the name in `mode`, with nothing cached yet.
+    fn names(
+        &self,
+        mode: AddrMode,
+        family: Family,
+        timeout: Duration,
+    ) -> Result<Names, ResolveNameError> {
+        match (mode, &self.search_conf) {
+            (AddrMode::UncachedSearch, Some(conf)) => {
+                Names::new_searching(&self.name, family, self.resolver, timeout, conf)
+            }
+            _ => Names::new_mode(mode, &self.name, family, self.resolver, timeout),
+        }
+    }
+
+    /// The names one lookup in `mode` tries, in order, when the mode follows a search list.
+    fn search_for(&self, mode: AddrMode) -> Vec<String> {
+        match (mode, &self.search_conf) {
+            (AddrMode::System, _) => self.system_search.clone(),
+            (AddrMode::UncachedSearch, Some(conf)) => conf.candidates(&self.name),
+            _ => Vec::new(),
+        }
+    }
+
     /// A fresh endpoint for one transport run: its own resolver, so caches start cold and
     /// the query count is the run's own.
     fn endpoint(&self, mode: AddrMode, spec: &BenchSpec) -> Result<Endpoint, RunBenchError> {
         let names = match (mode, &self.ip) {
             (AddrMode::Ip, Some(ip)) => ip.clone(),
-            _ => Arc::new(Names::new_mode(
-                mode,
-                &self.name,
-                spec.family,
-                self.resolver,
-                spec.run.timeout,
-            )?),
+            _ => Arc::new(self.names(mode, spec.family, spec.run.timeout)?),
         };
         Ok(Endpoint::with_names(names, self.tcp_port, self.http_port)
             .with_udp_port(self.udp_port.unwrap_or(0))
@@ -547,10 +616,11 @@ fn run_jobs(
     jobs: &[(TransportKind, AddrMode)],
     spec: &BenchSpec,
     config: &RunConfig,
-    plan: &Plan,
+    session: &Session,
     observer: &mut dyn Observer,
     step: Option<&str>,
 ) -> Result<Vec<TransportRun>, RunBenchError> {
+    let plan = &session.plan;
     let mut merged: Vec<Option<TransportRun>> = vec![None; jobs.len()];
     for round in 0..spec.rounds {
         let order: Vec<usize> = if round % 2 == 0 {
@@ -567,7 +637,18 @@ fn run_jobs(
                 None => format!("{kind} {mode}"),
             };
             observer.job_started(&label, config, done.clone());
-            let run = try_run_transport(kind, &endpoint, config, done)?;
+            // The responder's count around the run: what one lookup really asked, also
+            // under `system`, whose queries rpcbench cannot see itself.
+            let responder_before = (mode != AddrMode::Ip)
+                .then(|| session.responder_queries(spec.run.timeout))
+                .flatten();
+            let mut run = try_run_transport(kind, &endpoint, config, done)?;
+            run.dns_responder_queries = responder_before.and_then(|before| {
+                session
+                    .responder_queries(spec.run.timeout)
+                    .map(|after| after.saturating_sub(before))
+            });
+            run.dns_search = plan.search_for(mode);
             observer.job_finished();
             match &mut merged[i] {
                 Some(m) => m.merge(&run),
@@ -582,9 +663,8 @@ fn run_jobs(
 /// cannot be asked, which is worth a log line but not a failed run.
 fn fetch_server_stats(plan: &Plan, timeout: Duration) -> Option<StatsSnapshot> {
     let host = plan
-        .ip
-        .as_ref()
-        .map_or_else(|| plan.name.clone(), |n| n.host());
+        .stats_ip
+        .map_or_else(|| plan.name.clone(), |ip| ip.to_string());
     let host = if host.contains(':') {
         format!("[{host}]")
     } else {

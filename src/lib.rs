@@ -13,7 +13,10 @@
 //! - [`runner`]: the load engine: worker threads or event loops, warm-up, timing,
 //!   verification, counting.
 //! - [`measure`]: HDR histograms and per-call outcome tallies, merged across workers.
-//! - [`resolve`]: address modes: IP literal, getaddrinfo, hickory with and without cache.
+//! - [`resolve`]: address modes: IP literal, getaddrinfo, hickory with and without cache
+//!   (and following the search list).
+//! - [`dnsdiag`]: `rpcbench dns NAME`: the queries a lookup really sends here, timed, and
+//!   what to change; `conf.rs` reads resolv.conf as glibc does.
 //! - [`report`]: the serialisable result (JSON) that every renderer reads.
 //! - [`render`]: one renderer per output format (table, json, csv, markdown), and `units.rs`.
 //! - [`site`]: the comparison report: findings (also after the table), truth checks, peers,

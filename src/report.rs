@@ -172,6 +172,10 @@ pub struct RunRecord {
     pub dns_queries: u64,
     /// The first name-lookup failure, naming the name and the resolver.
     pub dns_error: Option<String>,
+    /// What the run's name lookups asked of DNS; `null` in mode `ip`, and in the JSON of
+    /// a run from before the field.
+    #[serde(default)]
+    pub dns_lookup: Option<LookupRecord>,
     /// Wall time of the measured calls, summed over rounds.
     pub elapsed_s: f64,
     pub calls_per_s: f64,
@@ -192,6 +196,47 @@ pub struct RunRecord {
     pub lost_seqs: Vec<u64>,
     pub mismatched_seqs: Vec<u64>,
     pub error_seqs: Vec<u64>,
+}
+
+/// What one run's name lookups asked of DNS.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LookupRecord {
+    /// Lookups made, one per new connection, warm-up included.
+    pub lookups: u64,
+    /// Queries the target's DNS responder (`rpcbench-echo --dns`) counted during the run,
+    /// warm-up included, from its counters before and after; `null` when the server has
+    /// no responder or could not be asked. Another client of the responder would count too.
+    pub responder_queries: Option<u64>,
+    /// Queries one lookup made: the responder's count per lookup when there is one, else
+    /// rpcbench's own (`cached`, `uncached`, `uncached-search`); `null` in mode `system`
+    /// without the responder, whose queries rpcbench cannot see.
+    pub queries_per_lookup: Option<f64>,
+    /// The names one lookup tries, in order, as the resolver configuration's search list
+    /// and `ndots` make them (modes `system` and `uncached-search`); empty otherwise.
+    pub search: Vec<String>,
+}
+
+impl LookupRecord {
+    /// The record of a run that looked names up; `None` in mode `ip`.
+    pub fn new(run: &TransportRun) -> Option<LookupRecord> {
+        if run.mode == AddrMode::Ip {
+            return None;
+        }
+        let per_lookup =
+            |queries: u64| (run.dns_lookups > 0).then(|| queries as f64 / run.dns_lookups as f64);
+        let queries_per_lookup = match (run.dns_responder_queries, run.mode) {
+            (Some(q), _) => per_lookup(q),
+            (None, AddrMode::System) => None,
+            (None, _) => per_lookup(run.dns_queries),
+        };
+        Some(LookupRecord {
+            lookups: run.dns_lookups,
+            responder_queries: run.dns_responder_queries,
+            queries_per_lookup,
+            search: run.dns_search.clone(),
+        })
+    }
 }
 
 /// Phase summaries, one field per [`Phase`].
@@ -246,6 +291,7 @@ impl RunRecord {
             connects: t.connects,
             dns_queries: run.dns_queries,
             dns_error: run.dns_error.clone(),
+            dns_lookup: LookupRecord::new(run),
             elapsed_s: elapsed,
             calls_per_s: if elapsed > 0.0 {
                 t.calls() as f64 / elapsed

@@ -4,6 +4,7 @@
 //! query count belongs to that run alone. Lookups happen only when a transport opens a
 //! connection: persistent transports pay once per worker, fresh ones on every call.
 
+use crate::dnsdiag::conf::ResolvConf;
 use hickory_resolver::TokioResolver;
 use hickory_resolver::config::{
     ConnectionConfig, LookupIpStrategy, NameServerConfig, ResolveHosts, ResolverConfig,
@@ -38,6 +39,10 @@ pub enum AddrMode {
     Cached,
     /// hickory-resolver with no cache: one DNS query per new connection.
     Uncached,
+    /// hickory-resolver with no cache, trying the names the system's search list makes
+    /// (resolv.conf `search` and `ndots`, in glibc's order) until one has an address:
+    /// what `uncached` costs when the application gives a short name.
+    UncachedSearch,
 }
 
 impl AddrMode {
@@ -48,6 +53,7 @@ impl AddrMode {
             AddrMode::System => "system",
             AddrMode::Cached => "cached",
             AddrMode::Uncached => "uncached",
+            AddrMode::UncachedSearch => "uncached-search",
         }
     }
 }
@@ -103,6 +109,8 @@ pub struct Names {
     how: How,
     /// Lookups (system) or DNS queries (hickory) this run asked for.
     queries: AtomicU64,
+    /// Lookups made (not counting the one before the run in mode `ip`).
+    lookups: AtomicU64,
     /// The first failure, worded for a person: the name, the resolver, and why.
     first_error: Mutex<Option<String>>,
 }
@@ -118,6 +126,9 @@ enum How {
         // Boxed: the resolver is large, and `How` is built once per run, never copied.
         resolver: Box<TokioResolver>,
         resolver_name: String,
+        /// The names to ask, in order, until one has an address: the name alone, or the
+        /// search list's candidates (`uncached-search`).
+        candidates: Vec<String>,
         /// DNS message ID of the last answer seen: a cache hit hands back the stored
         /// message with its ID, a fresh answer from the network has a new random one. That
         /// is how queries are counted (`valid_until` cannot tell: a hit recomputes it).
@@ -209,26 +220,69 @@ impl Names {
                 }
             }
             AddrMode::System => How::System { rt: runtime()? },
-            AddrMode::Cached | AddrMode::Uncached => {
-                let rt = runtime()?;
-                let resolver_name = resolver.to_string();
-                let resolver = {
-                    // Building the resolver spawns nothing yet, but it must see a runtime.
-                    let _guard = rt.enter();
-                    Box::new(hickory(
-                        resolver,
-                        family,
-                        mode == AddrMode::Cached,
-                        timeout,
-                    )?)
-                };
-                How::Hickory {
-                    rt,
-                    resolver,
-                    resolver_name,
-                    last_answer: Mutex::new(None),
-                }
+            AddrMode::UncachedSearch => {
+                let conf = system_resolv_conf()?;
+                return Names::new_searching(name, family, resolver, timeout, &conf);
             }
+            AddrMode::Cached | AddrMode::Uncached => {
+                let fqdn = if name.ends_with('.') {
+                    name.to_string()
+                } else {
+                    format!("{name}.")
+                };
+                return Names::hickory_names(mode, name, family, resolver, timeout, vec![fqdn]);
+            }
+        };
+        Ok(Names::new(mode, name.to_string(), family, how))
+    }
+
+    /// Address mode `uncached-search`: `name` is looked up as glibc would with `conf`'s
+    /// search list and `ndots`, each candidate in turn until one has an address.
+    pub fn new_searching(
+        name: &str,
+        family: Family,
+        resolver: ResolverAddr,
+        timeout: Duration,
+        conf: &ResolvConf,
+    ) -> Result<Names, ResolveNameError> {
+        let candidates = conf.candidates(name);
+        Names::hickory_names(
+            AddrMode::UncachedSearch,
+            name,
+            family,
+            resolver,
+            timeout,
+            candidates,
+        )
+    }
+
+    /// A hickory mode (`cached`, `uncached`, `uncached-search`) asking `candidates`.
+    fn hickory_names(
+        mode: AddrMode,
+        name: &str,
+        family: Family,
+        resolver: ResolverAddr,
+        timeout: Duration,
+        candidates: Vec<String>,
+    ) -> Result<Names, ResolveNameError> {
+        let rt = runtime()?;
+        let resolver_name = resolver.to_string();
+        let resolver = {
+            // Building the resolver spawns nothing yet, but it must see a runtime.
+            let _guard = rt.enter();
+            Box::new(hickory(
+                resolver,
+                family,
+                mode == AddrMode::Cached,
+                timeout,
+            )?)
+        };
+        let how = How::Hickory {
+            rt,
+            resolver,
+            resolver_name,
+            candidates,
+            last_answer: Mutex::new(None),
         };
         Ok(Names::new(mode, name.to_string(), family, how))
     }
@@ -240,6 +294,7 @@ impl Names {
             family,
             how,
             queries: AtomicU64::new(0),
+            lookups: AtomicU64::new(0),
             first_error: Mutex::new(None),
         }
     }
@@ -267,9 +322,15 @@ impl Names {
         self.queries.load(Relaxed)
     }
 
+    /// Lookups made so far: one per new connection in every mode but `ip`.
+    pub fn lookups(&self) -> u64 {
+        self.lookups.load(Relaxed)
+    }
+
     /// Counts a lookup made outside rpcbench (by libcurl in mode `system`).
     pub fn count_outside_lookup(&self) {
         self.queries.fetch_add(1, Relaxed);
+        self.lookups.fetch_add(1, Relaxed);
     }
 
     /// The first lookup failure, if any, as a sentence.
@@ -282,6 +343,9 @@ impl Names {
     pub fn lookup(&self, deadline: Instant) -> Result<(IpAddr, Option<Duration>), LookupNameError> {
         let started = Instant::now();
         let left = deadline.saturating_duration_since(started);
+        if !matches!(self.how, How::Fixed(_)) {
+            self.lookups.fetch_add(1, Relaxed);
+        }
         let found = match &self.how {
             How::Fixed(Ok(ip)) => return Ok((*ip, None)),
             How::Fixed(Err(why)) => Err((LookupNameError::NoAddress, why.clone())),
@@ -313,63 +377,34 @@ impl Names {
             How::Hickory {
                 rt,
                 resolver,
+                candidates,
                 last_answer,
                 ..
             } => {
-                if self.mode == AddrMode::Uncached {
-                    // Belt and braces: the cache is sized 0, and emptied before each lookup.
-                    resolver.clear_cache();
+                let mut found = Err((LookupNameError::NoAddress, "no name to ask".to_string()));
+                for fqdn in candidates {
+                    found = self.ask(rt, resolver, last_answer, fqdn, deadline);
+                    // A miss moves on to the next candidate, as glibc's search does; no
+                    // answer in time ends the lookup.
+                    if !matches!(&found, Err((kind, _)) if *kind != LookupNameError::Timeout) {
+                        break;
+                    }
                 }
-                let fqdn = if self.name.ends_with('.') {
-                    self.name.clone()
-                } else {
-                    format!("{}.", self.name)
-                };
-                let family = self.family;
-                rt.block_on(async {
-                    match tokio::time::timeout(left, resolver.lookup_ip(fqdn)).await {
-                        Err(_) => Err((LookupNameError::Timeout, "no answer in time".into())),
-                        Ok(Err(e)) if e.is_nx_domain() => {
-                            Err((LookupNameError::NoAddress, "no such name (NXDOMAIN)".into()))
-                        }
-                        Ok(Err(e)) if e.is_no_records_found() => Err((
-                            LookupNameError::NoAddress,
-                            "the name has no address record of the family asked for".into(),
-                        )),
-                        // The resolver's own timeout can fire just before ours: the same
-                        // failure, counted the same way.
-                        Ok(Err(hickory_resolver::net::NetError::Timeout)) => {
-                            Err((LookupNameError::Timeout, "no answer in time".into()))
-                        }
-                        Ok(Err(_)) if Instant::now() >= deadline => {
-                            Err((LookupNameError::Timeout, "no answer in time".into()))
-                        }
-                        Ok(Err(e)) => Err((LookupNameError::Other, e.to_string())),
-                        Ok(Ok(lookup)) => {
-                            let fresh = {
-                                let mut last =
-                                    last_answer.lock().unwrap_or_else(|p| p.into_inner());
-                                let id = lookup.as_lookup().message().metadata.id;
-                                let fresh = *last != Some(id);
-                                *last = Some(id);
-                                fresh
-                            };
-                            if fresh || self.mode == AddrMode::Uncached {
-                                self.queries.fetch_add(family.queries(), Relaxed);
-                            }
-                            lookup.iter().find(|ip| family.accepts(ip)).ok_or((
-                                LookupNameError::NoAddress,
-                                "no address of the family asked for".into(),
-                            ))
-                        }
+                match found {
+                    Err((kind, why))
+                        if candidates.len() > 1 && kind != LookupNameError::Timeout =>
+                    {
+                        Err((
+                            kind,
+                            format!(
+                                "none of the {} names the search list makes has an address ({}); the last: {why}",
+                                candidates.len(),
+                                candidates.join(", ")
+                            ),
+                        ))
                     }
-                })
-                .inspect_err(|(kind, _)| {
-                    // A timed-out or failed lookup still sent its queries.
-                    if *kind != LookupNameError::NoAddress || self.mode == AddrMode::Uncached {
-                        self.queries.fetch_add(family.queries(), Relaxed);
-                    }
-                })
+                    found => found,
+                }
             }
         };
         match found {
@@ -392,6 +427,68 @@ impl Names {
         }
     }
 
+    /// One hickory lookup of the fully qualified `fqdn`, its queries counted: every one
+    /// sent, which in mode `cached` is only those not answered from the cache.
+    fn ask(
+        &self,
+        rt: &tokio::runtime::Runtime,
+        resolver: &TokioResolver,
+        last_answer: &Mutex<Option<u16>>,
+        fqdn: &str,
+        deadline: Instant,
+    ) -> Result<IpAddr, (LookupNameError, String)> {
+        let uncached = self.mode != AddrMode::Cached;
+        if uncached {
+            // Belt and braces: the cache is sized 0, and emptied before each lookup.
+            resolver.clear_cache();
+        }
+        let family = self.family;
+        let left = deadline.saturating_duration_since(Instant::now());
+        rt.block_on(async {
+            match tokio::time::timeout(left, resolver.lookup_ip(fqdn)).await {
+                Err(_) => Err((LookupNameError::Timeout, "no answer in time".into())),
+                Ok(Err(e)) if e.is_nx_domain() => {
+                    Err((LookupNameError::NoAddress, "no such name (NXDOMAIN)".into()))
+                }
+                Ok(Err(e)) if e.is_no_records_found() => Err((
+                    LookupNameError::NoAddress,
+                    "the name has no address record of the family asked for".into(),
+                )),
+                // The resolver's own timeout can fire just before ours: the same failure,
+                // counted the same way.
+                Ok(Err(hickory_resolver::net::NetError::Timeout)) => {
+                    Err((LookupNameError::Timeout, "no answer in time".into()))
+                }
+                Ok(Err(_)) if Instant::now() >= deadline => {
+                    Err((LookupNameError::Timeout, "no answer in time".into()))
+                }
+                Ok(Err(e)) => Err((LookupNameError::Other, e.to_string())),
+                Ok(Ok(lookup)) => {
+                    let fresh = {
+                        let mut last = last_answer.lock().unwrap_or_else(|p| p.into_inner());
+                        let id = lookup.as_lookup().message().metadata.id;
+                        let fresh = *last != Some(id);
+                        *last = Some(id);
+                        fresh
+                    };
+                    if fresh || uncached {
+                        self.queries.fetch_add(family.queries(), Relaxed);
+                    }
+                    lookup.iter().find(|ip| family.accepts(ip)).ok_or((
+                        LookupNameError::NoAddress,
+                        "no address of the family asked for".into(),
+                    ))
+                }
+            }
+        })
+        .inspect_err(|(kind, _)| {
+            // A timed-out or failed lookup still sent its queries.
+            if *kind != LookupNameError::NoAddress || uncached {
+                self.queries.fetch_add(family.queries(), Relaxed);
+            }
+        })
+    }
+
     fn resolver_name(&self) -> &str {
         match &self.how {
             How::Hickory { resolver_name, .. } => resolver_name,
@@ -399,6 +496,23 @@ impl Names {
             How::Fixed(_) => "the one lookup before the run",
         }
     }
+}
+
+/// The system's resolver configuration, for the search list of `uncached-search`.
+pub fn system_resolv_conf() -> Result<ResolvConf, ResolveNameError> {
+    read_resolv_conf(std::path::Path::new(SYSTEM_RESOLV_CONF))
+}
+
+/// Where glibc reads its resolver configuration.
+pub const SYSTEM_RESOLV_CONF: &str = "/etc/resolv.conf";
+
+/// Reads and parses a resolv.conf (the host name gives the search list when it has none).
+pub fn read_resolv_conf(path: &std::path::Path) -> Result<ResolvConf, ResolveNameError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ResolveNameError::SystemConfig(format!("cannot read {shown}: {e}")))?;
+    ResolvConf::parse(&text, &shown, &crate::host::hostname())
+        .map_err(|e| ResolveNameError::SystemConfig(e.to_string()))
 }
 
 /// One worker thread runs the resolver's background tasks; the calling workers block on

@@ -513,7 +513,7 @@ fn garbage_packets_are_counted_and_the_responder_keeps_answering() {
 fn system_resolver_through_a_private_resolv_conf() {
     let ns = Netns::create(
         &format!("rbdns{}", std::process::id()),
-        "nameserver 127.0.0.1\noptions attempts:1 timeout:2\n",
+        "nameserver 127.0.0.1\nsearch a.test b.test\noptions attempts:1 timeout:2 ndots:5\n",
     );
     let echo = env!("CARGO_BIN_EXE_rpcbench-echo");
     let bench = env!("CARGO_BIN_EXE_rpcbench");
@@ -523,14 +523,16 @@ fn system_resolver_through_a_private_resolv_conf() {
         r#"set -eu
 ip link set lo up
 out=$(mktemp)
-{echo} --tcp 127.0.0.1:0 --http 127.0.0.1:0 --dns 127.0.0.1:53 --dns-delay 5ms >"$out" &
+{echo} --tcp 127.0.0.1:0 --http 127.0.0.1:0 --dns 127.0.0.1:53 --dns-delay 5ms \
+    --dns-nxdomain-zone a.test,b.test >"$out" &
 pid=$!
 trap 'kill $pid 2>/dev/null; rm -f "$out"' EXIT
 for _ in $(seq 50); do [ "$(wc -l <"$out")" -ge 3 ] && break; sleep 0.1; done
 tcp=$(awk '$2=="tcp"{{split($3,a,":"); print a[2]}}' "$out")
 http=$(awk '$2=="http"{{split($3,a,":"); print a[2]}}' "$out")
-{bench} --target {DEFAULT_DNS_NAME} --tcp-port "$tcp" --http-port "$http" --names system \
-    --transports tcp-connect,http-fresh,tcp -n 20 --warmup 1 --timeout 2s --format json
+{bench} --target {DEFAULT_DNS_NAME} --tcp-port "$tcp" --http-port "$http" \
+    --names system,uncached-search --transports tcp-connect,http-fresh,tcp -n 20 --warmup 1 \
+    --timeout 2s --format json
 "#
     );
     let out = Command::new("ip")
@@ -540,27 +542,148 @@ http=$(awk '$2=="http"{{split($3,a,":"); print a[2]}}' "$out")
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let r = report(&String::from_utf8_lossy(&out.stdout));
+    // `echo.rpcbench.test` has two dots and ndots is 5: both search domains come first,
+    // each miss a query the responder counts.
+    let search: Vec<String> = [".a.test.", ".b.test.", "."]
+        .iter()
+        .map(|d| format!("{DEFAULT_DNS_NAME}{d}"))
+        .collect();
+    assert_eq!(r.runs.len(), 6, "{stderr}");
     for run in &r.runs {
+        assert_eq!(run.ok, 20, "{} {}: {stderr}", run.transport, run.addr_mode);
+        let lookup = run.dns_lookup.as_ref().expect("a lookup record");
+        assert_eq!(lookup.search, search, "{} {}", run.transport, run.addr_mode);
+        // getaddrinfo asks A and AAAA for every name it tries; rpcbench's resolver asks
+        // for family 4 only (A).
+        let per_lookup = match run.addr_mode {
+            AddrMode::System => 6.0,
+            _ => 3.0,
+        };
         assert_eq!(
-            (run.addr_mode, run.ok),
-            (AddrMode::System, 20),
-            "{}: {stderr}",
-            run.transport
+            lookup.queries_per_lookup,
+            Some(per_lookup),
+            "{} {}: {lookup:?}",
+            run.transport,
+            run.addr_mode
         );
     }
     let fresh = r
         .runs
         .iter()
-        .find(|r| r.transport == TransportKind::TcpConnect)
+        .find(|r| r.transport == TransportKind::TcpConnect && r.addr_mode == AddrMode::System)
         .unwrap();
     let dns = fresh.phases_us.dns.expect("dns phase");
-    // getaddrinfo went to our responder, which answers 5 ms late: every fresh call pays it.
-    assert!(dns.mean >= 5_000.0, "dns phase {dns:?} µs");
+    // getaddrinfo went to our responder, which answers 5 ms late: every fresh call pays it,
+    // once per name it tries.
+    assert!(dns.mean >= 15_000.0, "dns phase {dns:?} µs");
     assert_eq!(fresh.dns_queries, 21);
     let persistent = r
         .runs
         .iter()
-        .find(|r| r.transport == TransportKind::Tcp)
+        .find(|r| r.transport == TransportKind::Tcp && r.addr_mode == AddrMode::System)
         .unwrap();
     assert_eq!(persistent.dns_queries, 1);
+}
+
+/// `uncached-search` follows a resolv.conf's search list: with `search a.test b.test` and
+/// `ndots:5`, a two-dot name is first tried under both search domains, and each miss is a
+/// query the responder counts. The responder is the test's own, so its count is exact.
+#[test]
+fn uncached_search_asks_every_search_domain_first() {
+    let server = Server::start(DnsConfig {
+        nxdomain_zones: vec!["a.test".into(), "b.test".into()],
+        ..DnsConfig::default()
+    });
+    let dir = std::env::temp_dir().join(format!("rpcbench-search-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("resolv.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "nameserver {}\nsearch a.test b.test\noptions ndots:5\n",
+            server.dns().ip()
+        ),
+    )
+    .unwrap();
+    let mut args = target_args(&server);
+    args.extend(
+        [
+            "--target",
+            DEFAULT_DNS_NAME,
+            "--names",
+            "uncached,uncached-search",
+            "--resolv-conf",
+            conf.to_str().unwrap(),
+            "--transports",
+            "tcp-connect,tcp",
+            "-n",
+            "20",
+            "--warmup",
+            "2",
+            "--format",
+            "json",
+        ]
+        .map(String::from),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, stdout, stderr) = rpcbench(&args);
+    let answers = server.server.stats().dns_answers_by_code;
+    // The same run as a table ends with the finding that names the search list.
+    let table_args: Vec<&str> = args
+        .iter()
+        .map(|a| if *a == "json" { "table" } else { a })
+        .collect();
+    let (table_code, table, _) = rpcbench(&table_args);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(table_code, Some(0));
+    assert!(
+        table.contains("uncached-search lookup of echo.rpcbench.test tries 3 names")
+            && table.contains("makes 3 queries"),
+        "{table}"
+    );
+    let r = report(&stdout);
+    let expected: Vec<String> = [".a.test.", ".b.test.", "."]
+        .iter()
+        .map(|d| format!("{DEFAULT_DNS_NAME}{d}"))
+        .collect();
+    assert_eq!(r.runs.len(), 4);
+    for run in &r.runs {
+        let lookup = run.dns_lookup.as_ref().expect("a lookup record");
+        // A fresh connection per call (20 + 2 warm-up), or one for the only worker.
+        let lookups = if run.transport == TransportKind::TcpConnect {
+            22
+        } else {
+            1
+        };
+        // Family 4: one A query per name tried.
+        let (names, per_lookup) = match run.addr_mode {
+            AddrMode::UncachedSearch => (expected.clone(), 3),
+            AddrMode::Uncached => (Vec::new(), 1),
+            other => panic!("mode {other} was not asked for"),
+        };
+        assert_eq!(
+            (run.ok, lookup.lookups, &lookup.search),
+            (20, lookups, &names),
+            "{} {}",
+            run.transport,
+            run.addr_mode
+        );
+        assert_eq!(
+            lookup.responder_queries,
+            Some(lookups * per_lookup),
+            "{} {}: the responder counted every query",
+            run.transport,
+            run.addr_mode
+        );
+        assert_eq!(
+            run.dns_queries,
+            lookups * per_lookup,
+            "rpcbench's own count"
+        );
+        assert_eq!(lookup.queries_per_lookup, Some(per_lookup as f64));
+    }
+    // Two misses per `uncached-search` lookup: the check before the run, 22 fresh
+    // connections and one persistent one.
+    assert_eq!(answers.get("nxdomain"), Some(&(2 * 24)), "{answers:?}");
 }

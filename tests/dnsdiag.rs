@@ -194,10 +194,13 @@ fn a_dropped_aaaa_costs_the_timeout_and_is_named() {
     let d = d.unwrap();
     let aaaa = d.queries.iter().find(|q| q.qtype == "AAAA").unwrap();
     assert_eq!(by(&aaaa.answers, "timeout"), 2, "{aaaa:?}");
-    // The wait is the timeout itself: at least 1 s, and the A answer came at once.
+    // The wait is the timeout: the whole lookup takes at least 1 s although A is answered
+    // at once. The AAAA query is timed from its own send and the pair's timeout runs from
+    // the first (as glibc's does), so a host that delays the second send shortens the
+    // AAAA wait by as much (16 ms seen beside three compilers): its bound is loose.
     let wait = aaaa.time_us.unwrap();
-    assert!(wait.min >= 990_000.0 && wait.max < 1_500_000.0, "{wait:?}");
-    assert!(d.lookup_us.unwrap().mean >= 990_000.0);
+    assert!(wait.min >= 500_000.0 && wait.max < 1_500_000.0, "{wait:?}");
+    assert!(d.lookup_us.unwrap().min >= 990_000.0, "{:?}", d.lookup_us);
     assert!(d.wasted_us_mean >= 900_000.0, "{d:?}");
     assert_eq!(server.stats().dns_dropped, 2);
     assert!(
@@ -373,4 +376,53 @@ curl -s "http://127.0.0.1:$http/stats"
         "{:?}",
         d.findings
     );
+}
+
+/// `rpcbench report` takes a diagnosis (`rpcbench dns --out`) as an input: a DNS section
+/// with the query table, its findings among the report's, and a chart with one segment
+/// per query, the wasted ones marked.
+#[test]
+fn the_report_draws_a_diagnosis_with_its_wasted_queries_marked() {
+    let server = responder(DnsConfig {
+        name: "echo.svc".into(),
+        nxdomain_zones: vec!["a.test".into(), "b.test".into()],
+        ..DnsConfig::default()
+    });
+    let files = Files::new("report", SEARCH_NDOTS);
+    let json = files.dir.join("dns.json");
+    let mut args = port_args(&server, "echo.svc", 5);
+    args.extend(files.args());
+    args.extend(["--out".into(), json.display().to_string()]);
+    let (code, d, stderr) = dns(&args);
+    assert_eq!(code, Some(0), "{stderr}");
+    let d = d.expect("JSON on stdout");
+    let site = files.dir.join("site");
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcbench"))
+        .args(["report", "--out"])
+        .arg(&site)
+        .arg(&json)
+        .output()
+        .expect("run rpcbench report");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let readme = std::fs::read_to_string(site.join("README.md")).unwrap();
+    assert!(readme.contains("## DNS lookups"), "{readme}");
+    assert!(readme.contains("echo.svc.a.test."), "{readme}");
+    let finding = d.findings.first().expect("a finding");
+    assert!(readme.contains(finding.as_str()), "{readme}");
+    let svg = std::fs::read_to_string(site.join("dns-lookups.svg")).unwrap();
+    let wasted = d.queries.iter().filter(|q| q.wasted).count();
+    assert_eq!(wasted, 4, "two search misses × A and AAAA");
+    assert_eq!(svg.matches("class=\"segment wasted\"").count(), wasted);
+    assert_eq!(
+        svg.matches("class=\"segment\"").count(),
+        d.queries.len() - wasted
+    );
+    assert_eq!(svg.matches("class=\"lookup-mean\"").count(), 1);
+    let html = std::fs::read_to_string(site.join("index.html")).unwrap();
+    assert!(html.contains("chart-dns-lookups") && html.contains("<h2>DNS lookups</h2>"));
 }

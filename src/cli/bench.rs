@@ -121,10 +121,14 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0)]
     pub max_lost: u64,
     /// Address modes to run every transport under, comma-separated: ip, system, cached,
-    /// uncached. Default: ip (plus system when the target is a name); with the embedded
-    /// server: ip, cached, uncached against its DNS responder.
+    /// uncached, uncached-search. Default: ip (plus system when the target is a name);
+    /// with the embedded server: ip, cached, uncached against its DNS responder.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub names: Option<Vec<AddrMode>>,
+    /// The resolv.conf whose search list and ndots `uncached-search` follows (default:
+    /// /etc/resolv.conf, which `system` follows).
+    #[arg(long, value_name = "FILE")]
+    pub resolv_conf: Option<std::path::PathBuf>,
     /// DNS server (IP:PORT) for the cached and uncached modes (default: resolv.conf's).
     #[arg(long)]
     pub resolver: Option<SocketAddr>,
@@ -171,6 +175,7 @@ impl BenchArgs {
             names: self.names.clone(),
             resolver: self.resolver,
             family: self.family,
+            resolv_conf: self.resolv_conf.clone(),
             rounds: self.rounds,
             command: std::env::args().collect(),
         }

@@ -16,7 +16,8 @@ pub struct ReportArgs {
     /// sweeps (`rpcbench sweep --out`). The first run without a server or DNS delay is the
     /// baseline; runs with `--delay-us`, or against a server with `--dns-delay`, become
     /// truth checks against a run without; a check the inputs cannot support is listed as
-    /// not run. Sweeps add their charts, the capacity table and sentences.
+    /// not run. Sweeps add their charts, the capacity table and sentences; DNS diagnoses
+    /// (`rpcbench dns --out`) a section and a chart of their queries.
     #[arg(required = true)]
     pub results: Vec<PathBuf>,
     /// Directory to write the report into (created if missing).

@@ -177,6 +177,14 @@ pub struct TransportRun {
     pub dns_queries: u64,
     /// The first name-lookup failure, worded for a person.
     pub dns_error: Option<String>,
+    /// Name lookups made (one per new connection; none in mode `ip`).
+    pub dns_lookups: u64,
+    /// Queries the target's DNS responder counted during the run, when it has one and
+    /// could be asked (set by the caller, which can reach the server's counters).
+    pub dns_responder_queries: Option<u64>,
+    /// The names one lookup tries, in order, from the resolver configuration's search
+    /// list (modes `system` and `uncached-search`; set by the caller).
+    pub dns_search: Vec<String>,
     /// What the run measured, merged over its threads.
     pub tally: Tally,
     /// Wall time of the measured part: from the common start until the last measured call
@@ -208,6 +216,11 @@ impl TransportRun {
         self.tally += &other.tally;
         self.elapsed += other.elapsed;
         self.dns_queries += other.dns_queries;
+        self.dns_lookups += other.dns_lookups;
+        self.dns_responder_queries = self
+            .dns_responder_queries
+            .zip(other.dns_responder_queries)
+            .map(|(a, b)| a + b);
         if self.dns_error.is_none() {
             self.dns_error.clone_from(&other.dns_error);
         }
@@ -311,6 +324,9 @@ pub fn try_run_transport(
         mode: endpoint.names.mode(),
         dns_queries: endpoint.names.queries(),
         dns_error: endpoint.names.first_error(),
+        dns_lookups: endpoint.names.lookups(),
+        dns_responder_queries: None,
+        dns_search: Vec::new(),
         tally,
         elapsed,
         workers: connections,

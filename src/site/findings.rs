@@ -18,6 +18,7 @@ pub fn findings(base: &Report, others: &[&Report], peers: Option<&Peers>) -> Vec
     for report in std::iter::once(base).chain(slow) {
         out.extend(name_lookup(report));
     }
+    out.extend(search_list(base));
     out.extend(pick(base));
     out.extend(cpu(base));
     out.push(lost(base, others));
@@ -163,6 +164,54 @@ fn name_lookup(report: &Report) -> Option<String> {
         duration(u),
         duration(i)
     ))
+}
+
+/// What the resolver's search list costs: a name with fewer dots than `ndots` is tried
+/// under every search domain before it is asked as given, and every miss is a query
+/// (`system` and `uncached-search` runs record the names and, with the target's
+/// responder, the queries they made).
+fn search_list(report: &Report) -> Option<String> {
+    let (run, lookup) = report
+        .runs
+        .iter()
+        .filter(|r| matches!(r.addr_mode, AddrMode::System | AddrMode::UncachedSearch))
+        .filter_map(|r| Some((r, r.dns_lookup.as_ref()?)))
+        .find(|(_, l)| {
+            // The name as given is the shortest candidate; expanded when it comes last.
+            let as_is = l.search.iter().min_by_key(|c| c.len());
+            l.search.len() > 1 && l.search.last() == as_is
+        })?;
+    let as_is = lookup.search.last()?;
+    let queries = lookup.queries_per_lookup.map_or(String::new(), |q| {
+        format!(" and makes {} queries", trim_float(q))
+    });
+    let t = TransportKind::HttpFresh;
+    let cost = mean(report, t, AddrMode::UncachedSearch)
+        .zip(mean(report, t, AddrMode::Uncached))
+        .map_or(String::new(), |(s, u)| {
+            format!(
+                "; the misses cost {} per fresh call ({t} {} against {} asking the name alone)",
+                duration(s - u),
+                duration(s),
+                duration(u)
+            )
+        });
+    Some(format!(
+        "Each {} lookup of {} tries {} names in turn ({}){queries}{cost}. The fully qualified name with its trailing dot ({as_is}), or a lower ndots, asks only the last.",
+        run.addr_mode,
+        as_is.trim_end_matches('.'),
+        lookup.search.len(),
+        lookup.search.join(", "),
+    ))
+}
+
+/// A count that may be fractional (an average), without a trailing `.0`.
+fn trim_float(x: f64) -> String {
+    if x.fract() == 0.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.1}")
+    }
 }
 
 /// Which transport to pick, and which if it must be HTTP: the lowest mean by IP among

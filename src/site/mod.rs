@@ -29,6 +29,7 @@ pub mod sweep;
 
 pub use findings::{findings, pinning_advice};
 
+use crate::dnsdiag::DnsDiagnosis;
 use crate::render::units;
 use crate::report::{Report, RunRecord};
 use crate::resolve::AddrMode;
@@ -157,6 +158,8 @@ pub struct Site {
     pub others: Vec<(PathBuf, Report)>,
     /// The sweeps, in the order given.
     pub sweeps: Vec<(PathBuf, SweepReport)>,
+    /// The DNS diagnoses (`rpcbench dns --out`), in the order given.
+    pub dns: Vec<(PathBuf, DnsDiagnosis)>,
     /// A row per series of every sweep over offered rates.
     pub capacity: Vec<sweep::CapacityRow>,
     pub findings: Vec<String>,
@@ -176,6 +179,8 @@ pub enum Input {
     Run(Box<Report>),
     /// `rpcbench sweep --out`.
     Sweep(Box<SweepReport>),
+    /// `rpcbench dns NAME --out`.
+    Dns(Box<DnsDiagnosis>),
 }
 
 /// One row of seed 004's table beside today's figure for the same case.
@@ -259,10 +264,17 @@ fn parse_value<T: for<'de> Deserialize<'de>>(
 /// before either is parsed strictly (unknown fields denied).
 const SWEEP_FIELDS: [&str; 2] = ["axis", "series"];
 
-/// Reads a run or a sweep, telling them apart by the fields only a sweep has (`axis`, `series`).
+/// The fields only a DNS diagnosis has at its top level.
+const DNS_FIELDS: [&str; 3] = ["candidates", "queries", "lookup_us"];
+
+/// Reads a run, a sweep or a DNS diagnosis, telling them apart by the fields only a sweep
+/// has (`axis`, `series`) and those only a diagnosis has (`candidates`, `queries`,
+/// `lookup_us`).
 pub fn read_input(path: &Path) -> Result<Input, BuildReportError> {
     let value = read_json_value(path)?;
-    if SWEEP_FIELDS.iter().all(|f| value.get(f).is_some()) {
+    if DNS_FIELDS.iter().all(|f| value.get(f).is_some()) {
+        parse_value(path, value).map(|d| Input::Dns(Box::new(d)))
+    } else if SWEEP_FIELDS.iter().all(|f| value.get(f).is_some()) {
         parse_value(path, value).map(|s| Input::Sweep(Box::new(s)))
     } else {
         parse_value(path, value).map(|r| Input::Run(Box::new(r)))
@@ -411,9 +423,10 @@ impl Site {
     pub fn build(
         inputs: Vec<(PathBuf, Report)>,
         sweeps: Vec<(PathBuf, SweepReport)>,
+        dns: Vec<(PathBuf, DnsDiagnosis)>,
         peers: Option<Peers>,
     ) -> Result<Site, BuildReportError> {
-        if inputs.is_empty() && sweeps.is_empty() {
+        if inputs.is_empty() && sweeps.is_empty() && dns.is_empty() {
             return Err(BuildReportError::NoInputs);
         }
         let reports: Vec<&Report> = inputs.iter().map(|(_, r)| r).collect();
@@ -432,11 +445,20 @@ impl Site {
                 .collect(),
         };
         findings.extend(sweep::findings(&sweep_reports));
+        findings.extend(dns.iter().flat_map(|(_, d)| d.findings.iter().cloned()));
         let mut charts = match &baseline {
             Some((_, b)) => run_charts(b, &other_reports),
             None => Vec::new(),
         };
         charts.extend(sweep_charts(&sweep_reports));
+        if !dns.is_empty() {
+            let diagnoses: Vec<&DnsDiagnosis> = dns.iter().map(|(_, d)| d).collect();
+            charts.push(sweep::Chart {
+                file: "dns-lookups.svg".to_string(),
+                caption: Some(DNS_CHART_CAPTION.to_string()),
+                svg: svg::dns_lookups(&diagnoses),
+            });
+        }
         Ok(Site {
             seed: baseline
                 .as_ref()
@@ -445,6 +467,7 @@ impl Site {
             baseline,
             others,
             sweeps,
+            dns,
             findings,
             checks,
             not_run,
@@ -460,12 +483,13 @@ impl Site {
     }
 
     /// The input the page's heading and environment describe: the baseline run, else the
-    /// first sweep.
+    /// first sweep, else the first DNS diagnosis.
     pub fn lead(&self) -> Lead<'_> {
-        match (&self.baseline, self.sweeps.first()) {
-            (Some((_, b)), _) => Lead::Run(b),
-            (None, Some((_, s))) => Lead::Sweep(s),
-            (None, None) => unreachable!("a site has at least one input"),
+        match (&self.baseline, self.sweeps.first(), self.dns.first()) {
+            (Some((_, b)), _, _) => Lead::Run(b),
+            (None, Some((_, s)), _) => Lead::Sweep(s),
+            (None, None, Some((_, d))) => Lead::Dns(d),
+            (None, None, None) => unreachable!("a site has at least one input"),
         }
     }
 
@@ -493,7 +517,11 @@ impl Site {
 pub enum Lead<'a> {
     Run(&'a Report),
     Sweep(&'a SweepReport),
+    Dns(&'a DnsDiagnosis),
 }
+
+/// How to read the DNS chart.
+const DNS_CHART_CAPTION: &str = "One bar per diagnosed name: each query of its lookup in the order sent, as long as its mean time; red and hatched, the wasted ones (a miss on a search suffix, a timeout, a truncated answer asked again over TCP). The black mark is the whole lookup's mean: A and AAAA go out together, so their segments overlap in time and the stack can pass it.";
 
 /// The four charts of the baseline run: percentile curves (by IP when it has such runs),
 /// mean and p99, phases, and what name resolution adds (from a run with a slow resolver
@@ -662,14 +690,16 @@ pub fn build_from_files(
 ) -> Result<Site, BuildReportError> {
     let mut runs = Vec::new();
     let mut sweeps = Vec::new();
+    let mut dns = Vec::new();
     for path in files {
         match read_input(path)? {
             Input::Run(r) => runs.push((path.clone(), *r)),
             Input::Sweep(s) => sweeps.push((path.clone(), *s)),
+            Input::Dns(d) => dns.push((path.clone(), *d)),
         }
     }
     let peers = peers.map(read_json::<Peers>).transpose()?;
-    let site = Site::build(runs, sweeps, peers)?;
+    let site = Site::build(runs, sweeps, dns, peers)?;
     site.write(dir)?;
     Ok(site)
 }

@@ -47,6 +47,15 @@ pub fn markdown(site: &Site) -> String {
             out.push_str(&String::from_utf8_lossy(&buf));
         }
     }
+    if !site.dns.is_empty() {
+        let _ = writeln!(out, "\n## DNS lookups\n\n{DNS_INTRO}");
+        for (path, d) in &site.dns {
+            let _ = writeln!(out, "\n### {} ({})\n", d.name, path.display());
+            let mut buf = Vec::new();
+            let _ = render::dns::write_markdown(d, &mut buf);
+            out.push_str(&String::from_utf8_lossy(&buf));
+        }
+    }
     let _ = writeln!(out, "\n## Seed 004, then and now\n");
     if site.seed.is_empty() {
         let _ = writeln!(out, "{NO_SEED}");
@@ -125,6 +134,12 @@ fn lead_line(site: &Site) -> String {
             &s.started,
             &s.rpcbench,
         ),
+        Lead::Dns(d) => {
+            return format!(
+                "DNS diagnosis of {} · {} lookups · rpcbench {}",
+                d.name, d.lookups, d.rpcbench
+            );
+        }
     };
     format!("Target {target} · {placement} · started {started} · rpcbench {version}")
 }
@@ -143,6 +158,11 @@ fn lead_environment(site: &Site) -> String {
             );
             out
         }
+        Lead::Dns(d) => format!(
+            "- resolver configuration: {}\n- name sources (nsswitch.conf hosts): {}\n",
+            d.resolv_conf,
+            d.hosts_sources.join(" ")
+        ),
     }
 }
 
@@ -155,6 +175,9 @@ fn commands(site: &Site) -> Vec<String> {
         .chain(site.sweeps.iter().map(|(_, s)| s.command.join(" ")))
         .collect()
 }
+
+/// What the DNS section says before the diagnoses.
+const DNS_INTRO: &str = "Each name as this machine's resolver configuration looks it up (`rpcbench dns`): every query glibc would send, in order, each timed and with its answer; the wasted ones are those whose answer was thrown away.";
 
 /// What the sweeps section says before its capacity table.
 fn capacity_intro() -> String {
@@ -458,6 +481,26 @@ pub fn html(site: &Site) -> String {
                     let _ = writeln!(out, "<p>{}</p>", esc(&note));
                 }
             }
+        }
+    }
+    if !site.dns.is_empty() {
+        let _ = writeln!(out, "<h2>DNS lookups</h2><p>{}</p>", esc(DNS_INTRO));
+        for (path, d) in &site.dns {
+            let _ = writeln!(
+                out,
+                "<h3>{} ({})</h3><p>{}</p>",
+                esc(&d.name),
+                esc(&path.display().to_string()),
+                esc(&render::dns::heading(d))
+            );
+            if !d.queries.is_empty() {
+                html_table(&mut out, &render::dns::grid(d));
+            }
+            let _ = writeln!(out, "<ul>");
+            for line in render::dns::summary(d).iter().chain(&d.findings) {
+                let _ = writeln!(out, "<li>{}</li>", esc(line));
+            }
+            let _ = writeln!(out, "</ul>");
         }
     }
     let _ = writeln!(out, "<h2>Seed 004, then and now</h2>");

@@ -5,6 +5,7 @@
 //! A transport has the same colour in every chart ([`transport_colour`]); an address mode
 //! the same dash pattern ([`mode_dash`]). Every axis names its unit.
 
+use crate::dnsdiag::{DnsDiagnosis, QueryRecord};
 use crate::measure::Phase;
 use crate::report::RunRecord;
 use crate::resolve::AddrMode;
@@ -51,6 +52,7 @@ pub fn mode_dash(mode: AddrMode) -> &'static str {
         AddrMode::System => "7 3",
         AddrMode::Cached => "2 3",
         AddrMode::Uncached => "9 3 2 3",
+        AddrMode::UncachedSearch => "9 3 2 3 2 3",
     }
 }
 
@@ -450,7 +452,13 @@ pub fn phase_segments(r: &RunRecord) -> Vec<(&'static str, &'static str, f64)> {
     let share = |phase: Phase| {
         let per_call = phase_ms(r, phase);
         let calls_with = match phase {
-            Phase::Dns => r.dns_queries.min(r.ok) as f64,
+            // One lookup per new connection; a run from before the lookup record counted
+            // lookups as its queries.
+            Phase::Dns => r
+                .dns_lookup
+                .as_ref()
+                .map_or(r.dns_queries, |l| l.lookups)
+                .min(r.ok) as f64,
             Phase::Connect => r.connects.min(r.ok) as f64,
             _ => r.ok as f64,
         };
@@ -782,6 +790,106 @@ pub fn payload_chart(lines: &[ChartLine], id: &str) -> String {
         }
     }
     sweep_legend(&mut out, lines, None);
+    out.push_str("</svg>");
+    out
+}
+
+/// The colour of a query whose answer was used, and of one thrown away.
+const QUERY_USED: &str = "#2ca02c";
+const QUERY_WASTED: &str = "#d62728";
+
+/// One bar per diagnosed lookup (`rpcbench dns`), its queries stacked in the order the
+/// lookup sent them, each as long as its mean time; wasted ones (a miss on a search
+/// suffix, a timeout, a truncated answer asked again) in red and hatched. A black mark
+/// shows the lookup's measured mean: A and AAAA go out together, so their segments
+/// overlap in time and the stack can pass it.
+pub fn dns_lookups(diagnoses: &[&DnsDiagnosis]) -> String {
+    let row = 30.0;
+    let height = TOP + BOTTOM + row * diagnoses.len().max(1) as f64 + 10.0;
+    let mut out = String::new();
+    open(
+        &mut out,
+        height,
+        "The queries of one lookup, in order",
+        "chart-dns-lookups",
+    );
+    let _ = write!(
+        out,
+        r#"<defs><pattern id="wasted" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="{QUERY_WASTED}"/><line x1="0" y1="0" x2="0" y2="6" stroke="white" stroke-width="2"/></pattern></defs>"#
+    );
+    let (y0, y1) = (TOP, height - BOTTOM);
+    let mean_ms = |q: &QueryRecord| q.time_us.map_or(0.0, |t| t.mean / 1e3);
+    let hi = diagnoses
+        .iter()
+        .map(|d| {
+            let stacked: f64 = d.queries.iter().map(mean_ms).sum();
+            stacked.max(d.lookup_us.map_or(0.0, |l| l.mean / 1e3))
+        })
+        .fold(0.0, f64::max);
+    let xa = Axis::new(0.0, hi, false, LEFT, WIDTH - RIGHT);
+    let ticks: Vec<(f64, String)> = xa.ticks().into_iter().map(|v| (v, tick_label(v))).collect();
+    x_axis(
+        &mut out,
+        &xa,
+        y0,
+        y1,
+        "mean time per query, stacked (ms)",
+        &ticks,
+    );
+    for (i, d) in diagnoses.iter().enumerate() {
+        let y = y0 + 10.0 + row * i as f64;
+        let _ = write!(
+            out,
+            r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text><g class="series" data-name="{}">"#,
+            LEFT - 8.0,
+            y + 14.0,
+            esc(&d.name),
+            esc(&d.name)
+        );
+        let mut queries: Vec<&QueryRecord> = d.queries.iter().collect();
+        queries.sort_by_key(|q| q.order);
+        let mut x = xa.px(0.0);
+        for q in queries {
+            let ms = mean_ms(q);
+            let w = xa.px(ms) - xa.px(0.0);
+            let (fill, class) = if q.wasted {
+                ("url(#wasted)", "segment wasted")
+            } else {
+                (QUERY_USED, "segment")
+            };
+            let answers: Vec<String> = q.answers.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
+            let _ = write!(
+                out,
+                r#"<rect class="{class}" x="{x:.1}" y="{:.1}" width="{w:.1}" height="18" fill="{fill}" stroke="white"><title>{} {} {} via {}: {ms:.3} ms ({})</title></rect>"#,
+                y + 1.0,
+                q.order,
+                esc(&q.candidate),
+                esc(&q.qtype),
+                esc(&q.via),
+                esc(&answers.join(", "))
+            );
+            x += w;
+        }
+        if let Some(l) = d.lookup_us {
+            let lx = xa.px(l.mean / 1e3);
+            let _ = write!(
+                out,
+                r#"<line class="lookup-mean" x1="{lx:.1}" y1="{:.1}" x2="{lx:.1}" y2="{:.1}" stroke="black" stroke-width="2"><title>the whole lookup: {:.3} ms</title></line>"#,
+                y - 2.0,
+                y + 22.0,
+                l.mean / 1e3
+            );
+        }
+        out.push_str("</g>");
+    }
+    legend(
+        &mut out,
+        &[
+            ("answer used".to_string(), QUERY_USED, "none", true),
+            ("wasted".to_string(), QUERY_WASTED, "none", true),
+            ("whole lookup".to_string(), "black", "none", false),
+        ],
+    );
     out.push_str("</svg>");
     out
 }

@@ -426,7 +426,7 @@ impl Endpoint {
     ) -> Result<Option<String>, CallError> {
         match self.names.mode() {
             AddrMode::Ip | AddrMode::System => Ok(None),
-            AddrMode::Cached | AddrMode::Uncached => {
+            AddrMode::Cached | AddrMode::Uncached | AddrMode::UncachedSearch => {
                 let addr = self.http_addr(deadline, phases)?;
                 let ip = match addr.ip() {
                     std::net::IpAddr::V6(ip) => format!("[{ip}]"),
