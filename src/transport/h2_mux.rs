@@ -9,13 +9,10 @@
 //! runtime for its call, so the streams of all workers are multiplexed by hyper's one
 //! connection task. The worker whose call opened the connection counts the connect.
 
-use super::h2::{connect, origin, request, send};
+use super::h2::{Ended, Sender, connect, origin, request, send};
 use super::{
     Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, remaining,
 };
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::client::conn::http2::SendRequest;
 use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,7 +24,7 @@ pub struct MuxConn {
     rt: std::sync::OnceLock<Result<tokio::runtime::Runtime, String>>,
     /// The live connection and its generation (bumped on every new connection), so that
     /// a worker whose call failed drops only the connection it saw fail.
-    conn: tokio::sync::Mutex<Option<(SendRequest<Full<Bytes>>, u64)>>,
+    conn: tokio::sync::Mutex<Option<(Sender, Ended, u64)>>,
 }
 
 impl Default for MuxConn {
@@ -105,7 +102,7 @@ impl Transport for H2Mux {
             let (mut sender, generation) = {
                 let mut slot = shared.conn.lock().await;
                 match &*slot {
-                    Some((s, g)) if !s.is_closed() => (s.clone(), *g),
+                    Some((s, ended, g)) if !ended.get() => (s.clone(), *g),
                     _ => {
                         connecting.set(true);
                         // The lookup blocks on a runtime of its own, which must not start
@@ -118,12 +115,12 @@ impl Transport for H2Mux {
                         .await
                         .map_err(|_| CallError::Io)??;
                         phases.dns = dns;
-                        let (s, took) = connect(addr).await?;
+                        let (s, ended, took) = connect(addr).await?;
                         connecting.set(false);
                         *connects += 1;
                         phases.connect = Some(took);
-                        let generation = slot.as_ref().map_or(0, |(_, g)| g + 1);
-                        *slot = Some((s.clone(), generation));
+                        let generation = slot.as_ref().map_or(0, |(_, _, g)| g + 1);
+                        *slot = Some((s.clone(), ended, generation));
                         (s, generation)
                     }
                 }
@@ -147,7 +144,7 @@ impl Transport for H2Mux {
         if let Ok(rt) = self.shared.runtime() {
             rt.block_on(async {
                 let mut slot = self.shared.conn.lock().await;
-                if slot.as_ref().is_some_and(|(_, g)| *g == failed) {
+                if slot.as_ref().is_some_and(|(_, _, g)| *g == failed) {
                     *slot = None;
                 }
             });
