@@ -726,3 +726,208 @@ fn bad_usage_and_bad_start() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("cannot listen"), "{err}");
 }
+
+/// `GET /metrics` with `Accept:` set the way Prometheus asks for native histograms.
+fn scrape_protobuf(agent: &Agent) -> Vec<rpcbench::agent::native::proto::MetricFamily> {
+    use prost::Message as _;
+    let mut easy = curl::easy::Easy::new();
+    let accept = "Accept: application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3";
+    let reply = curl_call(
+        &mut easy,
+        "GET",
+        &format!("http://{}/metrics", agent.metrics),
+        None,
+        &[accept],
+    );
+    assert_eq!(reply.status, 200);
+    assert_eq!(
+        reply.header("content-type"),
+        Some(rpcbench::agent::native::CONTENT_TYPE)
+    );
+    let mut body = &reply.body[..];
+    let mut families = Vec::new();
+    while !body.is_empty() {
+        families.push(
+            rpcbench::agent::native::proto::MetricFamily::decode_length_delimited(&mut body)
+                .expect("a delimited MetricFamily"),
+        );
+    }
+    families
+}
+
+/// The protobuf exposition: every histogram's native buckets hold as many observations as
+/// its classic ones and its count, which is the ok calls; spans cover the deltas.
+#[test]
+fn protobuf_exposition_has_native_histograms() {
+    let echo = EchoProcess::spawn(&[]);
+    let agent = Agent::start(
+        &entry("a", echo.tcp.port(), echo.http.port(), "zone: z"),
+        &[],
+    );
+    agent.wait_for("probes", |s| calls(s, "a", "http-fresh") >= 3.0);
+    let families = scrape_protobuf(&agent);
+    let by_name = |n: &str| {
+        families
+            .iter()
+            .find(|f| f.name() == n)
+            .unwrap_or_else(|| panic!("no family {n}"))
+    };
+    let ok_of = |transport: &str| {
+        by_name("rpcbench_probe_calls_total")
+            .metric
+            .iter()
+            .find(|m| {
+                let l = |k: &str| {
+                    m.label
+                        .iter()
+                        .find(|p| p.name() == k)
+                        .map(|p| p.value().to_string())
+                };
+                l("transport").as_deref() == Some(transport)
+                    && l("outcome").as_deref() == Some("ok")
+            })
+            .and_then(|m| m.counter.as_ref())
+            .map(|c| c.value() as u64)
+            .unwrap()
+    };
+    for name in [
+        "rpcbench_probe_duration_seconds",
+        "rpcbench_probe_phase_duration_seconds",
+    ] {
+        let family = by_name(name);
+        assert!(!family.metric.is_empty(), "{name}");
+        for m in &family.metric {
+            let h = m.histogram.as_ref().expect("a histogram");
+            assert_eq!(h.schema(), 3);
+            let mut count = 0i64;
+            let mut total = 0i64;
+            for d in &h.positive_delta {
+                count += d;
+                assert!(count >= 0, "{name}: a negative bucket");
+                total += count;
+            }
+            let covered: u32 = h.positive_span.iter().map(|s| s.length()).sum();
+            assert_eq!(covered as usize, h.positive_delta.len(), "{name}");
+            assert_eq!(
+                total as u64 + h.zero_count(),
+                h.sample_count(),
+                "{name}: native buckets != count"
+            );
+            let classic = h.bucket.last().unwrap().cumulative_count();
+            assert_eq!(
+                classic,
+                h.sample_count(),
+                "{name}: classic buckets != count"
+            );
+            if name == "rpcbench_probe_duration_seconds" {
+                let transport = m
+                    .label
+                    .iter()
+                    .find(|p| p.name() == "transport")
+                    .unwrap()
+                    .value();
+                // The scrape is one snapshot, so the ok counter is the same instant's.
+                assert_eq!(h.sample_count(), ok_of(transport), "{transport}");
+                let zone = m
+                    .label
+                    .iter()
+                    .find(|p| p.name() == "zone")
+                    .map(|p| p.value());
+                assert_eq!(zone, Some("z"));
+            }
+        }
+    }
+    assert!(
+        families
+            .iter()
+            .any(|f| f.name() == "process_resident_memory_bytes")
+    );
+}
+
+/// A real Prometheus with native histograms on scrapes the agent over protobuf and reads
+/// the native histogram back: its count is the ok calls it scraped, and a quantile exists.
+#[test]
+#[ignore = "needs the prometheus package (apt-get install prometheus)"]
+fn prometheus_reads_native_histograms() {
+    let echo = EchoProcess::spawn(&[]);
+    let agent = Agent::start(
+        &entry("a", echo.tcp.port(), echo.http.port(), ""),
+        &["--transports", "tcp"],
+    );
+    let dir = agent.dir.join("prometheus");
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    let port = dead_port();
+    std::fs::write(
+        dir.join("prometheus.yml"),
+        format!(
+            "global: {{scrape_interval: 1s}}\nscrape_configs:\n  - job_name: agent\n    static_configs: [{{targets: [\"{}\"]}}]\n",
+            agent.metrics
+        ),
+    )
+    .unwrap();
+    let mut prom = Command::new("prometheus")
+        .arg(format!(
+            "--config.file={}",
+            dir.join("prometheus.yml").display()
+        ))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--enable-feature=native-histograms")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("cannot start prometheus");
+    struct Kill<'a>(&'a mut Child);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _kill = Kill(&mut prom);
+    let query = |q: &str| -> Option<f64> {
+        let mut easy = curl::easy::Easy::new();
+        let mut url = format!("http://127.0.0.1:{port}/api/v1/query?query=");
+        url.push_str(&easy.url_encode(q.as_bytes()));
+        let mut body = Vec::new();
+        easy.url(&url).ok()?;
+        {
+            let mut t = easy.transfer();
+            t.write_function(|d| {
+                body.extend_from_slice(d);
+                Ok(d.len())
+            })
+            .ok()?;
+            t.perform().ok()?;
+        }
+        let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
+        v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        // Same instant in one query: count of the native histogram minus the ok counter.
+        let count = query("histogram_count(rpcbench_probe_duration_seconds{transport=\"tcp\"})");
+        let ok = query("rpcbench_probe_calls_total{transport=\"tcp\",outcome=\"ok\"}");
+        if let (Some(count), Some(ok)) = (count, ok)
+            && count >= 5.0
+            && count == ok
+        {
+            let p99 = query(
+                "histogram_quantile(0.99, rate(rpcbench_probe_duration_seconds{transport=\"tcp\"}[10s]))",
+            );
+            // A rate needs two scrapes in its window; wait for that too.
+            if let Some(p99) = p99 {
+                assert!(p99 > 0.0 && p99 < 1.0, "p99 {p99} s");
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus did not read the native histogram: count {count:?}, ok {ok:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}

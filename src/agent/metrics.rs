@@ -22,9 +22,16 @@ pub const BUCKETS: [f64; 19] = [
 ];
 
 /// The phases with histograms of their own (the server's time is the echo's own, tiny).
-const PHASES: [Phase; 3] = [Phase::Dns, Phase::Connect, Phase::FirstByte];
+pub(crate) const PHASES: [Phase; 3] = [Phase::Dns, Phase::Connect, Phase::FirstByte];
 
-/// One latency histogram: counts per bucket (not cumulative; the text sums them), their sum.
+/// The schema of the native histograms (protobuf exposition): 2^3 = 8 buckets per
+/// doubling, each bound 1.09 times the one before, what the Go client's default factor of
+/// 1.1 picks. A probe's latencies span a few doublings, so a histogram holds a few dozen
+/// buckets at most.
+pub const NATIVE_SCHEMA: i32 = 3;
+
+/// One latency histogram: counts per bucket (not cumulative; the text sums them), their
+/// sum, and the same observations in native (exponential, sparse) buckets.
 #[derive(Debug, Clone, Default)]
 pub struct Histogram {
     /// Observations at or below `BUCKETS[i]` and above the bucket before.
@@ -33,6 +40,26 @@ pub struct Histogram {
     over: u64,
     /// Sum of all observations, in seconds.
     sum: f64,
+    /// Native buckets by index: bucket `i` holds (2^((i-1)/8), 2^(i/8)] seconds.
+    pub(crate) native: BTreeMap<i32, u64>,
+    /// Observations of exactly 0 s (the native zero bucket; none is expected).
+    pub(crate) zero: u64,
+}
+
+/// The native bucket of an observation of `s` seconds (more than 0): the `i` with
+/// 2^((i-1)/8) < s <= 2^(i/8), as Prometheus's schema 3 defines them.
+pub(crate) fn native_index(s: f64) -> i32 {
+    let per = f64::from(1 << NATIVE_SCHEMA);
+    let mut i = (s.log2() * per).ceil() as i32;
+    // The logarithm can land a hair off at a bound; the bounds themselves decide.
+    let bound = |i: i32| (f64::from(i) / per).exp2();
+    while bound(i) < s {
+        i += 1;
+    }
+    while bound(i - 1) >= s {
+        i -= 1;
+    }
+    i
 }
 
 impl Histogram {
@@ -44,6 +71,31 @@ impl Histogram {
             None => self.over += 1,
         }
         self.sum += s;
+        if s > 0.0 {
+            *self.native.entry(native_index(s)).or_default() += 1;
+        } else {
+            self.zero += 1;
+        }
+    }
+
+    /// The classic buckets as (upper bound, cumulative count), `+Inf` last.
+    pub(crate) fn cumulative(&self) -> Vec<(f64, u64)> {
+        let mut total = 0;
+        let mut out: Vec<(f64, u64)> = BUCKETS
+            .iter()
+            .zip(&self.counts)
+            .map(|(&le, n)| {
+                total += n;
+                (le, total)
+            })
+            .collect();
+        out.push((f64::INFINITY, self.count()));
+        out
+    }
+
+    /// Sum of all observations, in seconds.
+    pub(crate) fn sum(&self) -> f64 {
+        self.sum
     }
 
     /// Observations recorded.
@@ -78,14 +130,16 @@ impl Histogram {
 pub struct Series {
     /// The label set, written once: `peer="a",address="...",transport="tcp",mode="ip",...`.
     labels: String,
+    /// The same labels as pairs, for the protobuf exposition.
+    pub(crate) pairs: Vec<(String, String)>,
     /// Latency of verified calls.
     pub latency: Histogram,
     /// One histogram per entry of [`PHASES`].
-    phases: [Histogram; PHASES.len()],
+    pub(crate) phases: [Histogram; PHASES.len()],
     /// Calls by outcome: ok, lost, mismatched, or an error kind.
     pub outcomes: BTreeMap<String, u64>,
     /// Wall-clock time of the last verified reply, as seconds since the Unix epoch.
-    last_success: Option<f64>,
+    pub(crate) last_success: Option<f64>,
 }
 
 impl Series {
@@ -93,6 +147,10 @@ impl Series {
     /// start at 0, so `rate()` sees them from the first scrape rather than from the first
     /// failure.
     pub fn new(labels: &[(&str, &str)]) -> Series {
+        let pairs = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let labels = labels
             .iter()
             .map(|(k, v)| format!("{k}=\"{}\"", escape_label(v)))
@@ -104,6 +162,7 @@ impl Series {
             .collect();
         Series {
             labels,
+            pairs,
             latency: Histogram::default(),
             phases: Default::default(),
             outcomes,

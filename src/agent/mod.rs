@@ -5,6 +5,8 @@
 //! - `peers.rs`: the peer list (YAML, file or URL), checked whole, read again on change.
 //! - `metrics.rs`: per peer and transport: latency and phase histograms, calls by
 //!   outcome, last success; and the exposition text.
+//! - `native.rs`: the protobuf exposition, with native histograms, for a scraper that
+//!   asks for it.
 //!
 //! Everything runs on one thread: a current-thread tokio runtime with one task per peer
 //! and transport (a *prober*), the `/metrics` listener and the list reloader. Each prober
@@ -17,6 +19,7 @@
 //! there is nothing to lock.
 
 pub mod metrics;
+pub mod native;
 pub mod peers;
 
 use crate::resolve::{AddrMode, Family, Names, ResolverAddr};
@@ -485,6 +488,19 @@ fn scrape<B>(
             "GET /metrics only\n".into(),
             "text/plain",
         );
+    }
+    let protobuf = req
+        .headers()
+        .get_all(header::ACCEPT)
+        .iter()
+        .any(|v| v.to_str().is_ok_and(native::accepts));
+    if protobuf {
+        let body = native::render(state.series.values(), &state.counters);
+        return Response::builder()
+            .status(StatusCode::OK)
+            .header(header::CONTENT_TYPE, native::CONTENT_TYPE)
+            .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+            .unwrap_or_else(|_| Response::new(Default::default()));
     }
     let body = metrics::render(state.series.values(), &state.counters);
     text(StatusCode::OK, body, crate::server::metrics::CONTENT_TYPE)
