@@ -931,3 +931,38 @@ fn prometheus_reads_native_histograms() {
         std::thread::sleep(Duration::from_millis(500));
     }
 }
+
+/// A peer given by name is resolved per the address mode (default `system`, from
+/// /etc/hosts for `localhost`, so nothing leaves the machine): its series say
+/// `mode="system"` and fresh connections have a dns phase.
+#[test]
+fn a_named_peer_is_resolved_per_mode() {
+    let echo = EchoProcess::spawn(&[]);
+    let peers = format!(
+        "- name: byname\n  address: localhost\n  tcp_port: {}\n  http_port: {}\n",
+        echo.tcp.port(),
+        echo.http.port()
+    );
+    let agent = Agent::start(&peers, &["--transports", "http-fresh", "--family", "4"]);
+    let s = agent.wait_for("ok probes with a dns phase", |s| {
+        value(
+            s,
+            "rpcbench_probe_phase_duration_seconds_count",
+            &[("peer", "byname"), ("phase", "dns")],
+        )
+        .is_some_and(|n| n >= 3.0)
+    });
+    let ok = value(
+        &s,
+        "rpcbench_probe_calls_total",
+        &[("peer", "byname"), ("outcome", "ok")],
+    )
+    .unwrap();
+    assert!(ok >= 3.0);
+    let sample = s
+        .iter()
+        .find(|(n, l, _)| n == "rpcbench_probe_calls_total" && l["peer"] == "byname")
+        .unwrap();
+    assert_eq!(sample.1["mode"], "system");
+    assert_eq!(sample.1["address"], "localhost");
+}
