@@ -20,5 +20,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_transport(false)
         .bytes(".rpcbench.v1")
         .compile_fds(fds)?;
+    // Prometheus's exposition messages (prometheus/client_model, committed verbatim), for
+    // the agent's protobuf /metrics with native histograms. Messages only.
+    const METRICS: &str = "proto/io/prometheus/client/metrics.proto";
+    println!("cargo:rerun-if-changed={METRICS}");
+    let fds = protox::compile([METRICS], ["proto"])?;
+    tonic_prost_build::configure()
+        .build_client(false)
+        .build_server(false)
+        .build_transport(false)
+        .compile_fds(fds)?;
     Ok(())
 }

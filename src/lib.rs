@@ -23,11 +23,14 @@
 //!   SVG charts, README and HTML.
 //! - [`sweep`]: steps over rates, concurrency or payload sizes; capacity under a latency objective.
 //! - [`compare`]: p50/p99 of two reports side by side, to catch regressions in CI.
+//! - [`agent`]: fleet mode (`rpcbench agent`): probes a list of peers all the time and
+//!   serves the results on `GET /metrics` for Prometheus.
 //! - [`cli`]: command-line front ends for both binaries (`bin/` only calls into here).
 //!
 //! The README documents the protocol byte by byte and every flag.
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod bench;
 pub mod cli;
 pub mod compare;

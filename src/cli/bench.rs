@@ -44,6 +44,9 @@ pub enum Command {
     /// Diagnose the lookup of one name: the queries it really sends here (search list,
     /// A and AAAA, retries, TCP), what each costs, and what to change.
     Dns(super::dns::DnsArgs),
+    /// Probe every peer of a list (--peers) over a few transports, all the time, and
+    /// serve the results on GET /metrics for Prometheus (fleet mode).
+    Agent(Box<super::agent::AgentArgs>),
 }
 
 /// The arguments of a benchmark run (`rpcbench` without a subcommand).
@@ -214,6 +217,7 @@ pub fn main() -> ExitCode {
         Some(Command::Compare(c)) => super::report::compare(c),
         Some(Command::Sweep(s)) => super::sweep::sweep(s),
         Some(Command::Dns(d)) => super::dns::dns(d),
+        Some(Command::Agent(a)) => super::agent::agent(a),
         None => run_bench(&args),
     };
     match done {

@@ -2,6 +2,7 @@
 //! parsed arguments into a run. The binaries in `bin/` only call [`echo::main`] and
 //! [`bench::main`].
 
+pub mod agent;
 pub mod bench;
 pub mod dns;
 pub mod echo;

@@ -5,6 +5,9 @@
 //! transport's `call` (blocking or awaited), [`Attempt::judge`] (seq and bytes), the
 //! transport's `end_call` or `reset`, then [`Attempt::record`] (latency, phases, busy time,
 //! the outcome). The transport step is the only one that differs between the engines.
+//! The fleet agent (`crate::agent`) makes its probes with the same steps, ending with
+//! [`Attempt::finish`], whose result it records in its Prometheus histograms instead of a
+//! [`Tally`] (a `Tally` per probed pair would be a megabyte each).
 
 use super::RunConfig;
 use crate::measure::{Outcome, Phase, Tally};
@@ -13,7 +16,7 @@ use crate::wire;
 use std::time::{Duration, Instant};
 
 /// One call under way: what is sent, where its time goes, and when it started.
-pub(super) struct Attempt<'p> {
+pub(crate) struct Attempt<'p> {
     /// The call handed to the transport.
     pub call: Call<'p>,
     /// Filled by the transport with what it measured.
@@ -22,7 +25,7 @@ pub(super) struct Attempt<'p> {
 }
 
 /// How a call ended, before it is recorded.
-pub(super) struct Judged {
+pub(crate) struct Judged {
     outcome: Outcome,
     /// What the server said it spent, for ok calls.
     server: Option<Duration>,
@@ -35,6 +38,21 @@ impl Judged {
     pub fn is_ok(&self) -> bool {
         self.outcome == Outcome::Ok
     }
+}
+
+/// A call that has ended, judged and timed: what [`Attempt::record`] puts in a [`Tally`].
+#[derive(Debug)]
+pub(crate) struct Ended {
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Its latency, for an ok call: from [`Attempt::start`] until now.
+    pub latency: Option<Duration>,
+    /// Where its time went, for an ok call (what the transport measured).
+    pub phases: Phases,
+    /// What the server said it spent, for an ok call.
+    pub server: Option<Duration>,
+    /// Time spent inside the call, every outcome.
+    pub busy: Duration,
 }
 
 impl<'p> Attempt<'p> {
@@ -83,26 +101,44 @@ impl<'p> Attempt<'p> {
     /// waited (wrk2's correction for coordinated omission).
     #[inline]
     pub fn record(self, judged: Judged, due: Option<Instant>, tally: &mut Tally) {
-        if judged.is_ok() {
-            let ended = Instant::now();
-            tally.latency.record(ended - self.started);
+        let seq = self.call.seq;
+        let (ended, at) = self.finish(judged);
+        if let Some(latency) = ended.latency {
+            tally.latency.record(latency);
             if let (Some(due), Some(hist)) = (due, &mut tally.latency_intended) {
-                hist.record(ended.saturating_duration_since(due));
+                hist.record(at.saturating_duration_since(due));
             }
-            let phases = self.phases;
+            let phases = ended.phases;
             for (phase, took) in [
                 (Phase::Dns, phases.dns),
                 (Phase::Connect, phases.connect),
                 (Phase::FirstByte, phases.first_byte),
-                (Phase::Server, judged.server),
+                (Phase::Server, ended.server),
             ] {
                 if let Some(took) = took {
                     tally.record_phase(phase, took);
                 }
             }
         }
-        tally.busy += self.started.elapsed();
-        tally.count(self.call.seq, judged.outcome);
+        tally.busy += ended.busy;
+        tally.count(seq, ended.outcome);
+    }
+
+    /// Stops the call's clock, once the transport has ended or reset it, and returns what
+    /// [`Attempt::record`] would count, and the instant the clock stopped.
+    #[inline]
+    pub fn finish(self, judged: Judged) -> (Ended, Instant) {
+        let at = Instant::now();
+        let busy = at - self.started;
+        let ok = judged.is_ok();
+        let ended = Ended {
+            outcome: judged.outcome,
+            latency: ok.then_some(busy),
+            phases: if ok { self.phases } else { Phases::default() },
+            server: judged.server,
+            busy,
+        };
+        (ended, at)
     }
 }
 

@@ -27,7 +27,7 @@
 //! transports) until its reply has been verified.
 
 mod blocking;
-mod call;
+pub(crate) mod call;
 mod evloop;
 mod limits;
 

@@ -18,11 +18,14 @@ const NAMESPACE: &str = "rpcbench_echo";
 
 /// A family's type, as its `# TYPE` line writes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     /// Only goes up (until the process restarts): a `_total`.
     Counter,
     /// Goes up and down: a level now.
     Gauge,
+    /// Cumulative `_bucket{le=...}` samples ending in `+Inf`, then `_sum` and `_count`
+    /// (the agent's latency histograms; the echo server has none).
+    Histogram,
 }
 
 impl Kind {
@@ -30,22 +33,40 @@ impl Kind {
         match self {
             Kind::Counter => "counter",
             Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
         }
+    }
+}
+
+/// Writes a family's `# HELP` and `# TYPE` lines; its samples follow ([`sample`]).
+pub(crate) fn header(out: &mut String, name: &str, kind: Kind, help: &str) {
+    // Writing to a String cannot fail.
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {}", kind.name());
+}
+
+/// Writes one sample line: `name{labels} value`, or `name value` without labels
+/// (`labels` are `name="value"` pairs, already escaped).
+pub(crate) fn sample(out: &mut String, name: &str, labels: &str, value: f64) {
+    if labels.is_empty() {
+        let _ = writeln!(out, "{name} {value}");
+    } else {
+        let _ = writeln!(out, "{name}{{{labels}}} {value}");
     }
 }
 
 /// Writes one family: its `# HELP` and `# TYPE` lines, then one sample per entry of
 /// `samples` (labels as `name="value"` pairs, already escaped; none for a single sample).
-fn family(out: &mut String, name: &str, kind: Kind, help: &str, samples: &[(&str, f64)]) {
-    // Writing to a String cannot fail.
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {}", kind.name());
+pub(crate) fn family(
+    out: &mut String,
+    name: &str,
+    kind: Kind,
+    help: &str,
+    samples: &[(&str, f64)],
+) {
+    header(out, name, kind, help);
     for (labels, value) in samples {
-        if labels.is_empty() {
-            let _ = writeln!(out, "{name} {value}");
-        } else {
-            let _ = writeln!(out, "{name}{{{labels}}} {value}");
-        }
+        sample(out, name, labels, *value);
     }
 }
 
@@ -55,7 +76,7 @@ fn own(name: &str) -> String {
 }
 
 /// Escapes a label value: backslash, double quote and line feed, as the format requires.
-fn escape_label(value: &str) -> String {
+pub(crate) fn escape_label(value: &str) -> String {
     value
         .replace('\\', r"\\")
         .replace('"', "\\\"")
@@ -247,8 +268,13 @@ pub fn render(snap: &StatsSnapshot) -> String {
     ] {
         family(&mut out, &own(name), kind, help, &[("", value as f64)]);
     }
-    // The process collector's names of the Prometheus client libraries.
-    let p = &snap.process;
+    process(&mut out, &snap.process);
+    out
+}
+
+/// Writes the `process_*` families, with the process collector's names of the Prometheus
+/// client libraries, so that dashboards made for other programs read ours.
+pub(crate) fn process(out: &mut String, p: &crate::host::ProcessCost) {
     for (name, kind, help, value) in [
         (
             "process_cpu_seconds_total",
@@ -287,9 +313,8 @@ pub fn render(snap: &StatsSnapshot) -> String {
             p.max_fds as f64,
         ),
     ] {
-        family(&mut out, name, kind, help, &[("", value)]);
+        family(out, name, kind, help, &[("", value)]);
     }
-    out
 }
 
 #[cfg(test)]
