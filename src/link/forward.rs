@@ -22,14 +22,19 @@ use std::time::{Duration, Instant};
 /// and costs at most that much CPU per release.
 pub const SPIN_NS: u64 = 300_000;
 
+/// The version nibble of an IPv4 header, the only packets the link forwards.
+const IPV4: u8 = 4;
+
 /// Largest packet read from a device: its MTU with headroom. Reads are of one IP packet.
 const READ_BUF: usize = 65_536;
 
 /// What one direction counted, live, shared by its two threads.
 #[derive(Debug, Default)]
 pub struct Counters {
-    /// Packets read from the source device.
+    /// Packets read from the source device and forwarded or dropped (IPv4).
     pub received: AtomicU64,
+    /// Packets read that were not IPv4, not forwarded.
+    pub ignored: AtomicU64,
     /// Packets written to the destination device (copies included).
     pub delivered: AtomicU64,
     /// Packets held before release (a delay, jitter or the rate queue above zero).
@@ -59,8 +64,10 @@ pub struct DirectionStats {
     pub from: String,
     /// Destination namespace.
     pub to: String,
-    /// See [`Counters`]: one field each.
+    /// IPv4 packets read from the source device.
     pub received: u64,
+    /// Non-IPv4 packets read, not forwarded.
+    pub ignored: u64,
     /// Packets written to the destination (copies included).
     pub delivered: u64,
     /// Packets held before release.
@@ -89,12 +96,13 @@ impl std::fmt::Display for DirectionStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "from={} to={} received={} delivered={} delayed={} lost={} queue_full={} \
+            "from={} to={} received={} ignored={} delivered={} delayed={} lost={} queue_full={} \
              duplicated={} reordered={} late_over_{}us={} max_late_us={:.1} mean_late_us={:.1} \
              send_errors={}",
             self.from,
             self.to,
             self.received,
+            self.ignored,
             self.delivered,
             self.delayed,
             self.lost,
@@ -182,6 +190,7 @@ impl Link {
                 from,
                 to,
                 received: c.received.load(Relaxed),
+                ignored: c.ignored.load(Relaxed),
                 delivered,
                 delayed: c.delayed.load(Relaxed),
                 lost: c.lost.load(Relaxed),
@@ -223,6 +232,14 @@ fn read_loop(
             }
         };
         let now = ns_since(clock);
+        tracing::trace!("{} read {n} bytes: {:02x?}", from.name, &buf[..n.min(48)]);
+        // The link's addresses are IPv4; anything else is the kernel's own chatter (an
+        // IPv6 router solicitation sent as the device came up, before IPv6 was turned
+        // off on it) and would only disturb the counts of the traffic under test.
+        if buf[..n].first().is_none_or(|b| b >> 4 != IPV4) {
+            counters.ignored.fetch_add(1, Relaxed);
+            continue;
+        }
         counters.received.fetch_add(1, Relaxed);
         match model.packet(now, n) {
             Verdict::Lost => {
@@ -360,7 +377,7 @@ mod tests {
             ..DirectionStats::default()
         };
         let line = s.to_string();
-        assert!(line.starts_with("from=a to=b received=3 delivered=0"));
+        assert!(line.starts_with("from=a to=b received=3 ignored=0 delivered=0"));
         assert!(line.split(' ').all(|kv| kv.contains('=')));
     }
 }
