@@ -17,6 +17,17 @@
 # Usage: report/testbed.sh [--calls N] [--warmup N] [--payload BYTES] [--dns-delay DUR]
 #                          [--delay-us US] [--pin same|cross|none] [--out DIR] [--no-peers]
 #                          [--rounds R] [--peer-calls N] [--peer-rounds R] [--peer-seconds S]
+#                          [--rtt DUR] [--jitter DUR] [--loss PCT] [--rate RATE]
+#                          [--link netem|userspace|auto]
+#
+# A real network between the hosts: --rtt 2ms (half each way), --jitter 100us, --loss 0.5%,
+# --rate 100mbit. With any of them the hosts are joined by a link with those settings
+# instead of a bare veth: --link netem puts `tc qdisc ... netem` on both veth ends,
+# --link userspace replaces the veth with rpcbench-link (TUN devices, same addresses, run
+# under `chrt -f 50` when chrt is there), --link auto (the default) takes netem when the
+# kernel has it and rpcbench-link otherwise. The report states the link and its settings
+# (testbed-link.txt beside it holds the link's own counts). With --loss, lost calls do not
+# stop the script (rpcbench runs with --max-lost).
 #
 # The delays default to 20 ms, server and DNS alike, so that the margin of their checks (5%
 # of the delay plus the reference run's noise, src/site/mod.rs) is physics: 1 ms, far above
@@ -41,6 +52,11 @@ PEERS=1
 PEER_CALLS=20000
 PEER_ROUNDS=3
 PEER_SECONDS=5
+RTT=""
+JITTER=""
+LOSS=""
+RATE=""
+LINK=auto
 usage() {
     sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
     exit 2
@@ -59,6 +75,11 @@ while [ $# -gt 0 ]; do
         --peer-calls) PEER_CALLS=$2; shift 2 ;;
         --peer-rounds) PEER_ROUNDS=$2; shift 2 ;;
         --peer-seconds) PEER_SECONDS=$2; shift 2 ;;
+        --rtt) RTT=$2; shift 2 ;;
+        --jitter) JITTER=$2; shift 2 ;;
+        --loss) LOSS=$2; shift 2 ;;
+        --rate) RATE=$2; shift 2 ;;
+        --link) LINK=$2; shift 2 ;;
         -h|--help) usage ;;
         *) echo "testbed.sh: unknown option $1" >&2; usage ;;
     esac
@@ -72,6 +93,47 @@ esac
 case "$DELAY_US" in
     ''|*[!0-9]*|0) echo "testbed.sh: --delay-us takes a whole number of microseconds above 0" >&2; exit 2 ;;
 esac
+case "$LINK" in
+    netem|userspace|auto) ;;
+    *) echo "testbed.sh: --link takes netem, userspace or auto" >&2; exit 2 ;;
+esac
+# to_us DUR: a duration (ns, us, ms, s) in whole microseconds, or nothing when it is not one.
+to_us() {
+    awk -v d="$1" 'BEGIN {
+        if (match(d, /^[0-9]+(\.[0-9]+)?/) == 0) exit
+        n = substr(d, 1, RLENGTH); u = substr(d, RLENGTH + 1)
+        if (u == "ns") f = 0.001; else if (u == "us") f = 1; else if (u == "ms") f = 1000
+        else if (u == "s" || u == "") f = 1000000; else exit
+        printf "%d", n * f + 0.5 }'
+}
+RTT_US=0
+if [ -n "$RTT" ]; then
+    RTT_US=$(to_us "$RTT")
+    [ -n "$RTT_US" ] || { echo "testbed.sh: --rtt takes a duration (e.g. 2ms), not $RTT" >&2; exit 2; }
+fi
+JITTER_US=0
+if [ -n "$JITTER" ]; then
+    JITTER_US=$(to_us "$JITTER")
+    [ -n "$JITTER_US" ] || { echo "testbed.sh: --jitter takes a duration (e.g. 100us), not $JITTER" >&2; exit 2; }
+fi
+LOSS_PCT=${LOSS%\%}
+if [ -n "$LOSS" ] && ! awk -v l="$LOSS_PCT" 'BEGIN { exit !(l ~ /^[0-9]+(\.[0-9]+)?$/ && l <= 100) }'; then
+    echo "testbed.sh: --loss takes a percentage from 0 to 100 (e.g. 0.5%), not $LOSS" >&2
+    exit 2
+fi
+if [ -n "$RATE" ] && ! printf '%s' "$RATE" | grep -Eq '^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit)$' ||
+    printf '%s' "$RATE" | grep -Eq '^0+(\.0+)?[a-z]'; then
+    echo "testbed.sh: --rate takes a rate above 0 with a unit (e.g. 100mbit), not $RATE" >&2
+    exit 2
+fi
+# Whether the hosts get a link at all: any impairment asks for one.
+IMPAIRED=0
+if [ "$RTT_US" != 0 ] || [ "$JITTER_US" != 0 ] || [ -n "$RATE" ] ||
+    { [ -n "$LOSS" ] && [ "$(awk -v l="$LOSS_PCT" 'BEGIN { print (l > 0) }')" = 1 ]; }; then
+    IMPAIRED=1
+fi
+# One way is half the round trip: both directions pay it.
+ONE_WAY_US=$((RTT_US / 2))
 if [ "$(id -u)" != 0 ]; then
     echo "testbed.sh: needs root (network namespaces)" >&2
     exit 2
@@ -90,6 +152,8 @@ HTTP_PORT=7080
 UDP_PORT=7002
 WORK=$(mktemp -d /tmp/rb-testbed.XXXXXX)
 SERVER_PID=""
+LINK_PID=""
+LINK_USED="veth (no link settings)"
 
 in_cli() { ip netns exec "$CLI" "$@"; }
 
@@ -101,8 +165,18 @@ stop_server() {
     fi
 }
 
+stop_link() {
+    if [ -n "$LINK_PID" ]; then
+        # SIGTERM: the link prints its counts and exits; its TUN devices go with it.
+        kill -TERM "$LINK_PID" 2>/dev/null || true
+        wait "$LINK_PID" 2>/dev/null || true
+        LINK_PID=""
+    fi
+}
+
 teardown() {
     stop_server
+    stop_link
     # Deleting a namespace removes the veth end inside it, and with it the pair.
     ip netns del "$SRV" 2>/dev/null || true
     ip netns del "$CLI" 2>/dev/null || true
@@ -122,16 +196,64 @@ fi
 
 ip netns add "$SRV"
 ip netns add "$CLI"
-ip link add rb-veth-s type veth peer name rb-veth-c
-ip link set rb-veth-s netns "$SRV"
-ip link set rb-veth-c netns "$CLI"
-ip -n "$SRV" addr add "$SRV_IP/24" dev rb-veth-s
-ip -n "$CLI" addr add "$CLI_IP/24" dev rb-veth-c
 for ns in "$SRV" "$CLI"; do
     ip -n "$ns" link set lo up
 done
-ip -n "$SRV" link set rb-veth-s up
-ip -n "$CLI" link set rb-veth-c up
+veth_up() {
+    ip link add rb-veth-s type veth peer name rb-veth-c
+    ip link set rb-veth-s netns "$SRV"
+    ip link set rb-veth-c netns "$CLI"
+    ip -n "$SRV" addr add "$SRV_IP/24" dev rb-veth-s
+    ip -n "$CLI" addr add "$CLI_IP/24" dev rb-veth-c
+    ip -n "$SRV" link set rb-veth-s up
+    ip -n "$CLI" link set rb-veth-c up
+}
+# netem_on: netem with the settings on both veth ends; fails (changing nothing) without it.
+netem_on() {
+    local args=(delay "${ONE_WAY_US}us")
+    [ "$JITTER_US" = 0 ] || args+=("${JITTER_US}us" distribution normal)
+    [ -z "$LOSS" ] || args+=(loss "${LOSS_PCT}%")
+    [ -z "$RATE" ] || args+=(rate "$RATE")
+    ip netns exec "$SRV" tc qdisc add dev rb-veth-s root netem "${args[@]}" 2>/dev/null || return 1
+    ip netns exec "$CLI" tc qdisc add dev rb-veth-c root netem "${args[@]}"
+    LINK_USED="netem ($(ip netns exec "$SRV" tc qdisc show dev rb-veth-s | head -1))"
+}
+userspace_on() {
+    local args=(--a "$SRV=$SRV_IP/24" --b "$CLI=$CLI_IP/24" --delay "${ONE_WAY_US}us" --jitter "${JITTER_US}us")
+    [ -z "$LOSS" ] || args+=(--loss "$LOSS_PCT")
+    [ -z "$RATE" ] || args+=(--rate "$RATE")
+    local rt=()
+    # A release on time needs a CPU at once: real-time priority, where the system allows it.
+    if command -v chrt >/dev/null && chrt -f 50 true 2>/dev/null; then rt=(chrt -f 50); fi
+    "${rt[@]}" "$BIN/rpcbench-link" "${args[@]}" >"$WORK/link.out" 2>"$WORK/link.err" &
+    LINK_PID=$!
+    for _ in $(seq 100); do
+        grep -q '^rpcbench-link: up' "$WORK/link.out" 2>/dev/null && break
+        kill -0 "$LINK_PID" 2>/dev/null || { wait "$LINK_PID" || true; LINK_PID=""; break; }
+        sleep 0.05
+    done
+    if ! grep -q '^rpcbench-link: up' "$WORK/link.out" 2>/dev/null; then
+        echo "testbed.sh: rpcbench-link did not start: $(cat "$WORK/link.err")" >&2
+        return 1
+    fi
+    LINK_USED="userspace rpcbench-link ($(sed -n 's/^rpcbench-link: up .*; //p' "$WORK/link.out")${rt:+, under chrt -f 50})"
+}
+if [ "$IMPAIRED" = 0 ]; then
+    veth_up
+elif [ "$LINK" = userspace ]; then
+    userspace_on
+else
+    veth_up
+    if ! netem_on; then
+        if [ "$LINK" = netem ]; then
+            echo "testbed.sh: --link netem: this kernel has no netem (tc qdisc add ... netem failed); try --link userspace" >&2
+            exit 1
+        fi
+        # auto: the veth makes way for the userspace link on the same addresses.
+        ip -n "$SRV" link del rb-veth-s
+        userspace_on
+    fi
+fi
 # Tens of thousands of client-closed connections (tcp-connect, the peers) would exhaust the
 # ephemeral ports within TIME_WAIT; loopback reuses them by default, a veth does not.
 ip netns exec "$CLI" sysctl -qw net.ipv4.tcp_tw_reuse=1
@@ -162,11 +284,14 @@ bench() { # bench OUT.json ARGS...: rpcbench in rb-cli against the server's name
     shift
     in_cli "${CLI_PIN[@]}" "$BIN/rpcbench" --target "$NAME" \
         --tcp-port "$TCP_PORT" --http-port "$HTTP_PORT" --udp-port "$UDP_PORT" -n "$CALLS" --warmup "$WARMUP" --payload "$PAYLOAD" \
-        --rounds "$ROUNDS" --timeout 5s --format csv --out "$out" "$@" >/dev/null
+        --rounds "$ROUNDS" --timeout 5s --format csv --out "$out" "${BENCH_EXTRA[@]}" "$@" >/dev/null
 }
 
 mkdir -p "$OUT"
-echo "test bed: $SRV $SRV_IP <-veth-> $CLI $CLI_IP; placement: $PLACEMENT; $CALLS calls per run"
+echo "test bed: $SRV $SRV_IP <-> $CLI $CLI_IP; link: $LINK_USED; placement: $PLACEMENT; $CALLS calls per run"
+# With loss on the link a call may be lost; it is counted, and must not stop the script.
+BENCH_EXTRA=()
+[ -z "$LOSS" ] || BENCH_EXTRA=(--max-lost 1000000000)
 
 # 1. The baseline: every transport under every address mode, by name and by IP.
 start_server
@@ -204,5 +329,21 @@ status=0
 "$BIN/rpcbench" report "$OUT/testbed-base.json" "$OUT/testbed-delay.json" \
     "$OUT/testbed-paced.json" "$OUT/testbed-dns-delay.json" "${PEER_ARGS[@]}" --out "$OUT" \
     || status=$?
+# The link used, its settings and (userspace) its own counts, beside the report and in it.
+stop_link
+{
+    echo "link: $LINK_USED"
+    [ ! -s "$WORK/link.out" ] || grep '^rpcbench-link: stats' "$WORK/link.out" || true
+} >"$OUT/testbed-link.txt"
+if [ -f "$OUT/README.md" ]; then
+    {
+        echo
+        echo "## Link"
+        echo
+        echo "The test bed's hosts were joined by: $LINK_USED."
+        echo
+        sed -n 's/^rpcbench-link: stats /- /p' "$OUT/testbed-link.txt"
+    } >>"$OUT/README.md"
+fi
 echo "report written to $OUT/README.md and $OUT/index.html (truth checks: $([ $status = 0 ] && echo pass || echo FAIL))"
 exit "$status"

@@ -21,6 +21,8 @@
 //! - [`render`]: one renderer per output format (table, json, csv, markdown), and `units.rs`.
 //! - [`site`]: the comparison report: findings (also after the table), truth checks, peers,
 //!   SVG charts, README and HTML.
+//! - [`link`]: the userspace link (`rpcbench-link`): two namespaces joined through TUN
+//!   devices, with delay, jitter, loss, duplication, reordering and a rate.
 //! - [`sweep`]: steps over rates, concurrency or payload sizes; capacity under a latency objective.
 //! - [`compare`]: p50/p99 of two reports side by side, to catch regressions in CI.
 //! - [`agent`]: fleet mode (`rpcbench agent`): probes a list of peers all the time and
@@ -36,6 +38,7 @@ pub mod cli;
 pub mod compare;
 pub mod dnsdiag;
 pub mod host;
+pub mod link;
 pub mod measure;
 pub mod proto;
 pub mod render;

@@ -1,11 +1,12 @@
 //! Command-line front ends: argument definitions (clap derive) and the code that turns
-//! parsed arguments into a run. The binaries in `bin/` only call [`echo::main`] and
-//! [`bench::main`].
+//! parsed arguments into a run. The binaries in `bin/` only call [`echo::main`],
+//! [`bench::main`] and [`link::main`].
 
 pub mod agent;
 pub mod bench;
 pub mod dns;
 pub mod echo;
+pub mod link;
 pub mod report;
 pub mod sweep;
 
