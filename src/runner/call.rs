@@ -93,6 +93,7 @@ impl<'p> Attempt<'p> {
             for (phase, took) in [
                 (Phase::Dns, phases.dns),
                 (Phase::Connect, phases.connect),
+                (Phase::Tls, phases.tls),
                 (Phase::FirstByte, phases.first_byte),
                 (Phase::Server, judged.server),
             ] {

@@ -65,9 +65,9 @@ impl Transport for H2 {
             let sender = match (sender, addr) {
                 (Some(s), _) => s,
                 (slot, Some(addr)) => {
-                    let (s, took) = connect(addr).await?;
+                    let (s, took) = connect(addr, deadline, endpoint).await?;
                     *connects += 1;
-                    phases.connect = Some(took);
+                    took.record(phases);
                     connecting.set(false);
                     slot.insert(s)
                 }
@@ -99,7 +99,7 @@ pub(super) fn origin(endpoint: &Endpoint) -> String {
     } else {
         host
     };
-    format!("http://{host}:{}", endpoint.http_port)
+    format!("{}://{host}:{}", endpoint.scheme(), endpoint.http_port)
 }
 
 /// Opens a connection and performs the HTTP/2 handshake (the client preface and the
@@ -107,8 +107,11 @@ pub(super) fn origin(endpoint: &Endpoint) -> String {
 /// sender and how long the TCP connect took.
 pub(super) async fn connect(
     addr: SocketAddr,
-) -> Result<(SendRequest<Full<Bytes>>, Duration), CallError> {
-    let (stream, took) = super::connect_nodelay(addr).await?;
+    deadline: Instant,
+    endpoint: &Endpoint,
+) -> Result<(SendRequest<Full<Bytes>>, super::Took), CallError> {
+    let secure = endpoint.secure(super::tls::Alpn::H2);
+    let (stream, took) = super::connect_nodelay(addr, secure, deadline).await?;
     let (sender, conn) = http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
         .await
         .map_err(|e| http::classify(&e))?;

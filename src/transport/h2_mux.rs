@@ -118,10 +118,10 @@ impl Transport for H2Mux {
                         .await
                         .map_err(|_| CallError::Io)??;
                         phases.dns = dns;
-                        let (s, took) = connect(addr).await?;
+                        let (s, took) = connect(addr, deadline, endpoint).await?;
                         connecting.set(false);
                         *connects += 1;
-                        phases.connect = Some(took);
+                        took.record(phases);
                         let generation = slot.as_ref().map_or(0, |(_, g)| g + 1);
                         *slot = Some((s.clone(), generation));
                         (s, generation)
