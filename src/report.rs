@@ -108,6 +108,10 @@ pub struct Environment {
     /// The CPU list the process was pinned to (`Cpus_allowed_list`), e.g. `0` or `0-1`.
     pub cpu_affinity: String,
     pub libcurl: String,
+    /// libcurl's TLS backend and its version (`OpenSSL/3.0.17`); empty in reports from
+    /// before it, or when libcurl has no TLS.
+    #[serde(default)]
+    pub libcurl_tls: String,
     /// A caching daemon in front of getaddrinfo (nscd, systemd-resolved), if one was seen:
     /// mode `system` then measures that cache.
     pub resolver_cache: Option<String>,
@@ -122,6 +126,7 @@ impl Environment {
             cpus: crate::host::cpus(),
             cpu_affinity: crate::host::cpu_affinity(),
             libcurl: curl::Version::get().version().to_string(),
+            libcurl_tls: curl::Version::get().ssl_version().unwrap_or("").to_string(),
             resolver_cache: crate::resolve::system_cache(),
         }
     }
