@@ -7,7 +7,25 @@
 
 use prost::Message as _;
 
+/// Refuses to build without the system libcurl. Without it the curl crate quietly builds
+/// a bundled libcurl (no TLS, another version), so the `curl-*` figures would depend on
+/// which machine built rpcbench (issue #12); found by pkg-config, curl-sys links the
+/// system one, so this check is what makes the bundled path impossible.
+fn require_system_libcurl() {
+    let found = std::process::Command::new("pkg-config")
+        .args(["--exists", "libcurl"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        panic!(
+            "the system libcurl was not found by pkg-config: install libcurl4-openssl-dev and \
+             pkg-config (Debian), or set PKG_CONFIG_PATH; rpcbench does not build a bundled libcurl"
+        );
+    }
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    require_system_libcurl();
     const PROTO: &str = "proto/rpcbench.proto";
     println!("cargo:rerun-if-changed={PROTO}");
     let fds = protox::compile([PROTO], ["proto"])?;

@@ -18,6 +18,7 @@ use crate::runner::{RunConfig, RunTransportError, TransportRun, try_run_transpor
 use crate::server::dns::{DEFAULT_DNS_NAME, DnsConfig};
 use crate::server::stats::StatsSnapshot;
 use crate::server::{ServerConfig, ServerHandle, StartHandleError};
+use crate::transport::tls::{BuildTlsError, Security, TlsClient, TlsOptions};
 use crate::transport::{Endpoint, TransportKind};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -63,6 +64,21 @@ pub struct BenchSpec {
     pub rounds: u32,
     /// The command line, recorded in the report.
     pub command: Vec<String>,
+    /// Security modes (`--security`); every TCP transport runs in each. `plain` only by
+    /// default.
+    pub security: Vec<Security>,
+    /// The target's raw-frames-over-TLS port (ignored for the embedded server).
+    pub tls_port: u16,
+    /// The target's HTTPS port (ignored for the embedded server).
+    pub https_port: u16,
+    /// CAs (PEM) the server's certificate must chain to (`--ca`); the embedded server's
+    /// own CA when `None` and there is no target.
+    pub ca_pem: Option<String>,
+    /// The client certificate and key (PEM) for `mtls`; generated (with a CA the embedded
+    /// server trusts) when `None` and there is no target.
+    pub client_cert_pem: Option<(String, String)>,
+    /// Do not verify the server's certificate (`--insecure`).
+    pub insecure: bool,
 }
 
 /// Watches a run from outside, e.g. to draw a progress bar. Every method has a do-nothing
@@ -122,6 +138,16 @@ pub enum RunBenchError {
     /// A transport run could not start (a limit, a thread or runtime that could not be had).
     #[error(transparent)]
     RunTransport(#[from] RunTransportError),
+    /// The TLS configuration could not be built (a CA or client certificate rustls
+    /// refuses, `mtls` without a client certificate).
+    #[error(transparent)]
+    Tls(#[from] BuildTlsError),
+    /// A `--ca` or client certificate file is not PEM.
+    #[error("cannot read the TLS certificates: {0}")]
+    TlsPem(String),
+    /// A generated client certificate could not be made.
+    #[error("cannot generate a client certificate")]
+    GenerateCert(#[from] rcgen::Error),
 }
 
 /// The distinct reasons of skipped modes, joined: modes that failed the same way (`ip` and
@@ -216,11 +242,17 @@ impl Session {
                         }),
                     ))
                 })?;
-                (Some(start_embedded(dir.socket())?), Some(dir))
+                let tls = spec.security.iter().any(|s| s.is_tls());
+                (Some(start_embedded(dir.socket(), tls)?), Some(dir))
             }
             Some(_) => (None, None),
         };
-        let (plan, skipped) = Plan::new(spec, embedded.as_ref())?;
+        let (embedded, client_cert) = match embedded {
+            Some((handle, client)) => (Some(handle), client),
+            None => (None, None),
+        };
+        let (mut plan, skipped) = Plan::new(spec, embedded.as_ref())?;
+        plan.tls = tls_options(spec, embedded.as_ref(), client_cert.as_ref())?;
         Ok(Session {
             embedded,
             _socket_dir: socket_dir,
@@ -254,6 +286,20 @@ impl Session {
     /// Says which transports of `spec` were left out of which modes, and why.
     pub fn notes(&self, spec: &BenchSpec) -> Vec<String> {
         let mut notes = Vec::new();
+        for &security in security_modes(spec).iter().filter(|s| s.is_tls()) {
+            let left_out: Vec<String> = spec
+                .transports
+                .iter()
+                .filter(|&&k| !runs_secured(k, security))
+                .map(|k| k.to_string())
+                .collect();
+            if !left_out.is_empty() {
+                notes.push(format!(
+                    "{} not run in security mode {security}: udp and unix stay plain (DTLS is out of scope), and curl-fresh cannot resume (libcurl keeps TLS sessions per handle)",
+                    left_out.join(", ")
+                ));
+            }
+        }
         for &kind in &spec.transports {
             let left_out: Vec<String> = self
                 .plan
@@ -315,11 +361,13 @@ impl Session {
             .copied()
             .filter(|m| spec.names.as_ref().is_none_or(|n| n.contains(m)))
             .collect();
-        let jobs: Vec<(TransportKind, AddrMode)> = spec
-            .transports
-            .iter()
-            .flat_map(|&k| self.modes_for(k, &modes).into_iter().map(move |m| (k, m)))
-            .collect();
+        let securities = security_modes(spec);
+        let mut jobs: Vec<(TransportKind, AddrMode, Security)> = Vec::new();
+        for &sec in &securities {
+            for &k in spec.transports.iter().filter(|&&k| runs_secured(k, sec)) {
+                jobs.extend(self.modes_for(k, &modes).into_iter().map(|m| (k, m, sec)));
+            }
+        }
         run_jobs(&jobs, spec, config, self, observer, step)
     }
 
@@ -381,13 +429,42 @@ impl Session {
 
 /// The embedded echo server, with a DNS responder, on free loopback ports, and its Unix
 /// socket at `unix`.
-fn start_embedded(unix: std::path::PathBuf) -> Result<ServerHandle, RunBenchError> {
+/// With `tls`, its TLS and HTTPS listeners too, with a generated certificate, and a
+/// generated client CA whose certificates it verifies but does not require (so `mtls` and
+/// the other modes share its ports).
+fn start_embedded(
+    unix: std::path::PathBuf,
+    tls: bool,
+) -> Result<(ServerHandle, Option<crate::server::tls::GeneratedCerts>), RunBenchError> {
+    let client = if tls {
+        Some(crate::server::tls::generate_certs(
+            &["rpcbench-client".to_string()],
+            crate::server::tls::LeafUse::Client,
+            false,
+        )?)
+    } else {
+        None
+    };
+    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
     let config = ServerConfig {
         dns: Some(DnsConfig::default()),
         unix: Some(unix),
+        tls: tls.then_some(loopback),
+        https: tls.then_some(loopback),
+        tls_settings: crate::server::tls::TlsSettings {
+            cert: crate::server::tls::CertSource::Generate {
+                dns_name: DEFAULT_DNS_NAME.to_string(),
+                ca_out: None,
+            },
+            client_ca_pem: client.as_ref().map(|c| c.ca_pem.clone()),
+            client_auth_optional: true,
+            ..Default::default()
+        },
         ..ServerConfig::loopback_any_port()
     };
-    ServerHandle::start(config, EMBEDDED_SERVER_THREADS).map_err(RunBenchError::StartServer)
+    let handle =
+        ServerHandle::start(config, EMBEDDED_SERVER_THREADS).map_err(RunBenchError::StartServer)?;
+    Ok((handle, client))
 }
 
 /// One mode's name check: the resolver it set up, and why the lookup failed, if it did.
@@ -425,6 +502,38 @@ struct Plan {
     /// goes, so that asking the server for its counters looks nothing up (and adds no
     /// query to the responder's count of a run).
     stats_ip: Option<IpAddr>,
+    /// The raw-frames-over-TLS port.
+    tls_port: u16,
+    /// The HTTPS port.
+    https_port: u16,
+    /// How TLS runs verify and are verified; `None` when every mode is plain.
+    tls: Option<TlsOptions>,
+}
+
+/// The TLS options of a run with a TLS mode: the CA from `--ca`, else the embedded
+/// server's; the client certificate from the spec, else the one generated for the
+/// embedded server. `None` when every mode is plain.
+fn tls_options(
+    spec: &BenchSpec,
+    embedded: Option<&ServerHandle>,
+    client: Option<&crate::server::tls::GeneratedCerts>,
+) -> Result<Option<TlsOptions>, RunBenchError> {
+    if !spec.security.iter().any(|s| s.is_tls()) {
+        return Ok(None);
+    }
+    let ca = spec
+        .ca_pem
+        .clone()
+        .or_else(|| embedded.and_then(|e| e.ca_pem.clone()))
+        .unwrap_or_default();
+    let client_cert = match (&spec.client_cert_pem, client) {
+        (Some((cert, key)), _) => Some((cert.as_str(), key.as_str())),
+        (None, Some(c)) => Some((c.leaf_pem.as_str(), c.leaf_key_pem.as_str())),
+        (None, None) => None,
+    };
+    TlsOptions::from_pem(&ca, client_cert, spec.insecure)
+        .map(Some)
+        .map_err(|e| RunBenchError::TlsPem(e.to_string()))
 }
 
 impl Plan {
@@ -460,6 +569,9 @@ impl Plan {
                     search_conf: None,
                     system_search: Vec::new(),
                     stats_ip: None,
+                    tls_port: e.tls_addr.map_or(0, |a| a.port()),
+                    https_port: e.https_addr.map_or(0, |a| a.port()),
+                    tls: None,
                 }
             }
             (None, target) => {
@@ -480,6 +592,9 @@ impl Plan {
                     search_conf: None,
                     system_search: Vec::new(),
                     stats_ip: None,
+                    tls_port: spec.tls_port,
+                    https_port: spec.https_port,
+                    tls: None,
                 }
             }
         };
@@ -599,21 +714,55 @@ impl Plan {
 
     /// A fresh endpoint for one transport run: its own resolver, so caches start cold and
     /// the query count is the run's own.
-    fn endpoint(&self, mode: AddrMode, spec: &BenchSpec) -> Result<Endpoint, RunBenchError> {
+    fn endpoint(
+        &self,
+        mode: AddrMode,
+        security: Security,
+        spec: &BenchSpec,
+    ) -> Result<Endpoint, RunBenchError> {
         let names = match (mode, &self.ip) {
             (AddrMode::Ip, Some(ip)) => ip.clone(),
             _ => Arc::new(self.names(mode, spec.family, spec.run.timeout)?),
         };
+        if let (true, Some(options)) = (security.is_tls(), &self.tls) {
+            let tls = TlsClient::new(security, &names.host(), options)?;
+            return Ok(
+                Endpoint::with_names(names, self.tls_port, self.https_port).with_tls(Some(tls))
+            );
+        }
         Ok(Endpoint::with_names(names, self.tcp_port, self.http_port)
             .with_udp_port(self.udp_port.unwrap_or(0))
             .with_unix(self.unix.clone()))
     }
 }
 
+/// The security modes of a run: those asked for, `plain` when none are.
+fn security_modes(spec: &BenchSpec) -> Vec<Security> {
+    if spec.security.is_empty() {
+        vec![Security::Plain]
+    } else {
+        spec.security.clone()
+    }
+}
+
+/// True when `kind` runs in `security`: every transport in `plain`; in a TLS mode,
+/// every one that opens TCP connections (not `unix` nor `udp`: DTLS is out of scope, and
+/// a Unix socket never leaves the host), and libcurl only where it can honour the mode
+/// (`curl-fresh` opens a new handle per call, and libcurl keeps its TLS sessions per
+/// handle, so it cannot resume).
+pub fn runs_secured(kind: TransportKind, security: Security) -> bool {
+    match kind {
+        _ if !security.is_tls() => true,
+        TransportKind::Unix | TransportKind::Udp => false,
+        TransportKind::CurlFresh => !security.resumes(),
+        _ => true,
+    }
+}
+
 /// Runs every (transport, address mode) job `rounds` times, reversing the order every
 /// other round so drift over time hits each alike, and merges the rounds per job.
 fn run_jobs(
-    jobs: &[(TransportKind, AddrMode)],
+    jobs: &[(TransportKind, AddrMode, Security)],
     spec: &BenchSpec,
     config: &RunConfig,
     session: &Session,
@@ -629,12 +778,16 @@ fn run_jobs(
             (0..jobs.len()).rev().collect()
         };
         for i in order {
-            let (kind, mode) = jobs[i];
-            let endpoint = plan.endpoint(mode, spec)?;
+            let (kind, mode, security) = jobs[i];
+            let endpoint = plan.endpoint(mode, security, spec)?;
             let done = Arc::new(AtomicU64::new(0));
+            let modes = match security {
+                Security::Plain => mode.to_string(),
+                _ => format!("{mode} {security}"),
+            };
             let label = match step {
-                Some(step) => format!("{kind} {mode} · {step}"),
-                None => format!("{kind} {mode}"),
+                Some(step) => format!("{kind} {modes} · {step}"),
+                None => format!("{kind} {modes}"),
             };
             observer.job_started(&label, config, done.clone());
             // The responder's count around the run: what one lookup really asked, also

@@ -111,6 +111,8 @@ pub enum Phase {
     Dns,
     /// Opening the TCP connection.
     Connect,
+    /// The TLS handshake after the connect, on calls that opened a TLS connection.
+    Tls,
     /// From starting to send the request to the first byte of the reply.
     FirstByte,
     /// Time the server says it spent (`server_ns` or `server-timing`).
@@ -119,13 +121,20 @@ pub enum Phase {
 
 impl Phase {
     /// Every phase, in the order tables show them.
-    pub const ALL: [Phase; 4] = [Phase::Dns, Phase::Connect, Phase::FirstByte, Phase::Server];
+    pub const ALL: [Phase; 5] = [
+        Phase::Dns,
+        Phase::Connect,
+        Phase::Tls,
+        Phase::FirstByte,
+        Phase::Server,
+    ];
 
     /// The stable name (JSON key).
     pub fn name(self) -> &'static str {
         match self {
             Phase::Dns => "dns",
             Phase::Connect => "connect",
+            Phase::Tls => "tls",
             Phase::FirstByte => "first_byte",
             Phase::Server => "server",
         }

@@ -6,6 +6,7 @@ use crate::resolve::{AddrMode, Family};
 use crate::runner::{Engine, RunConfig, TransportRun};
 use crate::server::stats::StatsSnapshot;
 use crate::transport::TransportKind;
+use crate::transport::tls::{Negotiated, Security};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -107,6 +108,10 @@ pub struct Environment {
     /// The CPU list the process was pinned to (`Cpus_allowed_list`), e.g. `0` or `0-1`.
     pub cpu_affinity: String,
     pub libcurl: String,
+    /// libcurl's TLS backend and its version (`OpenSSL/3.0.17`); empty in reports from
+    /// before it, or when libcurl has no TLS.
+    #[serde(default)]
+    pub libcurl_tls: String,
     /// A caching daemon in front of getaddrinfo (nscd, systemd-resolved), if one was seen:
     /// mode `system` then measures that cache.
     pub resolver_cache: Option<String>,
@@ -121,6 +126,7 @@ impl Environment {
             cpus: crate::host::cpus(),
             cpu_affinity: crate::host::cpu_affinity(),
             libcurl: curl::Version::get().version().to_string(),
+            libcurl_tls: curl::Version::get().ssl_version().unwrap_or("").to_string(),
             resolver_cache: crate::resolve::system_cache(),
         }
     }
@@ -134,6 +140,18 @@ pub struct RunRecord {
     /// How the target's name was turned into an address: `ip`, `system`, `cached` or
     /// `uncached`.
     pub addr_mode: AddrMode,
+    /// How the connections were secured: `plain`, `tls13`, `tls13-resume`, `tls12`,
+    /// `tls12-resume` or `mtls`; left out of the JSON when `plain` (and so `plain` in
+    /// reports from before TLS).
+    #[serde(default, skip_serializing_if = "is_plain")]
+    pub security: Security,
+    /// What the TLS handshakes negotiated (version, cipher suite, ALPN); `null` when plain
+    /// or when no handshake succeeded (libcurl does not say, so curl runs leave it out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<Negotiated>,
+    /// True when the server's certificate was not verified (`--insecure`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure: bool,
     pub workers: usize,
     /// The engine that made the calls: `blocking` (a thread per worker) or `evloop` (a few
     /// event-loop threads, many connections each). `null` in reports from before it.
@@ -245,6 +263,9 @@ impl LookupRecord {
 pub struct PhasesRecord {
     pub dns: Option<Summary>,
     pub connect: Option<Summary>,
+    /// The TLS handshake; absent from reports from before TLS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<Summary>,
     pub first_byte: Option<Summary>,
     pub server: Option<Summary>,
 }
@@ -255,6 +276,7 @@ impl PhasesRecord {
         match phase {
             Phase::Dns => self.dns.as_ref(),
             Phase::Connect => self.connect.as_ref(),
+            Phase::Tls => self.tls.as_ref(),
             Phase::FirstByte => self.first_byte.as_ref(),
             Phase::Server => self.server.as_ref(),
         }
@@ -268,6 +290,16 @@ impl PhasesRecord {
 pub const CONCURRENCY_SHORTFALL: f64 = 0.9;
 
 impl RunRecord {
+    /// The address mode, and the security mode after it when that is not `plain`
+    /// (`ip tls13`): how tables and messages name a run's modes.
+    pub fn mode_label(&self) -> String {
+        if self.security.is_tls() {
+            format!("{} {}", self.addr_mode, self.security)
+        } else {
+            self.addr_mode.to_string()
+        }
+    }
+
     /// Summarises a merged transport run.
     pub fn new(run: &TransportRun) -> RunRecord {
         let t = &run.tally;
@@ -275,6 +307,9 @@ impl RunRecord {
         RunRecord {
             transport: run.kind,
             addr_mode: run.mode,
+            security: run.security,
+            tls: run.tls.clone(),
+            insecure: run.insecure,
             workers: run.workers,
             engine: Some(run.engine),
             threads: run.threads,
@@ -312,6 +347,7 @@ impl RunRecord {
             phases_us: PhasesRecord {
                 dns: t.phase(Phase::Dns).summary(),
                 connect: t.phase(Phase::Connect).summary(),
+                tls: t.phase(Phase::Tls).summary(),
                 first_byte: t.phase(Phase::FirstByte).summary(),
                 server: t.phase(Phase::Server).summary(),
             },
@@ -397,6 +433,11 @@ fn rfc3339(secs: u64) -> String {
         rem / 60 % 60,
         rem % 60
     )
+}
+
+/// True for `plain`: the security field is then left out of the JSON.
+fn is_plain(security: &Security) -> bool {
+    *security == Security::Plain
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use crate::render::{self, Format};
 use crate::resolve::{AddrMode, Family};
 use crate::runner::RunConfig;
 use crate::transport::TransportKind;
+use crate::transport::tls::Security;
 use anyhow::Context;
 use clap::{CommandFactory, Parser};
 use std::io::{IsTerminal, Write};
@@ -141,6 +142,42 @@ pub struct BenchArgs {
     /// Never show the progress bar (it is shown only when stderr is a terminal anyway).
     #[arg(long)]
     pub no_progress: bool,
+    /// Security modes to run every TCP transport under, comma-separated: plain, tls13,
+    /// tls13-resume, tls12, tls12-resume, mtls (default: plain). udp and unix run in plain
+    /// only (DTLS is out of scope); curl-fresh does not run in the resume modes.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "plain")]
+    pub security: Vec<Security>,
+    /// The target's raw-frames-over-TLS port (rpcbench-echo --tls).
+    #[arg(long, value_name = "PORT", default_value_t = 7443)]
+    pub tls_port: u16,
+    /// The target's HTTPS port (rpcbench-echo --https).
+    #[arg(long, value_name = "PORT", default_value_t = 8443)]
+    pub https_port: u16,
+    /// CA certificates (PEM) the server's certificate must chain to (rpcbench-echo
+    /// prints where it wrote its generated CA). Default with the embedded server: the CA
+    /// it generated.
+    #[arg(long, value_name = "PEM")]
+    pub ca: Option<std::path::PathBuf>,
+    /// Client certificate chain (PEM) for mode mtls, with --client-key.
+    #[arg(long, value_name = "PEM", requires = "client_key")]
+    pub client_cert: Option<std::path::PathBuf>,
+    /// The private key (PEM) of --client-cert.
+    #[arg(long, value_name = "PEM", requires = "client_cert")]
+    pub client_key: Option<std::path::PathBuf>,
+    /// Do not verify the server's certificate. Prints a warning and is recorded in the
+    /// JSON (`insecure: true` on every TLS run).
+    #[arg(long)]
+    pub insecure: bool,
+}
+
+/// Reads a PEM file named by a flag, or says which and why not.
+fn read_pem(flag: &str, path: &Option<std::path::PathBuf>) -> Result<Option<String>, String> {
+    match path {
+        Some(p) => std::fs::read_to_string(p)
+            .map(Some)
+            .map_err(|e| format!("{flag} {}: {e}", p.display())),
+        None => Ok(None),
+    }
 }
 
 impl BenchArgs {
@@ -148,6 +185,21 @@ impl BenchArgs {
     pub fn check(&self) -> Result<(), String> {
         if self.concurrency.len() > 1 {
             return Err("a list of -c values is for `rpcbench sweep`".to_string());
+        }
+        read_pem("--ca", &self.ca)?;
+        read_pem("--client-cert", &self.client_cert)?;
+        read_pem("--client-key", &self.client_key)?;
+        let tls = self.security.iter().any(|s| s.is_tls());
+        if tls && self.target.is_some() && self.ca.is_none() && !self.insecure {
+            return Err("a TLS mode against a target needs --ca PEM (or --insecure)".to_string());
+        }
+        if self.security.contains(&Security::Mtls)
+            && self.target.is_some()
+            && self.client_cert.is_none()
+        {
+            return Err(
+                "mode mtls against a target needs --client-cert and --client-key".to_string(),
+            );
         }
         let workers = self.workers();
         if self.duration.is_none() && self.calls < workers as u64 {
@@ -181,6 +233,17 @@ impl BenchArgs {
             resolv_conf: self.resolv_conf.clone(),
             rounds: self.rounds,
             command: std::env::args().collect(),
+            security: self.security.clone(),
+            tls_port: self.tls_port,
+            https_port: self.https_port,
+            // Checked readable by `check`; a file gone since is an empty CA, refused
+            // when the TLS configuration is built.
+            ca_pem: read_pem("--ca", &self.ca).ok().flatten(),
+            client_cert_pem: read_pem("--client-cert", &self.client_cert)
+                .ok()
+                .flatten()
+                .zip(read_pem("--client-key", &self.client_key).ok().flatten()),
+            insecure: self.insecure,
         }
     }
 
@@ -240,6 +303,11 @@ fn parse_calls(text: &str) -> Result<u64, String> {
 
 /// A benchmark run, mapped to its exit status.
 fn run_bench(args: &BenchArgs) -> anyhow::Result<u8> {
+    if args.insecure {
+        eprintln!(
+            "rpcbench: warning: --insecure: the server's certificate is not verified (recorded in the JSON)"
+        );
+    }
     let outcome = run(args)?;
     Ok(if outcome.passed(args.max_lost) {
         EXIT_OK

@@ -6,6 +6,7 @@
 
 use super::{EXIT_FAILED, EXIT_OK, Listen, one_line, parse_bytes, parse_duration, parse_listen};
 use crate::server::dns::{self, DnsConfig};
+use crate::server::tls::{CertSource, TlsSettings};
 use crate::server::{self, CheckSettingError, EchoServer, SHUTDOWN_GRACE, ServerConfig};
 use anyhow::Context;
 use clap::{CommandFactory, Parser};
@@ -105,6 +106,38 @@ pub struct EchoArgs {
     /// ask again over TCP (served on the same port).
     #[arg(long)]
     pub dns_truncate: bool,
+    /// Raw frames over TLS listen address (IP:PORT, port 0 = any free port), or `off`:
+    /// the --tcp protocol inside TLS 1.2 or 1.3.
+    #[arg(long, value_name = "ADDR", default_value = "off", value_parser = parse_listen)]
+    pub tls: Listen,
+    /// HTTPS listen address (IP:PORT), or `off`: HTTP/1.1 and HTTP/2 chosen by ALPN, gRPC
+    /// included, over TLS 1.2 or 1.3.
+    #[arg(long, value_name = "ADDR", default_value = "off", value_parser = parse_listen)]
+    pub https: Listen,
+    /// The TLS certificate chain (PEM, leaf first), with --key. Without both, a CA and a
+    /// leaf for --dns-name, localhost and the TLS listeners' IPs are generated at start.
+    #[arg(long, value_name = "PEM", requires = "key")]
+    pub cert: Option<std::path::PathBuf>,
+    /// The private key of --cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "PEM", requires = "cert")]
+    pub key: Option<std::path::PathBuf>,
+    /// Where the generated CA certificate is written (PEM), for clients' --ca (default: a
+    /// file in the temporary directory named after the process ID). Its path is printed
+    /// as `ca PATH` after the listening lines.
+    #[arg(long, value_name = "PATH", conflicts_with = "cert")]
+    pub ca_out: Option<std::path::PathBuf>,
+    /// Require client certificates signed by this CA (PEM) on the TLS listeners (mTLS).
+    #[arg(long, value_name = "PEM")]
+    pub client_ca: Option<std::path::PathBuf>,
+    /// Turn TLS session resumption off (tickets, and session IDs for TLS 1.2): every
+    /// handshake is then a full one.
+    #[arg(long)]
+    pub no_resumption: bool,
+    /// Abandon (and count) a TLS handshake not finished within this long (e.g. 10s; at
+    /// least 10ms).
+    #[arg(long, value_name = "DUR", default_value = "10s",
+          value_parser = checked(parse_duration, server::tls::check_handshake_timeout))]
+    pub handshake_timeout: Duration,
 }
 
 /// Checks a `--dns-nxdomain-zone` entry: a DNS name.
@@ -198,6 +231,28 @@ impl EchoArgs {
                 type_delays: self.dns_delay_type.clone(),
                 truncate: self.dns_truncate,
             }),
+            tls: self.tls.0,
+            https: self.https.0,
+            tls_settings: TlsSettings {
+                cert: match (&self.cert, &self.key) {
+                    (Some(cert), Some(key)) => CertSource::Files {
+                        cert: cert.clone(),
+                        key: key.clone(),
+                    },
+                    _ => CertSource::Generate {
+                        dns_name: self.dns_name.clone(),
+                        ca_out: Some(self.ca_out.clone().unwrap_or_else(|| {
+                            std::env::temp_dir()
+                                .join(format!("rpcbench-echo-ca-{}.pem", std::process::id()))
+                        })),
+                    },
+                },
+                client_ca: self.client_ca.clone(),
+                client_ca_pem: None,
+                client_auth_optional: false,
+                resumption: !self.no_resumption,
+                handshake_timeout: self.handshake_timeout,
+            },
         }
     }
 
@@ -212,6 +267,8 @@ impl EchoArgs {
             && args.http.0.is_none()
             && args.unix.is_none()
             && args.udp.0.is_none()
+            && args.tls.0.is_none()
+            && args.https.0.is_none()
         {
             return Err(EchoArgs::command().error(
                 clap::error::ErrorKind::MissingRequiredArgument,
@@ -289,6 +346,8 @@ fn run(args: EchoArgs) -> anyhow::Result<()> {
             ("http", server.http_addr),
             ("udp", server.udp_addr),
             ("dns", server.dns_addr),
+            ("tls", server.tls_addr),
+            ("https", server.https_addr),
         ] {
             if let Some(addr) = addr {
                 writeln!(out, "listening {proto} {addr}")?;
@@ -296,6 +355,14 @@ fn run(args: EchoArgs) -> anyhow::Result<()> {
         }
         if let Some(file) = &server.unix {
             writeln!(out, "listening unix {}", file.path().display())?;
+        }
+        if let Some(path) = &server.ca_path {
+            writeln!(
+                out,
+                "ca {} names {}",
+                path.display(),
+                server.cert_names.join(",")
+            )?;
         }
         out.flush()?;
         drop(out);

@@ -36,6 +36,11 @@ impl SweepArgs {
     /// The sweep these arguments describe, or why they do not describe one.
     pub fn spec(&self) -> Result<SweepSpec, String> {
         let levels = &self.bench.concurrency;
+        if self.bench.security.iter().any(|s| s.is_tls()) {
+            // A series is one (transport, address mode) pair; a security axis inside a
+            // sweep would need series of three, which the sweep report does not draw.
+            return Err("rpcbench sweep runs in security mode plain only; run `rpcbench --security ...` for TLS".to_string());
+        }
         let mut axes = Vec::new();
         if let Some(r) = &self.rates {
             axes.push(Axis::Rates(r.clone()));

@@ -12,9 +12,10 @@ use std::io::{self, Write};
 
 /// The columns before the phases: names, counts, the latency of ok calls in µs from each
 /// call's start, then (under `--rate`, else empty) from when each was due.
-pub const CSV_HEADERS: [&str; 33] = [
+pub const CSV_HEADERS: [&str; 34] = [
     "transport",
     "mode",
+    "security",
     "workers",
     "concurrency_achieved",
     "calls",
@@ -90,6 +91,7 @@ pub fn row(r: &RunRecord) -> Vec<String> {
     let mut row = vec![
         r.transport.to_string(),
         r.addr_mode.to_string(),
+        r.security.to_string(),
         r.workers.to_string(),
         num(r.concurrency_achieved),
         r.calls.to_string(),

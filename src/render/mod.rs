@@ -295,7 +295,7 @@ impl SummaryColumn {
         let count = |n: u64| Cell::Text(n.to_string());
         match self {
             SummaryColumn::Transport => Cell::Text(r.transport.to_string()),
-            SummaryColumn::Mode => Cell::Text(r.addr_mode.to_string()),
+            SummaryColumn::Mode => Cell::Text(r.mode_label()),
             SummaryColumn::Calls => count(r.calls),
             SummaryColumn::Failed => count(r.failed()),
             SummaryColumn::Ok => count(r.ok),
@@ -472,7 +472,7 @@ pub fn phase_grid(report: &Report, options: &RenderOptions) -> Grid {
         |f: fn(&RunRecord) -> String| report.runs.iter().map(|r| Cell::Text(f(r))).collect();
     let mut columns = vec![
         text_column("transport", names(|r| r.transport.to_string())),
-        text_column("mode", names(|r| r.addr_mode.to_string())),
+        text_column("mode", names(|r| r.mode_label())),
     ];
     let mut compact = vec![0, 1];
     let mut extras = Vec::new();
@@ -546,7 +546,10 @@ pub fn engine_line(report: &Report) -> Option<String> {
         .map(|r| {
             format!(
                 "{} ({}): {} threads for {} connections",
-                r.transport, r.addr_mode, r.threads, r.workers
+                r.transport,
+                r.mode_label(),
+                r.threads,
+                r.workers
             )
         })
         .collect();
@@ -596,7 +599,7 @@ pub fn concurrency_line(r: &RunRecord, rate: Option<f64>, timed: bool) -> String
     format!(
         "{} ({}): {} calls in flight on average, -c {} asked for: {why}",
         r.transport,
-        r.addr_mode,
+        r.mode_label(),
         units::significant(r.concurrency_achieved, 2),
         r.workers
     )
@@ -673,7 +676,7 @@ fn problem_line(r: &RunRecord) -> String {
     format!(
         "{} ({}): {} of {} calls failed: {}",
         r.transport,
-        r.addr_mode,
+        r.mode_label(),
         r.failed(),
         r.calls,
         parts.join("; ")

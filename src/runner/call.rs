@@ -112,6 +112,7 @@ impl<'p> Attempt<'p> {
             for (phase, took) in [
                 (Phase::Dns, phases.dns),
                 (Phase::Connect, phases.connect),
+                (Phase::Tls, phases.tls),
                 (Phase::FirstByte, phases.first_byte),
                 (Phase::Server, ended.server),
             ] {

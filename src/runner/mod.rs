@@ -173,6 +173,12 @@ pub struct TransportRun {
     pub kind: TransportKind,
     /// How the target's name was resolved.
     pub mode: AddrMode,
+    /// How the connections were secured.
+    pub security: crate::transport::tls::Security,
+    /// What the run's TLS handshakes negotiated, when it had any.
+    pub tls: Option<crate::transport::tls::Negotiated>,
+    /// True when the server's certificate was not verified (`--insecure`).
+    pub insecure: bool,
     /// Lookups or DNS queries the run asked for (see [`crate::resolve::Names::queries`]).
     pub dns_queries: u64,
     /// The first name-lookup failure, worded for a person.
@@ -322,6 +328,9 @@ pub fn try_run_transport(
     Ok(TransportRun {
         kind,
         mode: endpoint.names.mode(),
+        security: endpoint.security(),
+        tls: endpoint.tls.as_ref().and_then(|t| t.negotiated()),
+        insecure: endpoint.tls.as_ref().is_some_and(|t| t.insecure()),
         dns_queries: endpoint.names.queries(),
         dns_error: endpoint.names.first_error(),
         dns_lookups: endpoint.names.lookups(),

@@ -27,6 +27,14 @@ pub struct ServerHandle {
     pub udp_addr: Option<SocketAddr>,
     /// The Unix socket's path (the file is removed when the server stops).
     pub unix_path: Option<std::path::PathBuf>,
+    /// Where the raw-frames-over-TLS listener is bound, with the real port.
+    pub tls_addr: Option<SocketAddr>,
+    /// Where the HTTPS listener is bound, with the real port.
+    pub https_addr: Option<SocketAddr>,
+    /// The CA generated for the TLS listeners (PEM), when no certificate was given.
+    pub ca_pem: Option<String>,
+    /// The names and IPs the generated leaf covers.
+    pub cert_names: Vec<String>,
 }
 
 /// Why a [`ServerHandle`] could not start.
@@ -58,6 +66,10 @@ impl ServerHandle {
             dns_addr: server.dns_addr,
             udp_addr: server.udp_addr,
             unix_path: server.unix.as_ref().map(|f| f.path().to_path_buf()),
+            tls_addr: server.tls_addr,
+            https_addr: server.https_addr,
+            ca_pem: server.ca_pem.clone(),
+            cert_names: server.cert_names.clone(),
             rt: Some(rt),
             server: Some(server),
         })

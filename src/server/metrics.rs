@@ -7,7 +7,7 @@
 //! for other servers read this one. No client library: the format is a few lines of text,
 //! and the snapshot already holds every number (the README lists each family).
 
-use super::stats::{ProtoSnapshot, Reject, StatsSnapshot};
+use super::stats::{HandshakeFailure, HandshakeSnapshot, ProtoSnapshot, Reject, StatsSnapshot};
 use std::fmt::Write;
 
 /// The `Content-Type` of the text format, version 0.0.4 (what Prometheus asks for first).
@@ -86,16 +86,18 @@ pub(crate) fn escape_label(value: &str) -> String {
 /// The text of `GET /metrics` for `snap`.
 pub fn render(snap: &StatsSnapshot) -> String {
     let mut out = String::with_capacity(4096);
-    let protos: [(&str, &ProtoSnapshot); 5] = [
+    let protos: [(&str, &ProtoSnapshot); 7] = [
         (r#"protocol="tcp""#, &snap.tcp),
         (r#"protocol="http""#, &snap.http),
         (r#"protocol="unix""#, &snap.unix),
+        (r#"protocol="tls""#, &snap.tls),
+        (r#"protocol="https""#, &snap.https),
         (r#"protocol="udp""#, &snap.udp),
         (r#"protocol="dns""#, &snap.dns),
     ];
     // UDP and DNS (which is UDP) have datagrams, no connections, so their connection
     // samples would be zeros that look like a measurement.
-    let connected = &protos[..3];
+    let connected = &protos[..5];
     let per_proto = |f: fn(&ProtoSnapshot) -> u64, of: &[(&'static str, &ProtoSnapshot)]| {
         of.iter()
             .map(|(l, p)| (*l, f(p) as f64))
@@ -186,6 +188,44 @@ pub fn render(snap: &StatsSnapshot) -> String {
         Kind::Counter,
         "Requests or connections refused or ended by an error, by kind (as in /stats).",
         &kinds,
+    );
+    let listeners: [(&str, &HandshakeSnapshot); 2] = [
+        ("tls", &snap.tls_handshakes),
+        ("https", &snap.https_handshakes),
+    ];
+    let handshakes: Vec<(String, f64)> = listeners
+        .iter()
+        .flat_map(|(l, h)| {
+            [("full", h.full), ("resumed", h.resumed)]
+                .map(|(kind, n)| (format!(r#"listener="{l}",kind="{kind}""#), n as f64))
+        })
+        .collect();
+    let handshakes: Vec<(&str, f64)> = handshakes.iter().map(|(l, v)| (l.as_str(), *v)).collect();
+    family(
+        &mut out,
+        &own("tls_handshakes_total"),
+        Kind::Counter,
+        "TLS handshakes completed, by listener and kind (full, or resumed from a ticket or session ID).",
+        &handshakes,
+    );
+    let failures: Vec<(String, f64)> = listeners
+        .iter()
+        .flat_map(|(l, h)| {
+            HandshakeFailure::ALL.map(|k| {
+                (
+                    format!(r#"listener="{l}",kind="{}""#, k.name()),
+                    h.failures(k) as f64,
+                )
+            })
+        })
+        .collect();
+    let failures: Vec<(&str, f64)> = failures.iter().map(|(l, v)| (l.as_str(), *v)).collect();
+    family(
+        &mut out,
+        &own("tls_handshake_failures_total"),
+        Kind::Counter,
+        "TLS handshakes that failed, by listener and kind (as in /stats).",
+        &failures,
     );
     for (name, help, value) in [
         ("dns_answered_total", "DNS answers sent.", snap.dns_answered),

@@ -18,6 +18,7 @@ mod pool;
 mod registry;
 pub mod stats;
 mod tcp;
+pub mod tls;
 mod udp;
 mod unix;
 
@@ -37,11 +38,12 @@ pub use unix::{DEFAULT_UNIX_MODE, SocketFile, UnixPathError};
 /// UDP listener's. `/stats` adds
 /// up their CPU time (`threads_cpu`), which is the server's own cost even when it shares
 /// a process with a client (`rpcbench` with no target).
-pub const THREAD_NAMES: [&str; 4] = [
+pub const THREAD_NAMES: [&str; 5] = [
     "rpcbench-echo",
     "rpcbench-tcp",
     "rpcbench-unix",
     "rpcbench-udp",
+    "rpcbench-tls",
 ];
 
 /// Default longest `delay_us` a client may ask for (10 s).
@@ -169,6 +171,13 @@ pub struct ServerConfig {
     pub idle_timeout: Duration,
     /// The DNS responder; `None` (the default) leaves it off.
     pub dns: Option<dns::DnsConfig>,
+    /// Raw frames over TLS listen address; `None` (the default) disables the listener.
+    pub tls: Option<SocketAddr>,
+    /// HTTPS (HTTP/1.1 and HTTP/2 by ALPN, gRPC) listen address; `None` (the default)
+    /// disables the listener.
+    pub https: Option<SocketAddr>,
+    /// Certificates, mTLS, resumption and the handshake timeout of both TLS listeners.
+    pub tls_settings: tls::TlsSettings,
 }
 
 impl Default for ServerConfig {
@@ -184,6 +193,9 @@ impl Default for ServerConfig {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             dns: None,
+            tls: None,
+            https: None,
+            tls_settings: tls::TlsSettings::default(),
         }
     }
 }
@@ -196,6 +208,7 @@ impl ServerConfig {
         check_max_connections(self.max_connections)?;
         check_idle_timeout(self.idle_timeout)?;
         check_unix_mode(self.unix_mode)?;
+        tls::check_handshake_timeout(self.tls_settings.handshake_timeout)?;
         if let Some(dns) = &self.dns {
             dns.check()?;
         }
@@ -267,6 +280,9 @@ pub enum StartServerError {
     /// The DNS responder's zone cannot be built from its settings.
     #[error(transparent)]
     DnsZone(#[from] dns::BuildZoneError),
+    /// The TLS listeners' certificates or settings are unusable.
+    #[error(transparent)]
+    Tls(#[from] tls::SetUpTlsError),
 }
 
 /// State every connection task shares.
@@ -449,6 +465,16 @@ pub struct EchoServer {
     pub dns_addr: Option<SocketAddr>,
     /// Where the UDP listener is bound, with the real port.
     pub udp_addr: Option<SocketAddr>,
+    /// Where the raw-frames-over-TLS listener is bound, with the real port.
+    pub tls_addr: Option<SocketAddr>,
+    /// Where the HTTPS listener is bound, with the real port.
+    pub https_addr: Option<SocketAddr>,
+    /// The CA generated for the TLS listeners (PEM), when no `--cert` was given.
+    pub ca_pem: Option<String>,
+    /// Where that CA was written (`--ca-out`).
+    pub ca_path: Option<std::path::PathBuf>,
+    /// The names and IPs the generated leaf covers (empty with `--cert`).
+    pub cert_names: Vec<String>,
     /// The Unix socket, removed when the server is dropped.
     pub unix: Option<SocketFile>,
     stats: Arc<Stats>,
@@ -486,6 +512,14 @@ impl EchoServer {
         };
         let http = match shared.config.http {
             Some(addr) => Some(bind("http", addr).await?),
+            None => None,
+        };
+        let tls_listener = match shared.config.tls {
+            Some(addr) => Some(bind("tls", addr).await?),
+            None => None,
+        };
+        let https = match shared.config.https {
+            Some(addr) => Some(bind("https", addr).await?),
             None => None,
         };
         let udp = match shared.config.udp {
@@ -529,8 +563,38 @@ impl EchoServer {
             Some(l) => Some(local(l, "http", shared.config.http.unwrap())?),
             None => None,
         };
+        let tls_addr = match &tls_listener {
+            Some(l) => Some(local(l, "tls", shared.config.tls.unwrap())?),
+            None => None,
+        };
+        let https_addr = match &https {
+            Some(l) => Some(local(l, "https", shared.config.https.unwrap())?),
+            None => None,
+        };
+        // Certificates only when a TLS listener is on: generating a key pair costs
+        // milliseconds every plain server (and every embedded one) need not pay.
+        let server_tls = if tls_addr.is_some() || https_addr.is_some() {
+            let ips: Vec<_> = tls_addr.iter().chain(&https_addr).map(|a| a.ip()).collect();
+            Some(Arc::new(tls::set_up(&shared.config.tls_settings, &ips)?))
+        } else {
+            None
+        };
         if let Some(listener) = tcp {
             tokio::spawn(tcp::accept_loop(listener, shared.clone()));
+        }
+        if let (Some(listener), Some(server_tls)) = (tls_listener, &server_tls) {
+            tokio::spawn(tls::accept_loop(
+                listener,
+                shared.clone(),
+                server_tls.clone(),
+            ));
+        }
+        if let (Some(listener), Some(server_tls)) = (https, &server_tls) {
+            tokio::spawn(http::accept_loop_tls(
+                listener,
+                shared.clone(),
+                server_tls.clone(),
+            ));
         }
         if let Some(listener) = http {
             tokio::spawn(http::accept_loop(listener, shared.clone()));
@@ -559,6 +623,11 @@ impl EchoServer {
         Ok(EchoServer {
             tcp_addr,
             http_addr,
+            tls_addr,
+            https_addr,
+            ca_pem: server_tls.as_ref().and_then(|t| t.ca_pem.clone()),
+            ca_path: server_tls.as_ref().and_then(|t| t.ca_path.clone()),
+            cert_names: server_tls.map(|t| t.names.clone()).unwrap_or_default(),
             dns_addr,
             udp_addr,
             unix,

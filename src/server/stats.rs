@@ -24,6 +24,118 @@ pub struct ProtoCounters {
     pub bytes_out: AtomicU64,
 }
 
+/// Why a TLS handshake failed, each with its own counter per TLS listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum HandshakeFailure {
+    /// Not finished within the handshake timeout (a client that stalled mid-handshake).
+    Timeout,
+    /// The bytes were not TLS (a plain client, or garbage).
+    NotTls,
+    /// The client closed the connection mid-handshake (a client that refused the server's
+    /// certificate without saying so).
+    Closed,
+    /// The client sent an alert (it did not trust the server's certificate, say).
+    AlertReceived,
+    /// mTLS: the client presented no certificate.
+    NoClientCert,
+    /// mTLS: the client's certificate did not verify (another CA, expired).
+    BadClientCert,
+    /// No protocol version or cipher suite in common.
+    Incompatible,
+    /// A read or write error on the socket.
+    Io,
+    /// Any other TLS error.
+    Other,
+}
+
+impl HandshakeFailure {
+    /// Every kind, in the order /stats lists them.
+    pub const ALL: [HandshakeFailure; 9] = [
+        HandshakeFailure::Timeout,
+        HandshakeFailure::NotTls,
+        HandshakeFailure::Closed,
+        HandshakeFailure::AlertReceived,
+        HandshakeFailure::NoClientCert,
+        HandshakeFailure::BadClientCert,
+        HandshakeFailure::Incompatible,
+        HandshakeFailure::Io,
+        HandshakeFailure::Other,
+    ];
+
+    /// The stable snake_case name used as the JSON key and metric label.
+    pub fn name(self) -> &'static str {
+        match self {
+            HandshakeFailure::Timeout => "timeout",
+            HandshakeFailure::NotTls => "not_tls",
+            HandshakeFailure::Closed => "closed",
+            HandshakeFailure::AlertReceived => "alert_received",
+            HandshakeFailure::NoClientCert => "no_client_cert",
+            HandshakeFailure::BadClientCert => "bad_client_cert",
+            HandshakeFailure::Incompatible => "incompatible",
+            HandshakeFailure::Io => "io",
+            HandshakeFailure::Other => "other",
+        }
+    }
+}
+
+/// The handshakes of one TLS listener: full, resumed, and failed by kind.
+#[derive(Debug, Default)]
+pub struct HandshakeCounters {
+    /// Handshakes that completed with a full key exchange and certificate.
+    pub full: AtomicU64,
+    /// Handshakes that resumed an earlier session (ticket or session ID).
+    pub resumed: AtomicU64,
+    failures: [AtomicU64; HandshakeFailure::ALL.len()],
+}
+
+impl HandshakeCounters {
+    /// Counts a completed handshake.
+    pub fn succeeded(&self, resumed: bool) {
+        let counter = if resumed { &self.resumed } else { &self.full };
+        counter.fetch_add(1, Relaxed);
+    }
+
+    /// Counts a failed handshake of `kind`.
+    pub fn failed(&self, kind: HandshakeFailure) {
+        self.failures[kind as usize].fetch_add(1, Relaxed);
+    }
+
+    /// A copy for reporting.
+    pub fn snapshot(&self) -> HandshakeSnapshot {
+        HandshakeSnapshot {
+            full: self.full.load(Relaxed),
+            resumed: self.resumed.load(Relaxed),
+            failed: HandshakeFailure::ALL
+                .iter()
+                .map(|&k| {
+                    (
+                        k.name().to_string(),
+                        self.failures[k as usize].load(Relaxed),
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+/// [`HandshakeCounters`] at one instant.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HandshakeSnapshot {
+    /// Full handshakes completed.
+    pub full: u64,
+    /// Resumed handshakes completed.
+    pub resumed: u64,
+    /// Failed handshakes by kind ([`HandshakeFailure::name`]); every kind is present.
+    pub failed: BTreeMap<String, u64>,
+}
+
+impl HandshakeSnapshot {
+    /// The failures of one kind.
+    pub fn failures(&self, kind: HandshakeFailure) -> u64 {
+        self.failed.get(kind.name()).copied().unwrap_or(0)
+    }
+}
+
 /// Counters of gRPC on the HTTP port. Its connections and bytes are the HTTP listener's
 /// (one port, one connection can carry both), so only what is gRPC's own is here.
 #[derive(Debug, Default)]
@@ -199,6 +311,14 @@ pub struct Stats {
     pub udp: ProtoCounters,
     /// DNS responder.
     pub dns: ProtoCounters,
+    /// Raw frames over TLS (`--tls`).
+    pub tls: ProtoCounters,
+    /// HTTP over TLS (`--https`); bytes are the plaintext's.
+    pub https: ProtoCounters,
+    /// The `--tls` listener's handshakes.
+    pub tls_handshakes: HandshakeCounters,
+    /// The `--https` listener's handshakes.
+    pub https_handshakes: HandshakeCounters,
     /// HTTP/2 connections and their streams (a subset of `http`).
     pub http2: Http2Counters,
     /// DNS queries by type and answers by code.
@@ -231,6 +351,10 @@ impl Stats {
             unix: ProtoCounters::default(),
             udp: ProtoCounters::default(),
             dns: ProtoCounters::default(),
+            tls: ProtoCounters::default(),
+            https: ProtoCounters::default(),
+            tls_handshakes: HandshakeCounters::default(),
+            https_handshakes: HandshakeCounters::default(),
             http2: Http2Counters::default(),
             dns_detail: DnsCounters::default(),
             grpc: GrpcCounters::default(),
@@ -263,6 +387,10 @@ impl Stats {
             unix: proto(&self.unix),
             udp: proto(&self.udp),
             dns: proto(&self.dns),
+            tls: proto(&self.tls),
+            https: proto(&self.https),
+            tls_handshakes: self.tls_handshakes.snapshot(),
+            https_handshakes: self.https_handshakes.snapshot(),
             http2: Http2Snapshot {
                 connections_total: self.http2.connections.load(Relaxed),
                 streams_total: self.http2.streams_total.load(Relaxed),
@@ -419,6 +547,18 @@ pub struct StatsSnapshot {
     #[serde(default)]
     pub udp: ProtoSnapshot,
     pub dns: ProtoSnapshot,
+    /// The raw-frames-over-TLS listener (`--tls`); zeros from a server from before TLS.
+    #[serde(default)]
+    pub tls: ProtoSnapshot,
+    /// The HTTPS listener (`--https`); zeros from a server from before TLS.
+    #[serde(default)]
+    pub https: ProtoSnapshot,
+    /// The `--tls` listener's handshakes; zeros from a server from before TLS.
+    #[serde(default)]
+    pub tls_handshakes: HandshakeSnapshot,
+    /// The `--https` listener's handshakes; zeros from a server from before TLS.
+    #[serde(default)]
+    pub https_handshakes: HandshakeSnapshot,
     /// HTTP/2 streams. Zero in the JSON of a server from before this field.
     #[serde(default)]
     pub http2: Http2Snapshot,

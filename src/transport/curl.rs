@@ -47,8 +47,12 @@ impl Handler for Collector {
 pub(super) fn new_handle(
     timeout: Duration,
     pin: Option<String>,
+    endpoint: &Endpoint,
 ) -> Result<Easy2<Collector>, curl::Error> {
     let mut easy = Easy2::new(Collector::default());
+    if let Some(tls) = &endpoint.tls {
+        tls.options().apply_to_curl(tls.security(), &mut easy)?;
+    }
     if let Some(pin) = pin {
         let mut list = List::new();
         list.append(&pin)?;
@@ -97,6 +101,14 @@ pub(super) fn perform(
         let (lookup, connected) = (easy.namelookup_time(), easy.connect_time());
         if let (Ok(lookup), Ok(connected)) = (lookup, connected) {
             phases.connect = Some(connected.saturating_sub(lookup));
+            if endpoint.tls.is_some() {
+                // CURLINFO_APPCONNECT_TIME: when the TLS handshake was done, counted from
+                // the start like the connect time, so the handshake is the difference.
+                phases.tls = easy
+                    .appconnect_time()
+                    .ok()
+                    .map(|done| done.saturating_sub(connected));
+            }
             if endpoint.names.mode() == AddrMode::System {
                 // libcurl did the lookup; its timer is the only one that saw it.
                 phases.dns = Some(lookup);
@@ -136,6 +148,10 @@ fn classify(e: &curl::Error, connected: bool) -> CallError {
         }
     } else if e.is_got_nothing() || e.is_recv_error() || e.is_partial_file() || e.is_send_error() {
         CallError::Closed
+    } else if e.is_peer_failed_verification() || e.is_ssl_cacert() {
+        CallError::Tls(super::tls::TlsFailure::Untrusted)
+    } else if e.is_ssl_connect_error() {
+        CallError::Tls(super::tls::TlsFailure::Other)
     } else if e.is_couldnt_resolve_host() {
         CallError::Dns(crate::resolve::LookupNameError::NoAddress)
     } else {

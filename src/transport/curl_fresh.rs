@@ -35,7 +35,7 @@ impl Transport for CurlFresh {
             .curl_pin(Instant::now() + self.timeout, phases)?;
         let easy = self
             .easy
-            .insert(new_handle(self.timeout, pin).map_err(|_| CallError::Protocol)?);
+            .insert(new_handle(self.timeout, pin, &self.endpoint).map_err(|_| CallError::Protocol)?);
         perform(easy, &self.endpoint, call, phases, &mut self.connects, true)?;
         let c = easy.get_ref();
         Ok(Reply {

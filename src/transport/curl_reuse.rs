@@ -37,7 +37,7 @@ impl Transport for CurlReuse {
                 let pin = self
                     .endpoint
                     .curl_pin(Instant::now() + self.timeout, phases)?;
-                slot.insert(new_handle(self.timeout, pin).map_err(|_| CallError::Protocol)?)
+                slot.insert(new_handle(self.timeout, pin, &self.endpoint).map_err(|_| CallError::Protocol)?)
             }
         };
         perform(

@@ -66,6 +66,7 @@ impl Transport for Grpc {
         let Grpc {
             rt,
             endpoint,
+            timeout,
             client,
             opened,
             body,
@@ -81,7 +82,7 @@ impl Transport for Grpc {
             let client = match (client, addr) {
                 (Some(c), _) => c,
                 (slot, Some(addr)) => {
-                    let channel = connect(endpoint, addr, opened.clone()).await?;
+                    let channel = connect(endpoint, addr, opened.clone(), *timeout).await?;
                     connecting.set(false);
                     slot.insert(tonic::client::Grpc::new(channel))
                 }
@@ -93,7 +94,7 @@ impl Transport for Grpc {
         let now = opened.count.load(Relaxed);
         if now != self.seen {
             self.seen = now;
-            phases.connect = opened.took();
+            opened.record(phases);
         }
         let (reply, server) = result?;
         *body = reply.payload;
@@ -118,14 +119,21 @@ impl Transport for Grpc {
 pub(super) struct Opened {
     /// Connections opened so far.
     pub count: AtomicU64,
-    /// How long the last connect took.
-    took: Mutex<Option<Duration>>,
+    /// How long the last connect (and its TLS handshake) took.
+    took: Mutex<Option<super::Took>>,
 }
 
 impl Opened {
-    /// How long the last connect took.
-    pub fn took(&self) -> Option<Duration> {
+    /// How long the last connect (and its TLS handshake) took.
+    pub fn took(&self) -> Option<super::Took> {
         *self.took.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records the last connect as the call's `connect` and `tls` phases.
+    pub fn record(&self, phases: &mut Phases) {
+        if let Some(took) = self.took() {
+            took.record(phases);
+        }
     }
 }
 
@@ -137,10 +145,14 @@ impl Opened {
 struct Dialer {
     addr: SocketAddr,
     opened: Arc<Opened>,
+    /// The run's TLS (ALPN `h2`), if any.
+    tls: Option<Arc<super::tls::TlsClient>>,
+    /// How long a connect and its handshake may take (the transport's call timeout).
+    timeout: Duration,
 }
 
 impl Service<hyper::Uri> for Dialer {
-    type Response = TokioIo<tokio::net::TcpStream>;
+    type Response = TokioIo<super::tls::AsyncSock>;
     type Error = DialError;
     type Future = BoxFuture<Self::Response, DialError>;
 
@@ -149,9 +161,13 @@ impl Service<hyper::Uri> for Dialer {
     }
 
     fn call(&mut self, _: hyper::Uri) -> Self::Future {
-        let (addr, opened) = (self.addr, self.opened.clone());
+        let (addr, opened, tls) = (self.addr, self.opened.clone(), self.tls.clone());
+        let deadline = Instant::now() + self.timeout;
         Box::pin(async move {
-            let (stream, took) = super::connect_nodelay(addr).await.map_err(DialError)?;
+            let secure = tls.as_deref().map(|t| (t, super::tls::Alpn::H2));
+            let (stream, took) = super::connect_nodelay(addr, secure, deadline)
+                .await
+                .map_err(DialError)?;
             opened.count.fetch_add(1, Relaxed);
             *opened.took.lock().unwrap_or_else(|p| p.into_inner()) = Some(took);
             Ok(TokioIo::new(stream))
@@ -169,11 +185,17 @@ pub(super) async fn connect(
     endpoint: &Endpoint,
     addr: SocketAddr,
     opened: Arc<Opened>,
+    timeout: Duration,
 ) -> Result<Channel, CallError> {
     let origin = super::h2::origin(endpoint);
     let target = tonic::transport::Endpoint::from_shared(origin).map_err(|_| CallError::Protocol)?;
     target
-        .connect_with_connector(Dialer { addr, opened })
+        .connect_with_connector(Dialer {
+            addr,
+            opened,
+            tls: endpoint.tls.clone(),
+            timeout,
+        })
         .await
         .map_err(|e| classify_error(&e))
 }

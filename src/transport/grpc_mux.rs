@@ -105,7 +105,12 @@ impl Transport for GrpcMux {
         let req = request(call);
         let shared = self.shared.clone();
         let rt = shared.runtime()?;
-        let GrpcMux { endpoint, used, .. } = self;
+        let GrpcMux {
+            endpoint,
+            used,
+            timeout,
+            ..
+        } = self;
         let connecting = Cell::new(false);
         let result = rt.block_on(super::within(remaining(deadline)?, &connecting, async {
             // Take a clone of the live client, or open the channel: under the lock, so
@@ -126,9 +131,9 @@ impl Transport for GrpcMux {
                         .await
                         .map_err(|_| CallError::Io)??;
                         phases.dns = dns;
-                        let channel = connect(endpoint, addr, shared.opened.clone()).await?;
+                        let channel = connect(endpoint, addr, shared.opened.clone(), *timeout).await?;
                         connecting.set(false);
-                        phases.connect = shared.opened.took();
+                        shared.opened.record(phases);
                         let client = tonic::client::Grpc::new(channel);
                         let generation = shared.client_generation.fetch_add(1, Relaxed);
                         *slot = Some((client.clone(), generation));

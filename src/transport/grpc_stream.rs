@@ -73,6 +73,7 @@ impl Transport for GrpcStream {
         let GrpcStream {
             rt,
             endpoint,
+            timeout,
             stream,
             opened,
             ..
@@ -89,7 +90,7 @@ impl Transport for GrpcStream {
                     open
                 }
                 (slot, Some(addr)) => {
-                    let channel = connect(endpoint, addr, opened.clone()).await?;
+                    let channel = connect(endpoint, addr, opened.clone(), *timeout).await?;
                     connecting.set(false);
                     let mut client = tonic::client::Grpc::new(channel);
                     client.ready().await.map_err(|e| super::grpc::classify_error(&e))?;
@@ -123,7 +124,7 @@ impl Transport for GrpcStream {
         let now = opened.count.load(Relaxed);
         if now != self.seen {
             self.seen = now;
-            phases.connect = opened.took();
+            opened.record(phases);
         }
         let reply = result?;
         self.body = reply.payload;

@@ -472,14 +472,20 @@ impl<S> H1Conn<S> {
 }
 
 /// A connection of the event loop.
-pub(super) type AsyncH1Conn = H1Conn<tokio::net::TcpStream>;
+pub(super) type AsyncH1Conn = H1Conn<super::tls::AsyncSock>;
 /// A connection of a blocking worker.
 pub(super) type BlockingH1Conn = H1Conn<TimedStream>;
 
-impl H1Conn<tokio::net::TcpStream> {
-    /// Connects and turns Nagle off. Returns the connection and the time connect took.
-    pub async fn connect(addr: SocketAddr) -> Result<(Self, Duration), CallError> {
-        let (stream, took) = super::connect_nodelay(addr).await?;
+impl H1Conn<super::tls::AsyncSock> {
+    /// Connects (and handshakes, on a TLS endpoint, before `deadline`), Nagle off.
+    /// Returns the connection and what opening it took.
+    pub async fn connect(
+        addr: SocketAddr,
+        deadline: Instant,
+        endpoint: &Endpoint,
+    ) -> Result<(Self, super::Took), CallError> {
+        let secure = endpoint.secure(super::tls::Alpn::Http1);
+        let (stream, took) = super::connect_nodelay(addr, secure, deadline).await?;
         Ok((H1Conn::new(stream), took))
     }
 
@@ -492,7 +498,14 @@ impl H1Conn<tokio::net::TcpStream> {
     pub fn usable(&self) -> bool {
         let mut probe = [0u8; 1];
         self.reusable
-            && matches!(self.stream.try_read(&mut probe), Err(e) if e.kind() == ErrorKind::WouldBlock)
+            && match &self.stream {
+                super::tls::AsyncSock::Plain(s) => {
+                    matches!(s.try_read(&mut probe), Err(e) if e.kind() == ErrorKind::WouldBlock)
+                }
+                // Bytes on a TLS socket are records, not the reply: a look would have to
+                // decrypt them. A close while idle is caught after the write instead.
+                super::tls::AsyncSock::Tls(_) => true,
+            }
     }
 
     /// Sends `request` and reads the whole reply. `first_byte` gets the time from the
@@ -522,13 +535,15 @@ impl H1Conn<tokio::net::TcpStream> {
 }
 
 impl H1Conn<TimedStream> {
-    /// Connects within `timeout` and turns Nagle off. Returns the connection and the
-    /// time connect took.
+    /// Connects (and handshakes, on a TLS endpoint) before `deadline`, Nagle off.
+    /// Returns the connection and what opening it took.
     pub fn connect_blocking(
         addr: SocketAddr,
-        timeout: Duration,
-    ) -> Result<(Self, Duration), CallError> {
-        let (stream, took) = TimedStream::connect(addr, timeout)?;
+        deadline: Instant,
+        endpoint: &Endpoint,
+    ) -> Result<(Self, super::Took), CallError> {
+        let secure = endpoint.secure(super::tls::Alpn::Http1);
+        let (stream, took) = TimedStream::connect(addr, deadline, secure)?;
         Ok((H1Conn::new(stream), took))
     }
 

@@ -62,9 +62,9 @@ impl Transport for H2 {
             let sender = match (sender, addr) {
                 (Some(s), _) => s,
                 (slot, Some(addr)) => {
-                    let (s, _, took) = connect(addr).await?;
+                    let (s, _, took) = connect(addr, deadline, endpoint).await?;
                     *connects += 1;
-                    phases.connect = Some(took);
+                    took.record(phases);
                     connecting.set(false);
                     slot.insert(s)
                 }
@@ -96,7 +96,7 @@ pub(super) fn origin(endpoint: &Endpoint) -> String {
     } else {
         host
     };
-    format!("http://{host}:{}", endpoint.http_port)
+    format!("{}://{host}:{}", endpoint.scheme(), endpoint.http_port)
 }
 
 /// One HTTP/2 connection's request handle. The `h2` crate (hyper's own HTTP/2 engine) is
@@ -126,11 +126,16 @@ impl Ended {
     }
 }
 
-/// Opens a connection (TCP_NODELAY) and does the HTTP/2 handshake; the connection is
-/// driven by a task on the current runtime. Returns the handle, the flag its task sets
-/// when it ends, and the TCP connect time.
-pub(super) async fn connect(addr: SocketAddr) -> Result<(Sender, Ended, Duration), CallError> {
-    let (stream, took) = super::connect_nodelay(addr).await?;
+/// Opens a connection (TCP_NODELAY, then TLS with ALPN `h2` when the run asks for it) and
+/// does the HTTP/2 handshake; the connection is driven by a task on the current runtime.
+/// Returns the handle, the flag its task sets when it ends, and the connect and TLS times.
+pub(super) async fn connect(
+    addr: SocketAddr,
+    deadline: Instant,
+    endpoint: &Endpoint,
+) -> Result<(Sender, Ended, super::Took), CallError> {
+    let secure = endpoint.secure(super::tls::Alpn::H2);
+    let (stream, took) = super::connect_nodelay(addr, secure, deadline).await?;
     let (sender, conn) = ::h2::client::Builder::new()
         .initial_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)

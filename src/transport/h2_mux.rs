@@ -115,10 +115,10 @@ impl Transport for H2Mux {
                         .await
                         .map_err(|_| CallError::Io)??;
                         phases.dns = dns;
-                        let (s, ended, took) = connect(addr).await?;
+                        let (s, ended, took) = connect(addr, deadline, endpoint).await?;
                         connecting.set(false);
                         *connects += 1;
-                        phases.connect = Some(took);
+                        took.record(phases);
                         let generation = slot.as_ref().map_or(0, |(_, _, g)| g + 1);
                         *slot = Some((s.clone(), ended, generation));
                         (s, generation)

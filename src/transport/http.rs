@@ -23,14 +23,18 @@ pub(super) fn worker_runtime() -> Result<tokio::runtime::Runtime, OpenTransportE
 }
 
 /// The connection half of a handshake: a future that drives the socket.
-pub(super) type Conn = http1::Connection<TokioIo<tokio::net::TcpStream>, Full<Bytes>>;
+pub(super) type Conn = http1::Connection<TokioIo<super::tls::AsyncSock>, Full<Bytes>>;
 
-/// Opens a connection and performs the HTTP/1.1 handshake, leaving the connection future
-/// to the caller (a one-call connection drives it in its own task, with no spawn).
+/// Opens a connection (TLS with ALPN `http/1.1` on a TLS endpoint) and performs the
+/// HTTP/1.1 handshake, leaving the connection future to the caller (a one-call connection
+/// drives it in its own task, with no spawn).
 pub(super) async fn open(
     addr: SocketAddr,
-) -> Result<(SendRequest<Full<Bytes>>, Conn, Duration), CallError> {
-    let (stream, took) = super::connect_nodelay(addr).await?;
+    deadline: std::time::Instant,
+    endpoint: &Endpoint,
+) -> Result<(SendRequest<Full<Bytes>>, Conn, super::Took), CallError> {
+    let secure = endpoint.secure(super::tls::Alpn::Http1);
+    let (stream, took) = super::connect_nodelay(addr, secure, deadline).await?;
     let (sender, conn) = http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| classify(&e))?;

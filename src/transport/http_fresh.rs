@@ -53,9 +53,9 @@ impl Transport for HttpFresh {
         let connecting = Cell::new(true);
         let left = remaining(deadline)?;
         let (seq, server) = rt.block_on(within(left, &connecting, async {
-            let (mut sender, conn, took) = http::open(addr).await?;
+            let (mut sender, conn, took) = http::open(addr, deadline, endpoint).await?;
             *connects += 1;
-            phases.connect = Some(took);
+            took.record(phases);
             connecting.set(false);
             // The connection future runs beside the request in this task rather than as a
             // spawned task: a one-call connection needs no task of its own, nor the wake-ups
@@ -123,6 +123,7 @@ impl AsyncTransport for AsyncHttpFresh {
             .addr_async(Port::Http, deadline, phases)
             .await?;
         let AsyncHttpFresh {
+            endpoint,
             timer,
             requests,
             conn,
@@ -132,7 +133,12 @@ impl AsyncTransport for AsyncHttpFresh {
         let request = requests.build(call);
         let connecting = &Cell::new(true);
         let conn = timer.within(deadline, connecting, async move {
-            let new = opened(AsyncH1Conn::connect(addr).await?, connects, phases, connecting);
+            let new = opened(
+                AsyncH1Conn::connect(addr, deadline, endpoint).await?,
+                connects,
+                phases,
+                connecting,
+            );
             let conn = conn.insert(new);
             let response = conn.exchange(request, &mut phases.first_byte).await?;
             Ok::<_, CallError>((conn, response))

@@ -10,7 +10,7 @@
 use super::h1::{AsyncH1Conn, BlockingH1Conn, Requests, may_resend};
 use super::{
     AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
-    Transport, opened, remaining,
+    Transport, opened,
 };
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -69,10 +69,9 @@ impl Transport for HttpKeepalive {
                 Some(c) => c,
                 slot @ None => {
                     let addr = endpoint.http_addr(deadline, phases)?;
-                    let (new, took) =
-                        BlockingH1Conn::connect_blocking(addr, remaining(deadline)?)?;
+                    let (new, took) = BlockingH1Conn::connect_blocking(addr, deadline, endpoint)?;
                     *connects += 1;
-                    phases.connect = Some(took);
+                    took.record(phases);
                     slot.insert(new)
                 }
             };
@@ -161,7 +160,7 @@ impl AsyncTransport for AsyncHttpKeepalive {
                 let c = match (&mut *conn, addr) {
                     (Some(c), _) => c,
                     (slot, Some(addr)) => slot.insert(opened(
-                        AsyncH1Conn::connect(addr).await?,
+                        AsyncH1Conn::connect(addr, deadline, endpoint).await?,
                         connects,
                         phases,
                         connecting,

@@ -22,6 +22,7 @@ mod buf;
 mod curl;
 mod h1;
 mod http;
+pub mod tls;
 
 use crate::resolve::{AddrMode, LookupNameError, Names};
 use std::cell::Cell;
@@ -257,6 +258,10 @@ pub struct Endpoint {
     /// What the workers of one run share (a multiplexed connection); the runner gives
     /// every run a fresh one ([`Endpoint::for_run`]), so nothing outlives its run.
     pub shared: Arc<RunShared>,
+    /// The run's TLS, when its security mode is not `plain`: every TCP connection then
+    /// handshakes (the ports above are then the server's TLS and HTTPS ports). Fresh per
+    /// run ([`Endpoint::for_run`]), so resumption never crosses runs.
+    pub tls: Option<Arc<tls::TlsClient>>,
 }
 
 /// State the workers of one run share, one value per type that asks for it: how
@@ -312,7 +317,30 @@ impl Endpoint {
             udp_port: 0,
             unix: None,
             shared: Arc::default(),
+            tls: None,
         }
+    }
+
+    /// The same endpoint with TLS on every connection.
+    pub fn with_tls(self, tls: Option<Arc<tls::TlsClient>>) -> Endpoint {
+        Endpoint { tls, ..self }
+    }
+
+    /// The security mode of the endpoint's connections.
+    pub fn security(&self) -> tls::Security {
+        self.tls
+            .as_ref()
+            .map_or(tls::Security::Plain, |t| t.security())
+    }
+
+    /// What connecting with `alpn` needs: the run's TLS, if any.
+    pub fn secure(&self, alpn: tls::Alpn) -> Secure<'_> {
+        self.tls.as_deref().map(|t| (t, alpn))
+    }
+
+    /// `http` or `https`, as the run's security says.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() { "https" } else { "http" }
     }
 
     /// The same endpoint with a UDP port.
@@ -349,6 +377,7 @@ impl Endpoint {
     pub fn for_run(&self) -> Endpoint {
         Endpoint {
             shared: Arc::default(),
+            tls: self.tls.as_ref().map(|t| t.fresh()),
             ..self.clone()
         }
     }
@@ -454,7 +483,7 @@ impl Endpoint {
         } else {
             host
         };
-        let mut url = format!("http://{host}:{}/echo", self.http_port);
+        let mut url = format!("{}://{host}:{}/echo", self.scheme(), self.http_port);
         push_query(&mut url, call);
         url
     }
@@ -510,6 +539,8 @@ pub struct Phases {
     pub dns: Option<Duration>,
     /// Establishing a TCP connection (zero-cost calls on a reused connection leave it None).
     pub connect: Option<Duration>,
+    /// The TLS handshake after the connect, when this call opened a TLS connection.
+    pub tls: Option<Duration>,
     /// From starting to send the request to the first byte of the reply.
     pub first_byte: Option<Duration>,
 }
@@ -544,6 +575,9 @@ pub enum CallError {
     /// The target's name could not be resolved.
     #[error("name lookup failed: {0}")]
     Dns(#[from] LookupNameError),
+    /// TLS failed: the handshake, the certificates, or TLS against a plain port.
+    #[error("TLS: {0}")]
+    Tls(tls::TlsFailure),
 }
 
 /// How a connect failed.
@@ -589,6 +623,7 @@ impl CallError {
             CallError::Dns(LookupNameError::NoAddress) => "dns".into(),
             CallError::Dns(LookupNameError::Timeout) => "dns_timeout".into(),
             CallError::Dns(LookupNameError::Other) => "dns_error".into(),
+            CallError::Tls(failure) => failure.kind().into(),
         }
     }
 
@@ -605,6 +640,9 @@ impl CallError {
     /// Classifies a failed read or write on an open connection.
     pub fn from_io(e: &std::io::Error) -> CallError {
         use std::io::ErrorKind::*;
+        if let Some(failure) = tls::TlsFailure::of_io(e) {
+            return CallError::Tls(failure);
+        }
         match e.kind() {
             TimedOut | WouldBlock => CallError::Timeout,
             UnexpectedEof | ConnectionReset | ConnectionAborted | BrokenPipe => CallError::Closed,
@@ -714,34 +752,69 @@ pub(crate) async fn within<T, E: From<CallError>>(
     }
 }
 
+/// The run's TLS and the ALPN protocol a connection offers, or `None` for plain TCP.
+pub type Secure<'a> = Option<(&'a tls::TlsClient, tls::Alpn)>;
+
+/// How long opening a connection took: the TCP connect, and the TLS handshake after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Took {
+    /// The TCP connect.
+    pub connect: Duration,
+    /// The TLS handshake, on a TLS connection.
+    pub tls: Option<Duration>,
+}
+
+impl Took {
+    /// Records both as the call's `connect` and `tls` phases.
+    pub fn record(self, phases: &mut Phases) {
+        phases.connect = Some(self.connect);
+        phases.tls = self.tls;
+    }
+}
+
 /// Opens a tokio TCP connection with Nagle off (replies are small and latency is the
-/// product); returns it and the time the connect took. Every transport driven by tokio
-/// connects through here: the hyper ones and the event loop's.
+/// product) and, when `secure` says so, runs the TLS handshake on it (giving up at
+/// `deadline`); returns it and what each step took. Every transport driven by tokio
+/// connects through here: the hyper ones, tonic's, and the event loop's.
 pub(crate) async fn connect_nodelay(
     addr: SocketAddr,
-) -> Result<(tokio::net::TcpStream, Duration), CallError> {
+    secure: Secure<'_>,
+    deadline: Instant,
+) -> Result<(tls::AsyncSock, Took), CallError> {
     let started = Instant::now();
     let stream = tokio::net::TcpStream::connect(addr)
         .await
         .map_err(|e| CallError::from_connect(&e))?;
-    let took = started.elapsed();
+    let connect = started.elapsed();
     stream
         .set_nodelay(true)
         .map_err(|e| CallError::from_io(&e))?;
-    Ok((stream, took))
+    match secure {
+        None => Ok((tls::AsyncSock::Plain(stream), Took { connect, tls: None })),
+        Some((client, alpn)) => {
+            let (stream, took) = client.handshake(stream, alpn, deadline).await?;
+            Ok((
+                tls::AsyncSock::Tls(Box::new(stream)),
+                Took {
+                    connect,
+                    tls: Some(took),
+                },
+            ))
+        }
+    }
 }
 
 /// Counts a connection an async transport has just opened (`connect` as a connection's
 /// `connect` returns it): one more in `connects`, its time as the call's connect phase,
 /// and the end of the `connecting` window, so a timeout from here on is a lost call.
 pub(crate) fn opened<C>(
-    (conn, took): (C, Duration),
+    (conn, took): (C, Took),
     connects: &mut u64,
     phases: &mut Phases,
     connecting: &Cell<bool>,
 ) -> C {
     *connects += 1;
-    phases.connect = Some(took);
+    took.record(phases);
     connecting.set(false);
     conn
 }

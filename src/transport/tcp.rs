@@ -9,8 +9,9 @@
 use super::buf::RecvBuf;
 use super::{
     AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
-    Transport, connect_nodelay, opened, remaining,
+    Secure, Took, Transport, connect_nodelay, opened, remaining,
 };
+use super::tls::{Alpn, AsyncSock, BlockingSock};
 use crate::wire::{self, LEN_PREFIX, Request, ResponseRef, Status};
 use std::cell::Cell;
 use std::io::{Read, Write};
@@ -77,8 +78,15 @@ fn next_frame(inbuf: &mut RecvBuf) -> Result<Framed, CallError> {
     let Some(prefix) = have.first_chunk::<LEN_PREFIX>() else {
         return Ok(Framed::Need(LEN_PREFIX));
     };
-    let len =
-        wire::check_len(*prefix, wire::DEFAULT_MAX_FRAME).map_err(|_| CallError::Protocol)?;
+    let len = wire::check_len(*prefix, wire::DEFAULT_MAX_FRAME).map_err(|_| {
+        // A TLS server answers a plain request with an alert record, whose header reads
+        // as an absurd length prefix.
+        if super::tls::looks_like_tls(prefix) {
+            CallError::Tls(super::tls::TlsFailure::TlsServer)
+        } else {
+            CallError::Protocol
+        }
+    })?;
     if have.len() < LEN_PREFIX + len {
         return Ok(Framed::Need(LEN_PREFIX + len));
     }
@@ -122,6 +130,12 @@ impl BlockingSocket for TcpStream {
     }
 }
 
+impl BlockingSocket for BlockingSock {
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()> {
+        self.tcp().set_read_timeout(timeout)
+    }
+}
+
 impl BlockingSocket for std::os::unix::net::UnixStream {
     fn set_read_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()> {
         std::os::unix::net::UnixStream::set_read_timeout(self, timeout)
@@ -131,7 +145,7 @@ impl BlockingSocket for std::os::unix::net::UnixStream {
 /// A blocking socket whose reads end at a call's deadline: what every blocking transport
 /// that parses its own replies reads through (raw TCP frames, the lean HTTP codec, the
 /// frames over a Unix socket).
-pub(super) struct TimedStream<S = TcpStream> {
+pub(super) struct TimedStream<S = BlockingSock> {
     stream: S,
     /// The receive timeout currently set on the socket, to skip redundant setsockopt calls.
     rcv_timeout: Option<Duration>,
@@ -176,42 +190,54 @@ impl<S: BlockingSocket> TimedStream<S> {
 }
 
 impl TimedStream {
-    /// Connects within `timeout` and turns Nagle off; writes time out after `timeout` too.
-    /// Returns the stream and the time connect took.
+    /// Connects before `deadline` and turns Nagle off; writes time out at the deadline
+    /// too. When `secure` says so, runs the TLS handshake, also before `deadline`. Returns
+    /// the stream and what each step took. Every blocking transport that opens TCP
+    /// connections connects through here.
     pub fn connect(
         addr: std::net::SocketAddr,
-        timeout: Duration,
-    ) -> Result<(TimedStream, Duration), CallError> {
+        deadline: Instant,
+        secure: Secure<'_>,
+    ) -> Result<(TimedStream, Took), CallError> {
+        let timeout = remaining(deadline)?;
         let started = Instant::now();
         let stream =
             TcpStream::connect_timeout(&addr, timeout).map_err(|e| CallError::from_connect(&e))?;
-        let took = started.elapsed();
+        let connect = started.elapsed();
         stream
             .set_nodelay(true)
             .map_err(|e| CallError::from_io(&e))?;
         stream
             .set_write_timeout(Some(timeout))
             .map_err(|e| CallError::from_io(&e))?;
-        Ok((TimedStream::new(stream), took))
+        let (sock, tls) = match secure {
+            None => (BlockingSock::Plain(stream), None),
+            Some((client, alpn)) => {
+                let (tls, took) = client.handshake_blocking(stream, alpn, deadline)?;
+                (BlockingSock::Tls(Box::new(tls)), Some(took))
+            }
+        };
+        Ok((TimedStream::new(sock), Took { connect, tls }))
     }
 
 }
 
 /// A connected socket that sends request frames and reads response frames, blocking.
-pub(super) struct FrameConn<S = TcpStream> {
+pub(super) struct FrameConn<S = BlockingSock> {
     stream: TimedStream<S>,
     inbuf: RecvBuf,
     outbuf: Vec<u8>,
 }
 
 impl FrameConn {
-    /// Connects with a timeout and turns Nagle off. Returns the connection and the time
-    /// connect took.
+    /// Connects (and handshakes, on a TLS endpoint) before `deadline`, Nagle off. Returns
+    /// the connection and what opening it took.
     pub fn connect(
         addr: std::net::SocketAddr,
-        timeout: Duration,
-    ) -> Result<(FrameConn, Duration), CallError> {
-        let (stream, took) = TimedStream::connect(addr, timeout)?;
+        deadline: Instant,
+        endpoint: &Endpoint,
+    ) -> Result<(FrameConn, Took), CallError> {
+        let (stream, took) = TimedStream::connect(addr, deadline, endpoint.secure(Alpn::None))?;
         Ok((FrameConn::new(stream), took))
     }
 }
@@ -282,7 +308,7 @@ impl<S: BlockingSocket> FrameConn<S> {
 /// A connected tokio socket that sends request frames and reads response frames, for the
 /// event loop: the same framing as [`FrameConn`]; the call's timeout is the caller's
 /// (one timer around the whole call rather than one per read).
-pub(super) struct AsyncFrameConn<S = tokio::net::TcpStream> {
+pub(super) struct AsyncFrameConn<S = AsyncSock> {
     /// The socket.
     stream: S,
     /// Reply bytes received and not yet consumed.
@@ -292,11 +318,14 @@ pub(super) struct AsyncFrameConn<S = tokio::net::TcpStream> {
 }
 
 impl AsyncFrameConn {
-    /// Connects and turns Nagle off. Returns the connection and the time connect took.
+    /// Connects (and handshakes, on a TLS endpoint, before `deadline`), Nagle off.
+    /// Returns the connection and what opening it took.
     pub async fn connect(
         addr: std::net::SocketAddr,
-    ) -> Result<(AsyncFrameConn, Duration), CallError> {
-        let (stream, took) = connect_nodelay(addr).await?;
+        deadline: Instant,
+        endpoint: &Endpoint,
+    ) -> Result<(AsyncFrameConn, Took), CallError> {
+        let (stream, took) = connect_nodelay(addr, endpoint.secure(Alpn::None), deadline).await?;
         Ok((AsyncFrameConn::new(stream), took))
     }
 }
@@ -401,9 +430,9 @@ impl Transport for Tcp {
             Some(conn) => conn,
             slot @ None => {
                 let addr = self.endpoint.tcp_addr(deadline, phases)?;
-                let (conn, took) = FrameConn::connect(addr, remaining(deadline)?)?;
+                let (conn, took) = FrameConn::connect(addr, deadline, &self.endpoint)?;
                 self.connects += 1;
-                phases.connect = Some(took);
+                took.record(phases);
                 slot.insert(conn)
             }
         };
@@ -467,6 +496,7 @@ impl AsyncTransport for AsyncTcp {
         };
         let connecting = &Cell::new(addr.is_some());
         let AsyncTcp {
+            endpoint,
             timer,
             conn,
             connects,
@@ -477,7 +507,7 @@ impl AsyncTransport for AsyncTcp {
             let conn = match (conn, addr) {
                 (Some(conn), _) => conn,
                 (slot, Some(addr)) => slot.insert(opened(
-                    AsyncFrameConn::connect(addr).await?,
+                    AsyncFrameConn::connect(addr, deadline, endpoint).await?,
                     connects,
                     phases,
                     connecting,

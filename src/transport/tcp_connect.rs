@@ -4,7 +4,7 @@
 use super::tcp::{AsyncFrameConn, FrameConn};
 use super::{
     AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
-    Transport, opened, remaining,
+    Transport, opened,
 };
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -35,9 +35,9 @@ impl Transport for TcpConnect {
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
         let deadline = Instant::now() + self.timeout;
         let addr = self.endpoint.tcp_addr(deadline, phases)?;
-        let (conn, took) = FrameConn::connect(addr, remaining(deadline)?)?;
+        let (conn, took) = FrameConn::connect(addr, deadline, &self.endpoint)?;
         self.connects += 1;
-        phases.connect = Some(took);
+        took.record(phases);
         // A new connection per call cannot hold an earlier call's reply.
         let mut none = 0;
         self.conn
@@ -93,6 +93,7 @@ impl AsyncTransport for AsyncTcpConnect {
         let addr = self.endpoint.addr_async(Port::Tcp, deadline, phases).await?;
         let connecting = &Cell::new(true);
         let AsyncTcpConnect {
+            endpoint,
             timer,
             conn,
             connects,
@@ -100,7 +101,7 @@ impl AsyncTransport for AsyncTcpConnect {
         } = self;
         timer.within(deadline, connecting, async move {
             let new = opened(
-                AsyncFrameConn::connect(addr).await?,
+                AsyncFrameConn::connect(addr, deadline, endpoint).await?,
                 connects,
                 phases,
                 connecting,

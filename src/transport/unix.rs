@@ -134,7 +134,7 @@ impl AsyncTransport for AsyncUnix {
                             .await
                             .map_err(|e| CallError::from_connect(&e))?;
                         slot.insert(opened(
-                            (AsyncFrameConn::new(stream), started.elapsed()),
+                            (AsyncFrameConn::new(stream), super::Took { connect: started.elapsed(), tls: None }),
                             connects,
                             phases,
                             connecting,

@@ -17,7 +17,7 @@ pub(super) use reply::server_timing;
 use super::Shared;
 use super::grpc::{self, Grpc};
 use super::registry::Registry;
-use super::stats::{Reject, Stats};
+use super::stats::{ProtoCounters, Reject, Stats};
 use http_body_util::Either;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::convert::Infallible;
@@ -37,6 +37,26 @@ pub(super) const IDLE_CHECKS_PER_TIMEOUT: u32 = 10;
 
 /// Accepts connections until shutdown starts.
 pub(super) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    accept_with(listener, shared, None).await;
+}
+
+/// Accepts HTTPS connections until shutdown starts: each runs its TLS handshake (ALPN
+/// `h2` or `http/1.1`) on its own task, then is served exactly as a plain one, gRPC
+/// included.
+pub(super) async fn accept_loop_tls(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    tls: Arc<super::tls::ServerTls>,
+) {
+    accept_with(listener, shared, Some(tls)).await;
+}
+
+/// The accept loop of both HTTP listeners: plain when `tls` is `None`.
+async fn accept_with(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    tls: Option<Arc<super::tls::ServerTls>>,
+) {
     let mut http1 = hyper::server::conn::http1::Builder::new();
     // An HTTP/1 client may shut its write side once its request is sent (`nc -N` does, and
     // nginx allows it). Without this, hyper also probes for that end of file while every
@@ -55,13 +75,71 @@ pub(super) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     let watched = Arc::new(Registry::<Watch>::default());
     tokio::spawn(watch(watched.clone(), shared.clone()));
     let grpc = Grpc::new(shared.clone());
-    while let Some((stream, guard)) = shared.next_connection(&listener, |s: &Stats| &s.http).await {
+    let counters: fn(&Stats) -> &ProtoCounters = match tls {
+        Some(_) => |s| &s.https,
+        None => |s| &s.http,
+    };
+    while let Some((stream, guard)) = shared.next_connection(&listener, counters).await {
         let (shared, builder, watched) = (shared.clone(), builder.clone(), watched.clone());
-        let grpc = grpc.clone();
+        let (grpc, tls) = (grpc.clone(), tls.clone());
         tokio::spawn(async move {
             let _guard = guard;
-            serve(stream, &builder, shared, &watched, grpc).await;
+            let _ = stream.set_nodelay(true);
+            match tls {
+                None => serve(stream, &builder, shared, &watched, grpc, counters).await,
+                Some(tls) => {
+                    let handshaken = super::tls::handshake(
+                        stream,
+                        &tls.https,
+                        &shared,
+                        &shared.stats.https_handshakes,
+                    )
+                    .await;
+                    if let Some(stream) = handshaken {
+                        serve(stream, &builder, shared, &watched, grpc, counters).await;
+                    }
+                }
+            }
         });
+    }
+}
+
+/// A connection the HTTP service can be served on: plain TCP, or TLS over it.
+pub(super) trait HttpIo: AsyncRead + AsyncWrite + Unpin + Send + 'static {
+    /// Waits until a read would find something, so [`read_head`] allocates its buffer
+    /// only then (a plain socket); TLS has its buffers already and returns at once.
+    fn wait_readable(&self) -> impl Future<Output = io::Result<()>> + Send;
+    /// Reads what has arrived into `buf`'s spare capacity (at least a byte, or 0 at the
+    /// end of the stream).
+    fn read_some<'a>(
+        &'a mut self,
+        buf: &'a mut Vec<u8>,
+    ) -> impl Future<Output = io::Result<usize>> + Send + 'a;
+}
+
+impl HttpIo for TcpStream {
+    async fn wait_readable(&self) -> io::Result<()> {
+        self.readable().await
+    }
+
+    async fn read_some(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        loop {
+            match self.try_read_buf(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable().await?,
+                res => return res,
+            }
+        }
+    }
+}
+
+impl HttpIo for tokio_rustls::server::TlsStream<TcpStream> {
+    async fn wait_readable(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    async fn read_some(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        use tokio::io::AsyncReadExt;
+        self.read_buf(buf).await
     }
 }
 
@@ -155,15 +233,16 @@ async fn watch(watched: Arc<Registry<Watch>>, shared: Arc<Shared>) {
 /// nothing (slowloris), so costs about 2 KiB instead of 29 KiB (`report/server_memory.md`).
 /// Rejected: hyper's `max_buf_size`, whose smallest value is the same 8 KiB, and a smaller
 /// first buffer inside hyper, which it has no setting for.
-async fn serve(
-    stream: TcpStream,
+async fn serve<S: HttpIo>(
+    stream: S,
     builder: &Builders,
     shared: Arc<Shared>,
     watched: &Arc<Registry<Watch>>,
     grpc: Grpc,
+    counters: fn(&Stats) -> &ProtoCounters,
 ) {
-    let _ = stream.set_nodelay(true);
     let conn_state = Arc::new(ConnState {
+        counters,
         shared: shared.clone(),
         in_flight: AtomicUsize::new(0),
         moves: AtomicU64::new(0),
@@ -326,27 +405,26 @@ enum HeadEnd {
 /// The buffer is allocated when the first byte can be read, not before, at
 /// [`HEAD_FIRST`], doubling when full. HTTP/2's preface ([`H2_PREFACE`]) counts as a
 /// whole head once all of it is in: [`serve`] then picks HTTP/2 by it.
-async fn read_head(io: &mut CountingIo) -> io::Result<HeadEnd> {
+async fn read_head<S: HttpIo>(io: &mut CountingIo<S>) -> io::Result<HeadEnd> {
     let head = &mut io.head.bytes;
     loop {
-        io.inner.readable().await?;
+        io.inner.wait_readable().await?;
         if head.len() == head.capacity() {
             // Doubling from HEAD_FIRST, never past HEAD_MAX (the length is below it here).
             let more = head.capacity().max(HEAD_FIRST).min(HEAD_MAX - head.len());
             head.reserve_exact(more);
         }
         let before = head.len();
-        match io.inner.try_read_buf(head) {
+        match io.inner.read_some(head).await {
             Ok(0) => return Ok(HeadEnd::Closed),
             Ok(n) => {
-                count_moved(&io.state, n, |s| &s.http.bytes_in);
+                count_moved(&io.state, n, |s| &s.bytes_in);
                 // Part of HTTP/2's preface (which has a blank line in it) is not a head.
                 let partial_preface = head.len() < H2_PREFACE.len() && H2_PREFACE.starts_with(head);
                 if head.len() >= HEAD_MAX || (!partial_preface && ends_head(head, before)) {
                     return Ok(HeadEnd::Whole);
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(e),
         }
     }
@@ -361,6 +439,8 @@ fn ends_head(head: &[u8], from: usize) -> bool {
 
 /// What the requests of one connection share, and how the watcher reaches it.
 struct ConnState {
+    /// The listener's counters (`http` or `https`), where its bytes are counted.
+    counters: fn(&Stats) -> &ProtoCounters,
     shared: Arc<Shared>,
     /// Requests being answered on this connection.
     in_flight: AtomicUsize,
@@ -439,8 +519,8 @@ impl Drop for InFlight<'_> {
 /// and reading the clock twice per request was a measurable share of the server's time.
 ///
 /// It also hands hyper the head that [`read_head`] read before hyper was there.
-struct CountingIo {
-    inner: TcpStream,
+struct CountingIo<S> {
+    inner: S,
     state: Arc<ConnState>,
     head: Head,
 }
@@ -454,23 +534,23 @@ struct Head {
     taken: usize,
 }
 
-impl CountingIo {
-    fn moved(&self, n: usize, counter: fn(&Stats) -> &AtomicU64) {
+impl<S> CountingIo<S> {
+    fn moved(&self, n: usize, counter: fn(&ProtoCounters) -> &AtomicU64) {
         count_moved(&self.state, n, counter);
     }
 }
 
 /// Counts `n` bytes moved on a connection in `counter` and, when there were any, one move
 /// for the idle watcher.
-fn count_moved(state: &ConnState, n: usize, counter: fn(&Stats) -> &AtomicU64) {
+fn count_moved(state: &ConnState, n: usize, counter: fn(&ProtoCounters) -> &AtomicU64) {
     if n > 0 {
-        counter(&state.shared.stats).fetch_add(n as u64, Relaxed);
+        counter((state.counters)(&state.shared.stats)).fetch_add(n as u64, Relaxed);
         let moves = &state.moves;
         moves.store(moves.load(Relaxed).wrapping_add(1), Relaxed);
     }
 }
 
-impl AsyncRead for CountingIo {
+impl<S: HttpIo> AsyncRead for CountingIo<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -490,12 +570,12 @@ impl AsyncRead for CountingIo {
         let before = buf.filled().len();
         let res = Pin::new(&mut self.inner).poll_read(cx, buf);
         let n = buf.filled().len() - before;
-        self.moved(n, |s| &s.http.bytes_in);
+        self.moved(n, |s| &s.bytes_in);
         res
     }
 }
 
-impl AsyncWrite for CountingIo {
+impl<S: HttpIo> AsyncWrite for CountingIo<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -503,7 +583,7 @@ impl AsyncWrite for CountingIo {
     ) -> Poll<io::Result<usize>> {
         let res = Pin::new(&mut self.inner).poll_write(cx, buf);
         if let Poll::Ready(Ok(n)) = res {
-            self.moved(n, |s| &s.http.bytes_out);
+            self.moved(n, |s| &s.bytes_out);
         }
         res
     }
@@ -515,7 +595,7 @@ impl AsyncWrite for CountingIo {
     ) -> Poll<io::Result<usize>> {
         let res = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
         if let Poll::Ready(Ok(n)) = res {
-            self.moved(n, |s| &s.http.bytes_out);
+            self.moved(n, |s| &s.bytes_out);
         }
         res
     }

@@ -1,0 +1,130 @@
+//! TLS end to end: every TLS mode on every TCP transport against the embedded server,
+//! and the server's handshake counters proving what kind of handshakes happened.
+
+use serde_json::Value;
+use std::process::Command;
+
+/// Runs `rpcbench` with `args` and `--format json`; returns the report.
+fn run(args: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcbench"))
+        .args(["--format", "json", "--no-progress", "--names", "ip"])
+        .args(args)
+        .output()
+        .expect("rpcbench runs");
+    assert!(
+        out.status.success(),
+        "rpcbench {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON report")
+}
+
+/// Every TCP transport, so each mode covers all of them.
+const TCP_TRANSPORTS: &str = "tcp,tcp-connect,http-fresh,http-keepalive,curl-reuse,curl-fresh,h2,h2-mux,grpc,grpc-mux,grpc-stream";
+
+/// 1,000 calls on every TCP transport in `mode`: none lost, none failed, each run
+/// recorded under its security mode with the version it asked for.
+fn every_transport(mode: &str, version: &str) {
+    let report = run(&[
+        "-n",
+        "1000",
+        "--security",
+        mode,
+        "--transports",
+        TCP_TRANSPORTS,
+    ]);
+    let runs = report["runs"].as_array().unwrap();
+    let expected = if mode.ends_with("-resume") { 10 } else { 11 };
+    assert_eq!(
+        runs.len(),
+        expected,
+        "{mode}: curl-fresh skips resume modes"
+    );
+    for r in runs {
+        let name = r["transport"].as_str().unwrap();
+        assert_eq!(r["security"], mode, "{name}");
+        assert_eq!(r["calls"], 1000, "{name}");
+        assert_eq!(r["ok"], 1000, "{name} {mode}: {r}");
+        assert!(r["insecure"].is_null(), "{name}: verification stays on");
+        if !name.starts_with("curl") {
+            assert_eq!(r["tls"]["version"], version, "{name}");
+        }
+        if ["tcp-connect", "http-fresh", "curl-fresh"].contains(&name) {
+            // A connection per call: every measured call has its handshake. Persistent
+            // transports open theirs in the warm-up, which is out of the figures.
+            assert!(r["phases_us"]["tls"].is_object(), "{name}: a tls phase");
+        }
+    }
+}
+
+#[test]
+fn tls13_on_every_tcp_transport() {
+    every_transport("tls13", "TLSv1_3");
+}
+
+#[test]
+fn tls13_resume_on_every_tcp_transport() {
+    every_transport("tls13-resume", "TLSv1_3");
+}
+
+#[test]
+fn tls12_on_every_tcp_transport() {
+    every_transport("tls12", "TLSv1_2");
+}
+
+#[test]
+fn tls12_resume_on_every_tcp_transport() {
+    every_transport("tls12-resume", "TLSv1_2");
+}
+
+#[test]
+fn mtls_on_every_tcp_transport() {
+    every_transport("mtls", "TLSv1_3");
+}
+
+/// The server's counters prove the handshakes: a full one per connection in the full
+/// modes, and every connection but the first resumed in the resume modes.
+#[test]
+fn handshake_counters_match_connects() {
+    for (transport, listener) in [
+        ("tcp-connect", "tls_handshakes"),
+        ("http-fresh", "https_handshakes"),
+    ] {
+        for mode in ["tls13", "tls12", "mtls", "tls13-resume", "tls12-resume"] {
+            let report = run(&["-n", "300", "--security", mode, "--transports", transport]);
+            let r = &report["runs"][0];
+            let connects = r["connects"].as_u64().unwrap();
+            let hs = &report["server"][listener];
+            let (full, resumed) = (
+                hs["full"].as_u64().unwrap(),
+                hs["resumed"].as_u64().unwrap(),
+            );
+            if mode.ends_with("-resume") {
+                assert_eq!((full, resumed), (1, connects - 1), "{transport} {mode}");
+            } else {
+                assert_eq!((full, resumed), (connects, 0), "{transport} {mode}");
+            }
+        }
+    }
+}
+
+/// udp and unix stay plain: a TLS mode leaves them out and says why.
+#[test]
+fn datagrams_and_unix_stay_plain() {
+    let out = Command::new(env!("CARGO_BIN_EXE_rpcbench"))
+        .args([
+            "-n",
+            "50",
+            "--no-progress",
+            "--names",
+            "ip",
+            "--security",
+            "tls13",
+        ])
+        .args(["--transports", "tcp,udp,unix"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("DTLS is out of scope"), "{text}");
+}
