@@ -519,7 +519,12 @@ fn rate_paces_the_calls() {
             run.transport,
             run.calls_per_s
         );
-        assert!(run.late <= run.calls, "{}: {} late", run.transport, run.late);
+        assert!(
+            run.late <= run.calls,
+            "{}: {} late",
+            run.transport,
+            run.late
+        );
         // Pacing leaves latency alone: the wait for a call's slot (10 ms per worker) is
         // not in its latency, so the median stays well below it.
         assert!(run.latency_us.unwrap().p50 < 5_000.0, "{}", run.transport);
