@@ -82,12 +82,21 @@ async fn accept_with(
     while let Some((stream, guard)) = shared.next_connection(&listener, counters).await {
         let (shared, builder, watched) = (shared.clone(), builder.clone(), watched.clone());
         let (grpc, tls) = (grpc.clone(), tls.clone());
-        tokio::spawn(async move {
-            let _guard = guard;
-            let _ = stream.set_nodelay(true);
-            match tls {
-                None => serve(stream, &builder, shared, &watched, grpc, counters).await,
-                Some(tls) => {
+        let _ = stream.set_nodelay(true);
+        // One task type per kind of connection: a task is as large as its largest state,
+        // and a TLS connection's (rustls' buffers, the handshake) made every plain
+        // connection's task 4.6 KiB larger when both shared one (16.7 KiB per idle
+        // kept-alive connection instead of 12.1).
+        match tls {
+            None => {
+                tokio::spawn(async move {
+                    let _guard = guard;
+                    serve(stream, &builder, shared, &watched, grpc, counters).await;
+                });
+            }
+            Some(tls) => {
+                tokio::spawn(async move {
+                    let _guard = guard;
                     let handshaken = super::tls::handshake(
                         stream,
                         &tls.https,
@@ -98,9 +107,9 @@ async fn accept_with(
                     if let Some(stream) = handshaken {
                         serve(stream, &builder, shared, &watched, grpc, counters).await;
                     }
-                }
+                });
             }
-        });
+        }
     }
 }
 
