@@ -346,6 +346,8 @@ fn healthy(kind: TransportKind, engine: Engine) {
         ..config(calls, warmup, concurrency)
     };
     let fresh = !kind.persistent();
+    // Workers that share one connection open one in all.
+    let per_worker = |workers: u64| if kind.shared() { 1 } else { workers };
     // One worker: one connection for the whole run, or one per call (warm-up included).
     let before = echo.requests();
     let r = run(kind, echo.tcp, echo.http, &config(2000, 20, 1));
@@ -370,7 +372,7 @@ fn healthy(kind: TransportKind, engine: Engine) {
         kind,
         &r,
         2000,
-        if fresh { 2008 } else { 8 },
+        if fresh { 2008 } else { per_worker(8) },
         "2000 calls, 8 workers",
     );
     assert_eq!(r.workers, 8);
@@ -415,6 +417,8 @@ per_engine!(healthy_http_keepalive, |e| healthy(
     TransportKind::HttpKeepalive,
     e
 ));
+per_engine!(healthy_h2, |e| healthy(TransportKind::H2, e));
+per_engine!(healthy_h2_mux, |e| healthy(TransportKind::H2Mux, e));
 
 #[test]
 fn healthy_curl_reuse() {

@@ -15,8 +15,11 @@
 //! `auto` (the default) runs `blocking` while there are no more connections than CPUs
 //! (each worker then has a core to itself, and an event loop would only add an
 //! `epoll_wait` per call) and `evloop` above that, where threads would take turns on the
-//! cores and pay a context switch per call. A transport with no async side (the curl
-//! ones) always runs `blocking`.
+//! cores and pay a context switch per call. A transport whose workers share one
+//! connection (`h2-mux`) runs on one event loop as soon as it has two workers: its tasks
+//! and the connection's then take turns on one thread with no switch per call, as
+//! h2load's do. A transport with no async side (the curl and gRPC ones) always runs
+//! `blocking`.
 //!
 //! Both engines make a call the same way (`call.rs`: one payload per call, one clock, the
 //! same verification, counting and recording), split the calls the same way ([`share`],
@@ -104,8 +107,8 @@ pub enum Engine {
     Auto,
     /// A thread per worker, blocking calls (at most 1024 workers).
     Blocking,
-    /// A few event-loop threads, many connections each (tcp, tcp-connect, http-fresh and
-    /// http-keepalive).
+    /// A few event-loop threads, many connections each (every transport but the curl ones
+    /// and the gRPC ones); one thread for a shared connection (h2-mux).
     Evloop,
 }
 
@@ -135,6 +138,10 @@ impl Engine {
         }
         let engine = match self {
             Engine::Auto if connections > cpus && kind.has_async() => Engine::Evloop,
+            // Workers that share one connection do best as tasks of one event loop, as
+            // h2load drives a connection's streams from one thread: on the blocking
+            // engine every reply is a thread switch to its worker.
+            Engine::Auto if connections > 1 && kind.shared() && kind.has_async() => Engine::Evloop,
             Engine::Auto => Engine::Blocking,
             chosen => chosen,
         };
@@ -316,7 +323,13 @@ pub fn try_run_transport(
     limits::check_files(kind, connections, engine, false)?;
     let (tally, elapsed, threads) = match engine {
         Engine::Evloop => {
-            let loops = cpus.min(connections);
+            // One connection is driven from one thread: the tasks sharing it run on its
+            // loop, and more loops would only add thread switches to its every reply.
+            let loops = if kind.shared() {
+                1
+            } else {
+                cpus.min(connections)
+            };
             let (tally, elapsed) = evloop::run(kind, endpoint, config, connections, loops, done)?;
             (tally, elapsed, loops)
         }
@@ -609,6 +622,11 @@ mod tests {
         assert_eq!(pick(Engine::Auto, Tcp, 2).unwrap(), Engine::Blocking);
         assert_eq!(pick(Engine::Auto, Tcp, 3).unwrap(), Engine::Evloop);
         assert_eq!(pick(Engine::Auto, CurlReuse, 64).unwrap(), Engine::Blocking);
+        // A shared connection goes to one event loop from two workers on.
+        assert_eq!(pick(Engine::Auto, H2Mux, 1).unwrap(), Engine::Blocking);
+        assert_eq!(pick(Engine::Auto, H2Mux, 2).unwrap(), Engine::Evloop);
+        assert_eq!(pick(Engine::Auto, H2, 2).unwrap(), Engine::Blocking);
+        assert_eq!(pick(Engine::Auto, GrpcMux, 64).unwrap(), Engine::Blocking);
         assert_eq!(
             pick(Engine::Evloop, HttpKeepalive, 1).unwrap(),
             Engine::Evloop

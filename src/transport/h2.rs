@@ -1,10 +1,14 @@
 //! `h2`: HTTP/2 with prior knowledge (no upgrade, no TLS), one connection per worker and
 //! one stream at a time: `POST /echo` as on HTTP/1.1, each call a new stream on the
-//! worker's kept connection (hyper).
+//! worker's kept connection (the `h2` crate, hyper's HTTP/2 engine).
+//!
+//! Both engines share [`H2Conn`]: the blocking one drives it on the worker's own
+//! current-thread runtime, the event loop as one of its connection tasks.
 
 use super::http::{self, worker_runtime};
 use super::{
-    Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, remaining,
+    AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
+    Transport, remaining,
 };
 use bytes::Bytes;
 use hyper::header::{self, HeaderValue};
@@ -12,17 +16,12 @@ use std::cell::Cell;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-/// The `h2` transport.
+/// The `h2` transport on the blocking engine.
 pub struct H2 {
+    /// The worker's runtime: the connection's task runs on it while a call blocks on it.
     rt: tokio::runtime::Runtime,
-    endpoint: Endpoint,
-    timeout: Duration,
-    sender: Option<Sender>,
-    body: Vec<u8>,
-    connects: u64,
-    /// `http://host:port`, the scheme and authority every request's URI starts with:
-    /// HTTP/2 carries them as `:scheme` and `:authority` pseudo-headers, not as `Host`.
-    origin: String,
+    /// The connection and what its calls need.
+    conn: H2Conn,
 }
 
 impl Transport for H2 {
@@ -32,59 +31,150 @@ impl Transport for H2 {
     fn open(endpoint: Endpoint, timeout: Duration) -> Result<H2, OpenTransportError> {
         Ok(H2 {
             rt: worker_runtime()?,
+            conn: H2Conn::new(endpoint, timeout),
+        })
+    }
+
+    fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
+        let deadline = Instant::now() + self.conn.timeout;
+        let H2 { rt, conn } = self;
+        // The lookup runs outside our runtime: the resolver blocks on a runtime of its own.
+        let addr = match conn.sender {
+            Some(_) => None,
+            None => Some(conn.endpoint.http_addr(deadline, phases)?),
+        };
+        let connecting = Cell::new(addr.is_some());
+        let done = rt.block_on(super::within(
+            remaining(deadline)?,
+            &connecting,
+            conn.exchange(call, addr, deadline, phases, &connecting),
+        ))?;
+        Ok(conn.reply(done))
+    }
+
+    fn reset(&mut self) {
+        self.conn.sender = None;
+    }
+
+    fn connects(&self) -> u64 {
+        self.conn.connects
+    }
+}
+
+/// The `h2` transport on the event loop: one connection per task, driven by a task of its
+/// own on the loop's runtime.
+pub struct AsyncH2 {
+    /// The timer of this connection's calls.
+    timer: CallTimer,
+    /// The connection and what its calls need.
+    conn: H2Conn,
+}
+
+impl AsyncTransport for AsyncH2 {
+    fn open(endpoint: Endpoint, timeout: Duration) -> AsyncH2 {
+        AsyncH2 {
+            timer: CallTimer::default(),
+            conn: H2Conn::new(endpoint, timeout),
+        }
+    }
+
+    async fn call(
+        &mut self,
+        call: &Call<'_>,
+        phases: &mut Phases,
+    ) -> Result<Reply<'_>, CallError> {
+        let deadline = Instant::now() + self.conn.timeout;
+        let AsyncH2 { timer, conn } = self;
+        let addr = match conn.sender {
+            Some(_) => None,
+            None => Some(conn.endpoint.addr_async(Port::Http, deadline, phases).await?),
+        };
+        let connecting = Cell::new(addr.is_some());
+        let done = timer
+            .within(
+                deadline,
+                &connecting,
+                conn.exchange(call, addr, deadline, phases, &connecting),
+            )
+            .await?;
+        Ok(conn.reply(done))
+    }
+
+    fn reset(&mut self) {
+        self.conn.sender = None;
+    }
+
+    fn connects(&self) -> u64 {
+        self.conn.connects
+    }
+}
+
+/// One worker's HTTP/2 connection and what its calls need, whichever engine runs them.
+struct H2Conn {
+    /// Where the calls go.
+    endpoint: Endpoint,
+    /// Longest a call may take.
+    timeout: Duration,
+    /// The connection's request handle, once open.
+    sender: Option<Sender>,
+    /// The last reply's body.
+    body: Vec<u8>,
+    /// Connections opened so far.
+    connects: u64,
+    /// `http://host:port`, the scheme and authority every request's URI starts with:
+    /// HTTP/2 carries them as `:scheme` and `:authority` pseudo-headers, not as `Host`.
+    origin: String,
+}
+
+/// What a finished exchange hands back: the reply's seq header and its server time.
+type Exchanged = (Option<u64>, Option<Duration>);
+
+impl H2Conn {
+    fn new(endpoint: Endpoint, timeout: Duration) -> H2Conn {
+        H2Conn {
             origin: origin(&endpoint),
             endpoint,
             timeout,
             sender: None,
             body: Vec::new(),
             connects: 0,
-        })
+        }
     }
 
-    fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
-        let deadline = Instant::now() + self.timeout;
+    /// Opens the connection to `addr` when there is none (`addr` is then the looked-up
+    /// address), and makes the call as a new stream on it.
+    async fn exchange(
+        &mut self,
+        call: &Call<'_>,
+        addr: Option<SocketAddr>,
+        deadline: Instant,
+        phases: &mut Phases,
+        connecting: &Cell<bool>,
+    ) -> Result<Exchanged, CallError> {
         let req = request(&self.origin, call)?;
-        let H2 {
-            rt,
-            endpoint,
-            sender,
-            body,
-            connects,
-            ..
-        } = self;
-        // The lookup runs outside our runtime: the resolver blocks on a runtime of its own.
-        let addr = match sender {
-            Some(_) => None,
-            None => Some(endpoint.http_addr(deadline, phases)?),
+        let sender = match (&mut self.sender, addr) {
+            (Some(s), _) => s,
+            (slot, Some(addr)) => {
+                // Boxed, so that the calls' future does not carry (and move on every
+                // call) the kilobytes of the connect and TLS handshake's.
+                let (s, _, took) = Box::pin(connect(addr, deadline, &self.endpoint)).await?;
+                self.connects += 1;
+                took.record(phases);
+                connecting.set(false);
+                slot.insert(s)
+            }
+            (None, None) => unreachable!("an address is looked up when there is no connection"),
         };
-        let connecting = Cell::new(addr.is_some());
-        let (seq, server) = rt.block_on(super::within(remaining(deadline)?, &connecting, async {
-            let sender = match (sender, addr) {
-                (Some(s), _) => s,
-                (slot, Some(addr)) => {
-                    let (s, _, took) = connect(addr, deadline, endpoint).await?;
-                    *connects += 1;
-                    took.record(phases);
-                    connecting.set(false);
-                    slot.insert(s)
-                }
-                (None, None) => unreachable!("an address is looked up when there is no connection"),
-            };
-            send(sender, req, body, phases).await
-        }))?;
-        Ok(Reply {
+        send(sender, req, &mut self.body, phases).await
+    }
+
+    /// The reply of a finished exchange.
+    fn reply(&self, (seq, server): Exchanged) -> Reply<'_> {
+        Reply {
             seq,
             body: &self.body,
             server,
-        })
-    }
-
-    fn reset(&mut self) {
-        self.sender = None;
-    }
-
-    fn connects(&self) -> u64 {
-        self.connects
+        }
     }
 }
 
@@ -159,7 +249,11 @@ pub(super) fn request(origin: &str, call: &Call<'_>) -> Result<Req, CallError> {
         .body(())
         .map_err(|_| CallError::Protocol)?;
     let headers = req.headers_mut();
-    headers.insert(crate::wire::SEQ_HEADER, HeaderValue::from(call.seq));
+    // Never indexed by HPACK: a new value in every request, as the server's reply
+    // headers (see `server::http::reply::unindexed`).
+    let mut seq = HeaderValue::from(call.seq);
+    seq.set_sensitive(true);
+    headers.insert(crate::wire::SEQ_HEADER, seq);
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/octet-stream"),

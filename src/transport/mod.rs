@@ -153,10 +153,10 @@ registry! {
     /// A new libcurl easy handle per call, nothing shared.
     CurlFresh = curl_fresh::{CurlFresh}, "curl-fresh";
     /// HTTP/2 POST /echo with prior knowledge, one connection per worker, one stream at a
-    /// time (hyper).
-    H2 = h2::{H2}, "h2";
+    /// time (the `h2` crate).
+    H2 = h2::{H2, AsyncH2}, "h2";
     /// HTTP/2 with all workers sharing one connection, each call a concurrent stream.
-    H2Mux = h2_mux::{H2Mux}, "h2-mux";
+    H2Mux = h2_mux::{H2Mux, AsyncH2Mux}, "h2-mux";
     /// gRPC unary `rpcbench.v1.Echo/Call` (tonic), one channel per worker.
     Grpc = grpc::{Grpc}, "grpc";
     /// gRPC unary calls with all workers sharing one channel (one HTTP/2 connection).
@@ -884,8 +884,8 @@ mod tests {
         ("http-keepalive", 8, Port::Http, true),
         ("curl-reuse", 8, Port::Http, false),
         ("curl-fresh", 100, Port::Http, false),
-        ("h2", 8, Port::Http, false),
-        ("h2-mux", 1, Port::Http, false),
+        ("h2", 8, Port::Http, true),
+        ("h2-mux", 1, Port::Http, true),
         ("grpc", 8, Port::Http, false),
         ("grpc-mux", 1, Port::Http, false),
         ("grpc-stream", 8, Port::Http, false),

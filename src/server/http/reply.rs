@@ -46,10 +46,22 @@ pub(super) fn echo(
         HeaderValue::from_static("application/octet-stream"),
     );
     if let Some(seq) = seq {
-        headers.insert(SEQ_NAME.clone(), HeaderValue::from(seq));
+        headers.insert(SEQ_NAME.clone(), unindexed(HeaderValue::from(seq)));
     }
-    headers.insert(SERVER_TIMING.clone(), server_timing(got_it.elapsed()));
+    headers.insert(
+        SERVER_TIMING.clone(),
+        unindexed(server_timing(got_it.elapsed())),
+    );
     resp
+}
+
+/// A header value that differs in every reply, marked so that HTTP/2's HPACK sends it as
+/// a literal "never indexed": otherwise each one would be added to both ends' dynamic
+/// tables and evict an older one, work for a value that never comes again (h2load's
+/// requests, all constant, are decoded from the table alone). HTTP/1.1 ignores the mark.
+pub(crate) fn unindexed(mut value: HeaderValue) -> HeaderValue {
+    value.set_sensitive(true);
+    value
 }
 
 /// `n` bytes of the reply pattern for `seq`: borrowed from the static table in
