@@ -9,6 +9,7 @@
 //! up to what was opened.
 
 use super::grpc::{Client, Opened, connect, request, unary};
+use super::mux::{self, Shared};
 use super::{
     Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, remaining,
 };
@@ -18,48 +19,21 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-/// The one channel of a run, and the thread that drives it.
+/// The blocking engine's channel thread.
+const THREAD: &str = "rpcbench-grpc-mux";
+
+/// The one channel of a run, the thread that drives it, and its connection counts.
+#[derive(Default)]
 pub struct MuxChannel {
-    /// One worker thread, built on first use, so a run of another transport pays nothing.
-    rt: std::sync::OnceLock<Result<tokio::runtime::Runtime, String>>,
-    /// The live channel's client and its generation (bumped on every new channel), so
-    /// that a worker whose call failed drops only the channel it saw fail.
-    client: tokio::sync::Mutex<Option<(Client, u64)>>,
+    /// The live channel's client.
+    client: Shared<Client>,
     /// Connections the channels of this run opened.
     opened: Arc<Opened>,
     /// Of those, the ones a worker has counted as its own.
     claimed: AtomicU64,
-    /// The generation the next channel gets.
-    client_generation: AtomicU64,
-}
-
-impl Default for MuxChannel {
-    fn default() -> Self {
-        MuxChannel {
-            rt: std::sync::OnceLock::new(),
-            client: tokio::sync::Mutex::new(None),
-            opened: Arc::default(),
-            claimed: AtomicU64::new(0),
-            client_generation: AtomicU64::new(0),
-        }
-    }
 }
 
 impl MuxChannel {
-    fn runtime(&self) -> Result<&tokio::runtime::Runtime, CallError> {
-        self.rt
-            .get_or_init(|| {
-                tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(1)
-                    .thread_name("rpcbench-grpc-mux")
-                    .enable_all()
-                    .build()
-                    .map_err(|e| e.to_string())
-            })
-            .as_ref()
-            .map_err(|_| CallError::Io)
-    }
-
     /// The connections opened and not yet claimed by a worker, now claimed.
     fn claim(&self) -> u64 {
         // `fetch_max`, not a swap: of two workers claiming at once, the one that read the
@@ -104,7 +78,7 @@ impl Transport for GrpcMux {
         let deadline = Instant::now() + self.timeout;
         let req = request(call);
         let shared = self.shared.clone();
-        let rt = shared.runtime()?;
+        let rt = shared.client.runtime(THREAD)?;
         let GrpcMux {
             endpoint,
             used,
@@ -113,34 +87,22 @@ impl Transport for GrpcMux {
         } = self;
         let connecting = Cell::new(false);
         let result = rt.block_on(super::within(remaining(deadline)?, &connecting, async {
-            // Take a clone of the live client, or open the channel: under the lock, so
-            // that workers arriving together open one channel, not one each.
-            let (mut client, generation) = {
-                let mut slot = shared.client.lock().await;
-                match &*slot {
-                    Some((c, g)) => (c.clone(), *g),
-                    None => {
+            // A channel reconnects by itself: once made, it is live until a call fails.
+            let (mut client, generation) = shared
+                .client
+                .get(
+                    |_| true,
+                    async || {
                         connecting.set(true);
-                        // The lookup blocks on a runtime of its own, which must not start
-                        // inside this one: it runs on a blocking thread.
-                        let ep = endpoint.clone();
-                        let (addr, dns) = tokio::task::spawn_blocking(move || {
-                            let mut looked = Phases::default();
-                            ep.http_addr(deadline, &mut looked).map(|a| (a, looked.dns))
-                        })
-                        .await
-                        .map_err(|_| CallError::Io)??;
-                        phases.dns = dns;
-                        let channel = connect(endpoint, addr, shared.opened.clone(), *timeout).await?;
+                        let addr = mux::http_addr(endpoint, deadline, phases).await?;
+                        let channel =
+                            connect(endpoint, addr, shared.opened.clone(), *timeout).await?;
                         connecting.set(false);
                         shared.opened.record(phases);
-                        let client = tonic::client::Grpc::new(channel);
-                        let generation = shared.client_generation.fetch_add(1, Relaxed);
-                        *slot = Some((client.clone(), generation));
-                        (client, generation)
-                    }
-                }
-            };
+                        Ok(tonic::client::Grpc::new(channel))
+                    },
+                )
+                .await?;
             *used = Some(generation);
             unary(&mut client, req, phases).await
         }));
@@ -160,13 +122,8 @@ impl Transport for GrpcMux {
         let Some(failed) = self.used.take() else {
             return;
         };
-        if let Ok(rt) = self.shared.runtime() {
-            rt.block_on(async {
-                let mut slot = self.shared.client.lock().await;
-                if slot.as_ref().is_some_and(|(_, g)| *g == failed) {
-                    *slot = None;
-                }
-            });
+        if let Ok(rt) = self.shared.client.runtime(THREAD) {
+            rt.block_on(self.shared.client.forget(failed));
         }
     }
 

@@ -14,6 +14,7 @@
 //! the connect.
 
 use super::h2::{Ended, Sender, connect, origin, request, send};
+use super::mux::{self, Shared};
 use super::{
     AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
     Transport, remaining,
@@ -22,92 +23,12 @@ use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The one connection of a run, and (for the blocking engine) the thread that drives it.
-pub struct MuxConn {
-    /// One worker thread for the blocking engine: it runs the connection task; the
-    /// workers' own threads run their requests. Built on first use, so a run on the event
-    /// loop (or of another transport) pays nothing.
-    rt: std::sync::OnceLock<Result<tokio::runtime::Runtime, String>>,
-    /// The live connection and its generation (bumped on every new connection), so that
-    /// a worker whose call failed drops only the connection it saw fail.
-    conn: tokio::sync::Mutex<Option<(Sender, Ended, u64)>>,
-}
+/// The one connection of a run: its request handle, and the flag its task sets when it
+/// ends (the connection is then opened anew before the next call rather than failing it).
+pub type MuxConn = Shared<(Sender, Ended)>;
 
-impl Default for MuxConn {
-    fn default() -> Self {
-        MuxConn {
-            rt: std::sync::OnceLock::new(),
-            conn: tokio::sync::Mutex::new(None),
-        }
-    }
-}
-
-impl MuxConn {
-    fn runtime(&self) -> Result<&tokio::runtime::Runtime, CallError> {
-        self.rt
-            .get_or_init(|| {
-                tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(1)
-                    .thread_name("rpcbench-h2-mux")
-                    .enable_all()
-                    .build()
-                    .map_err(|e| e.to_string())
-            })
-            .as_ref()
-            .map_err(|_| CallError::Io)
-    }
-
-    /// A clone of the live connection's handle and its generation, or a new connection:
-    /// under the lock, so that workers arriving together open one connection, not one
-    /// each. A new connection's task is spawned on the runtime this runs on.
-    async fn sender(
-        &self,
-        endpoint: &Endpoint,
-        deadline: Instant,
-        phases: &mut Phases,
-        connects: &mut u64,
-        connecting: &Cell<bool>,
-    ) -> Result<(Sender, u64), CallError> {
-        let mut slot = self.conn.lock().await;
-        if let Some((s, ended, g)) = &*slot
-            && !ended.get()
-        {
-            return Ok((s.clone(), *g));
-        }
-        connecting.set(true);
-        // Boxed: the opening future (lookup, connect, TLS) is kilobytes, and a call's
-        // future would otherwise carry, and move, all of it on every call.
-        let (s, ended, took) = Box::pin(async {
-            // The lookup blocks on a runtime of its own, which must not start inside this
-            // one: it runs on a blocking thread.
-            let ep = endpoint.clone();
-            let (addr, dns) = tokio::task::spawn_blocking(move || {
-                let mut looked = Phases::default();
-                ep.http_addr(deadline, &mut looked).map(|a| (a, looked.dns))
-            })
-            .await
-            .map_err(|_| CallError::Io)??;
-            phases.dns = dns;
-            connect(addr, deadline, endpoint).await
-        })
-        .await?;
-        connecting.set(false);
-        *connects += 1;
-        took.record(phases);
-        let generation = slot.as_ref().map_or(0, |(_, _, g)| g + 1);
-        *slot = Some((s.clone(), ended, generation));
-        Ok((s, generation))
-    }
-
-    /// Drops the shared connection if it is still generation `failed`, the one a worker's
-    /// call failed on; another worker may already have opened a new one.
-    async fn forget(&self, failed: u64) {
-        let mut slot = self.conn.lock().await;
-        if slot.as_ref().is_some_and(|(_, _, g)| *g == failed) {
-            *slot = None;
-        }
-    }
-}
+/// The blocking engine's connection thread.
+const THREAD: &str = "rpcbench-h2-mux";
 
 /// One worker's (or event-loop task's) handle on the run's shared connection, and what
 /// its calls need, whichever engine runs them.
@@ -146,14 +67,24 @@ impl MuxHandle {
         connecting: &Cell<bool>,
     ) -> Result<Reply<'_>, CallError> {
         let req = request(&self.origin, call)?;
-        let (mut sender, generation) = self
-            .shared
-            .sender(
-                &self.endpoint,
-                deadline,
-                phases,
-                &mut self.connects,
-                connecting,
+        let MuxHandle {
+            shared,
+            endpoint,
+            connects,
+            ..
+        } = self;
+        let ((mut sender, _), generation) = shared
+            .get(
+                |(_, ended)| !ended.get(),
+                async || {
+                    connecting.set(true);
+                    let addr = mux::http_addr(endpoint, deadline, phases).await?;
+                    let (s, ended, took) = connect(addr, deadline, endpoint).await?;
+                    connecting.set(false);
+                    *connects += 1;
+                    took.record(phases);
+                    Ok((s, ended))
+                },
             )
             .await?;
         self.used = Some(generation);
@@ -184,7 +115,7 @@ impl Transport for H2Mux {
         let deadline = Instant::now() + handle.timeout;
         let shared = handle.shared.clone();
         let connecting = Cell::new(false);
-        shared.runtime()?.block_on(super::within(
+        shared.runtime(THREAD)?.block_on(super::within(
             remaining(deadline)?,
             &connecting,
             handle.exchange(call, deadline, phases, &connecting),
@@ -195,7 +126,7 @@ impl Transport for H2Mux {
         let Some(failed) = self.0.used.take() else {
             return;
         };
-        if let Ok(rt) = self.0.shared.runtime() {
+        if let Ok(rt) = self.0.shared.runtime(THREAD) {
             rt.block_on(self.0.shared.forget(failed));
         }
     }
@@ -239,15 +170,8 @@ impl AsyncTransport for AsyncH2Mux {
     }
 
     fn reset(&mut self) {
-        // No await here: the lock is free unless another task is opening a connection,
-        // and then the slot holds a new generation anyway, which must stay.
-        let Some(failed) = self.handle.used.take() else {
-            return;
-        };
-        if let Ok(mut slot) = self.handle.shared.conn.try_lock()
-            && slot.as_ref().is_some_and(|(_, _, g)| *g == failed)
-        {
-            *slot = None;
+        if let Some(failed) = self.handle.used.take() {
+            self.handle.shared.try_forget(failed);
         }
     }
 

@@ -22,6 +22,7 @@ mod buf;
 mod curl;
 mod h1;
 mod http;
+mod mux;
 pub mod tls;
 
 use crate::resolve::{AddrMode, LookupNameError, Names};
