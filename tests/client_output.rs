@@ -796,8 +796,10 @@ fn link_rtt_is_recorded_on_every_run_and_what_if_projects_from_it() {
         stdout.contains("what if: a projection, not a measurement"),
         "{stdout}"
     );
+    // The heading is wrapped to the terminal's width: read it as one line.
+    let flat = stdout.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        stdout.contains("the RTT taken as 2.00 ms (the link RTT given with --link-rtt)"),
+        flat.contains("the RTT taken as 2.00 ms (the link RTT given with --link-rtt)"),
         "{stdout}"
     );
     let header = stdout
@@ -830,8 +832,9 @@ fn link_rtt_is_recorded_on_every_run_and_what_if_projects_from_it() {
     let mut with = args.to_vec();
     with.push("--what-if");
     let (stdout, _, _) = run_args("what-if", &with);
+    let flat = stdout.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        stdout.contains("the fastest call of a persistent transport by IP"),
+        flat.contains("the fastest call of a persistent transport by IP"),
         "{stdout}"
     );
 }
