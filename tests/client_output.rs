@@ -774,19 +774,14 @@ fn the_engine_and_its_threads_are_reported() {
 
 #[test]
 fn link_rtt_is_recorded_on_every_run_and_what_if_projects_from_it() {
-    let args = [
-        "-n",
-        "40",
-        "--warmup",
-        "4",
-        "--names",
-        "ip",
-        "--transports",
-        "tcp,tcp-connect",
-        "--link-rtt",
-        "2ms",
-    ];
-    let (stdout, report, code) = run_args("link-rtt", &args);
+    // A small run by IP of `transports`, plus `extra`.
+    let small = |tag: &str, transports: &str, extra: &[&str]| {
+        let mut args = vec!["-n", "40", "--warmup", "4", "--names", "ip", "--transports"];
+        args.push(transports);
+        args.extend_from_slice(extra);
+        run_args(tag, &args)
+    };
+    let (stdout, report, code) = small("link-rtt", "tcp,tcp-connect", &["--link-rtt", "2ms"]);
     assert_eq!(code, Some(0));
     for r in &report.runs {
         assert_eq!(r.link_rtt_us, Some(2000.0), "{}", r.transport);
@@ -816,22 +811,10 @@ fn link_rtt_is_recorded_on_every_run_and_what_if_projects_from_it() {
     assert!(at_50 >= 100.0, "{row}");
 
     // Without either flag: no link RTT, no what-if; --what-if alone takes the fastest call.
-    let args = [
-        "-n",
-        "40",
-        "--warmup",
-        "4",
-        "--names",
-        "ip",
-        "--transports",
-        "tcp",
-    ];
-    let (stdout, report, _) = run_args("no-link-rtt", &args);
+    let (stdout, report, _) = small("no-link-rtt", "tcp", &[]);
     assert_eq!(report.runs[0].link_rtt_us, None);
     assert!(!stdout.contains("what if"), "{stdout}");
-    let mut with = args.to_vec();
-    with.push("--what-if");
-    let (stdout, _, _) = run_args("what-if", &with);
+    let (stdout, _, _) = small("what-if", "tcp", &["--what-if"]);
     let flat = stdout.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
         flat.contains("the fastest call of a persistent transport by IP"),

@@ -904,7 +904,7 @@ pub fn latency_rtt(fits: &[crate::model::Fit]) -> String {
         &mut out,
         height,
         "Latency against round-trip time",
-        "latency-rtt",
+        "chart-rtt",
     );
     let (y0, y1) = (TOP, height - BOTTOM);
     let (_, rtt_hi) = span(fits.iter().flat_map(|f| f.points.iter().map(|p| p[0])));
