@@ -26,7 +26,8 @@
 # --link userspace replaces the veth with rpcbench-link (TUN devices, same addresses, run
 # under `chrt -f 50` when chrt is there), --link auto (the default) takes netem when the
 # kernel has it and rpcbench-link otherwise. The report states the link and its settings
-# (testbed-link.txt beside it holds the link's own counts). With --loss, lost calls do not
+# (testbed-link.txt beside it holds the link's own counts), and every run records the RTT
+# (rpcbench --link-rtt, `link_rtt_us` in the JSON). With --loss, lost calls do not
 # stop the script (rpcbench runs with --max-lost).
 #
 # The delays default to 20 ms, server and DNS alike, so that the margin of their checks (5%
@@ -292,6 +293,9 @@ echo "test bed: $SRV $SRV_IP <-> $CLI $CLI_IP; link: $LINK_USED; placement: $PLA
 # With loss on the link a call may be lost; it is counted, and must not stop the script.
 BENCH_EXTRA=()
 [ -z "$LOSS" ] || BENCH_EXTRA=(--max-lost 1000000000)
+# Across a link every run records the RTT injected (link_rtt_us), for the round-trip
+# model of `rpcbench report` (report/link_rtt.sh sweeps several RTTs and fits k).
+[ "$IMPAIRED" = 0 ] || BENCH_EXTRA+=(--link-rtt "${RTT_US}us")
 
 # 1. The baseline: every transport under every address mode, by name and by IP.
 start_server

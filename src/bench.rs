@@ -79,6 +79,9 @@ pub struct BenchSpec {
     pub client_cert_pem: Option<(String, String)>,
     /// Do not verify the server's certificate (`--insecure`).
     pub insecure: bool,
+    /// The round-trip time of the link between client and server, when known
+    /// (`--link-rtt`): recorded on every run as `link_rtt_us`, for the round-trip model.
+    pub link_rtt: Option<Duration>,
 }
 
 /// Watches a run from outside, e.g. to draw a progress bar. Every method has a do-nothing
@@ -414,7 +417,13 @@ impl Session {
             ),
             environment: Environment::detect(),
             server,
-            runs: runs.iter().map(RunRecord::new).collect(),
+            runs: runs
+                .iter()
+                .map(|run| RunRecord {
+                    link_rtt_us: spec.link_rtt.map(|d| d.as_secs_f64() * 1e6),
+                    ..RunRecord::new(run)
+                })
+                .collect(),
         }
     }
 

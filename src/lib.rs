@@ -17,6 +17,8 @@
 //!   (and following the search list).
 //! - [`dnsdiag`]: `rpcbench dns NAME`: the queries a lookup really sends here, timed, and
 //!   what to change; `conf.rs` reads resolv.conf as glibc does.
+//! - [`model`]: the round-trip model `mean ≈ c + k × RTT`: the round trips each protocol
+//!   needs, k and c fitted over runs at several link RTTs, what-if projections.
 //! - [`report`]: the serialisable result (JSON) that every renderer reads.
 //! - [`render`]: one renderer per output format (table, json, csv, markdown), and `units.rs`.
 //! - [`site`]: the comparison report: findings (also after the table), truth checks, peers,
@@ -40,6 +42,7 @@ pub mod dnsdiag;
 pub mod host;
 pub mod link;
 pub mod measure;
+pub mod model;
 pub mod proto;
 pub mod render;
 pub mod report;

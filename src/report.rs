@@ -210,6 +210,18 @@ pub struct RunRecord {
     pub percentiles_us: Vec<[f64; 2]>,
     pub cpu_user_s: f64,
     pub cpu_sys_s: f64,
+    /// The round-trip time of the link the run crossed, µs, as told with `--link-rtt`
+    /// (the test bed passes the RTT it injected); left out when not told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_rtt_us: Option<f64>,
+    /// Round trips per call (k), fitted by `rpcbench report` over runs of this transport
+    /// and mode at two or more link RTTs (`mean ≈ fixed_cost_us + k × RTT`, see
+    /// `src/model.rs`); left out where no fit exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_trips_per_call: Option<f64>,
+    /// Fixed cost per call (c), µs, from the same fit: the mean at zero RTT.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_cost_us: Option<f64>,
     /// The first seqs of lost, mismatched and failed calls.
     pub lost_seqs: Vec<u64>,
     pub mismatched_seqs: Vec<u64>,
@@ -353,6 +365,9 @@ impl RunRecord {
             },
             cpu_user_s: t.cpu_user.as_secs_f64(),
             cpu_sys_s: t.cpu_sys.as_secs_f64(),
+            link_rtt_us: None,
+            round_trips_per_call: None,
+            fixed_cost_us: None,
             lost_seqs: t.lost_seqs.clone(),
             mismatched_seqs: t.mismatched_seqs.clone(),
             error_seqs: t.error_seqs.clone(),

@@ -771,3 +771,53 @@ fn the_engine_and_its_threads_are_reported() {
         }
     }
 }
+
+#[test]
+fn link_rtt_is_recorded_on_every_run_and_what_if_projects_from_it() {
+    // A small run by IP of `transports`, plus `extra`.
+    let small = |tag: &str, transports: &str, extra: &[&str]| {
+        let mut args = vec!["-n", "40", "--warmup", "4", "--names", "ip", "--transports"];
+        args.push(transports);
+        args.extend_from_slice(extra);
+        run_args(tag, &args)
+    };
+    let (stdout, report, code) = small("link-rtt", "tcp,tcp-connect", &["--link-rtt", "2ms"]);
+    assert_eq!(code, Some(0));
+    for r in &report.runs {
+        assert_eq!(r.link_rtt_us, Some(2000.0), "{}", r.transport);
+        assert_eq!(r.round_trips_per_call, None, "one RTT is no fit");
+    }
+    assert!(
+        stdout.contains("what if: a projection, not a measurement"),
+        "{stdout}"
+    );
+    // The heading is wrapped to the terminal's width: read it as one line.
+    let flat = stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("the RTT taken as 2.00 ms (the link RTT given with --link-rtt)"),
+        "{stdout}"
+    );
+    let header = stdout
+        .lines()
+        .find(|l| l.starts_with("transport ") && l.contains("at 50 ms"));
+    assert!(header.is_some_and(|h| h.contains("at 0.1 ms")), "{stdout}");
+    // tcp-connect needs two round trips: at 50 ms it projects above 100 ms.
+    let row = stdout
+        .lines()
+        .rfind(|l| l.starts_with("tcp-connect "))
+        .unwrap();
+    assert!(row.contains(" 2.00 ") && row.ends_with("protocol"), "{row}");
+    let at_50: f64 = row.split_whitespace().nth(7).unwrap().parse().unwrap();
+    assert!(at_50 >= 100.0, "{row}");
+
+    // Without either flag: no link RTT, no what-if; --what-if alone takes the fastest call.
+    let (stdout, report, _) = small("no-link-rtt", "tcp", &[]);
+    assert_eq!(report.runs[0].link_rtt_us, None);
+    assert!(!stdout.contains("what if"), "{stdout}");
+    let (stdout, _, _) = small("what-if", "tcp", &["--what-if"]);
+    let flat = stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("the fastest call of a persistent transport by IP"),
+        "{stdout}"
+    );
+}

@@ -556,3 +556,107 @@ fn sweeps_make_a_report_alone_and_beside_a_run() {
     assert_well_formed(&html, "index.html");
     assert_eq!(html.matches("<svg ").count(), 6);
 }
+
+/// The committed fixture, with every run given link RTT `rtt_us` and a mean of its own
+/// mean plus `k(run) × rtt_us`.
+fn across_link(rtt_us: f64, k: &dyn Fn(&rpcbench::report::RunRecord) -> Option<f64>) -> Report {
+    let mut r: Report =
+        serde_json::from_str(include_str!("fixtures/report.json")).expect("fixture is a Report");
+    for run in &mut r.runs {
+        run.link_rtt_us = Some(rtt_us);
+        run.round_trips_per_call = None;
+        run.fixed_cost_us = None;
+        let rise = k(run).map(|k| k * rtt_us);
+        if let (Some(l), Some(rise)) = (run.latency_us.as_mut(), rise) {
+            l.mean += rise;
+        }
+    }
+    r
+}
+
+#[test]
+fn report_fits_round_trips_per_call_over_link_rtts() {
+    let dir = Scratch::new("model");
+    let write = |name: &str, r: &Report| {
+        let path = dir.0.join(name);
+        std::fs::write(&path, serde_json::to_string(r).unwrap()).unwrap();
+        path
+    };
+    let expected = |r: &rpcbench::report::RunRecord| rpcbench::model::expected_for(r);
+    let files: Vec<PathBuf> = [0.0, 10_000.0, 20_000.0]
+        .iter()
+        .map(|&rtt| write(&format!("rtt-{rtt}.json"), &across_link(rtt, &expected)))
+        .collect();
+    let inputs: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
+    let site = dir.0.join("site");
+    let (status, text) = report(&inputs, &[], &site);
+    assert_eq!(status, Some(0), "{text}");
+    assert!(
+        text.contains("pass: link RTT 10000 µs: tcp-connect (ip), 2 round trips"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("round trips per call where"),
+        "no k finding: {text}"
+    );
+    let fitted: Vec<Report> =
+        serde_json::from_slice(&std::fs::read(site.join("runs.json")).unwrap()).unwrap();
+    assert_eq!(fitted.len(), 3);
+    for r in fitted.iter().flat_map(|f| &f.runs) {
+        match rpcbench::model::expected_for(r) {
+            Some(k) => {
+                let fit = r.round_trips_per_call.expect("a fit on every modelled run");
+                assert!(
+                    (fit - k).abs() < 1e-9,
+                    "{} {}: {fit} for {k}",
+                    r.transport,
+                    r.addr_mode
+                );
+                assert!(r.fixed_cost_us.is_some());
+            }
+            None => assert_eq!(r.round_trips_per_call, None),
+        }
+    }
+    let readme = std::fs::read_to_string(site.join("README.md")).unwrap();
+    assert!(readme.contains("## Round trips per call"), "{readme}");
+    assert!(
+        readme.contains("| tcp-connect | uncached | 3.00 | 3.00 | +0.00 |"),
+        "{readme}"
+    );
+    assert!(readme.contains("a projection, not a measurement") && readme.contains("at 50 ms"));
+    let svg = assert_chart(&site, "rtt.svg");
+    assert!(
+        svg.contains("tcp-connect (uncached) k=3.00"),
+        "legend names k"
+    );
+    assert_well_formed(
+        &std::fs::read_to_string(site.join("index.html")).unwrap(),
+        "index.html",
+    );
+
+    // One extra round trip on a fifth of http-fresh's calls: a finding, and a failed check.
+    let slow = |r: &rpcbench::report::RunRecord| {
+        expected(r).map(|k| {
+            if r.transport == TransportKind::HttpFresh {
+                k + 0.2
+            } else {
+                k
+            }
+        })
+    };
+    let files: Vec<PathBuf> = [0.0, 10_000.0]
+        .iter()
+        .map(|&rtt| write(&format!("slow-{rtt}.json"), &across_link(rtt, &slow)))
+        .collect();
+    let inputs: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
+    let (status, text) = report(&inputs, &[], &dir.0.join("slow"));
+    assert_eq!(status, Some(1), "the link check fails: {text}");
+    assert!(
+        text.contains("http-fresh (ip) makes 2.20 round trips per call where the protocol needs 2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("FAIL: link RTT 10000 µs: http-fresh (ip)"),
+        "{text}"
+    );
+}

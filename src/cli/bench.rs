@@ -168,6 +168,18 @@ pub struct BenchArgs {
     /// JSON (`insecure: true` on every TLS run).
     #[arg(long)]
     pub insecure: bool,
+    /// The round-trip time of the link to the target, when known (the test bed passes
+    /// the RTT it injects, e.g. 2ms; 0s for none): recorded on every run as
+    /// `link_rtt_us`, so `rpcbench report` can fit round trips per call over runs at
+    /// several RTTs. Also prints the what-if table, projected from it.
+    #[arg(long, value_name = "DURATION", value_parser = super::parse_duration)]
+    pub link_rtt: Option<Duration>,
+    /// Print the what-if table after the run: each transport's mean projected at 0.1, 1,
+    /// 10 and 50 ms RTT from the protocol's round trips per call and its measured fixed
+    /// cost, the path RTT taken from --link-rtt or else the fastest call of a persistent
+    /// transport (shown with the table format only).
+    #[arg(long)]
+    pub what_if: bool,
 }
 
 /// Reads a PEM file named by a flag, or says which and why not.
@@ -244,6 +256,7 @@ impl BenchArgs {
                 .flatten()
                 .zip(read_pem("--client-key", &self.client_key).ok().flatten()),
             insecure: self.insecure,
+            link_rtt: self.link_rtt,
         }
     }
 
@@ -359,6 +372,10 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<BenchOutcome> {
         &render::RenderOptions::terminal(args.wide),
         &mut stdout,
     )?;
+    if args.format == Format::Table && (args.what_if || args.link_rtt.is_some()) {
+        let rows = crate::model::projections(&[report], &[]);
+        render::model::write_what_if(&rows, render::terminal_width(), &mut stdout)?;
+    }
     stdout.flush()?;
     Ok(outcome)
 }

@@ -13,6 +13,8 @@ pub mod dns;
 mod json;
 /// Every column, for pasting.
 mod markdown;
+/// The round-trip model's tables (fits, what-if).
+pub mod model;
 /// A sweep's steps, one table per transport.
 pub mod sweep;
 /// As wide as the terminal.

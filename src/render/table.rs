@@ -139,7 +139,7 @@ fn pack(parts: &[String], width: usize) -> Vec<String> {
 
 /// A grid as aligned text: the header, a rule, the rows; names left, numbers right, two
 /// spaces between columns.
-pub(super) fn grid_lines(grid: &Grid) -> Vec<String> {
+pub(crate) fn grid_lines(grid: &Grid) -> Vec<String> {
     let len = |s: &str| s.chars().count();
     let widths: Vec<usize> = (0..grid.headers.len())
         .map(|i| {

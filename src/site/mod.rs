@@ -30,6 +30,7 @@ pub mod sweep;
 pub use findings::{findings, pinning_advice};
 
 use crate::dnsdiag::DnsDiagnosis;
+use crate::model;
 use crate::render::units;
 use crate::report::{Report, RunRecord};
 use crate::resolve::AddrMode;
@@ -170,6 +171,13 @@ pub struct Site {
     pub peers: Option<Peers>,
     /// The charts: the four of the baseline run, then each sweep's.
     pub charts: Vec<sweep::Chart>,
+    /// Round trips per call and fixed cost, fitted per transport and mode over the runs
+    /// at two or more link RTTs (`link_rtt_us`); their values are also written on those
+    /// runs (`round_trips_per_call`, `fixed_cost_us`) and in `runs.json`.
+    pub fits: Vec<model::Fit>,
+    /// The what-if table: each transport's mean projected at other RTTs; empty unless an
+    /// input ran across a link (`--link-rtt`) or against a target.
+    pub projections: Vec<model::Projection>,
 }
 
 /// One input file's contents: a run or a sweep.
@@ -414,7 +422,66 @@ fn truth_checks(inputs: &[&Report]) -> (Vec<TruthCheck>, Vec<NotRun>) {
         back_to_back.or(paced),
         &dns_checks,
     );
+    let across: Vec<&Report> = inputs
+        .iter()
+        .copied()
+        .filter(|r| is_plain(r) && link_rtt_us(r) >= model::RTT_CHECK_MIN_US)
+        .collect();
+    let zero = inputs
+        .iter()
+        .copied()
+        .find(|r| is_plain(r) && link_rtt_us(r) == 0.0 && has_link_rtt(r));
+    judge(
+        "link RTT",
+        across,
+        "no run with --link-rtt of 2 ms or more among the inputs",
+        zero,
+        &link_checks,
+    );
     (checks, not_run)
+}
+
+/// The link RTT a report's runs were told, µs (0 when none was).
+fn link_rtt_us(r: &Report) -> f64 {
+    r.runs.iter().find_map(|x| x.link_rtt_us).unwrap_or(0.0)
+}
+
+/// True when the report's runs were told a link RTT (0 s included).
+fn has_link_rtt(r: &Report) -> bool {
+    r.runs.iter().any(|x| x.link_rtt_us.is_some())
+}
+
+/// Across a link of RTT D, each transport's mean should be its mean across the same link
+/// without a delay plus the protocol's round trips times D ([`model::rtt_expectation`]).
+fn link_checks(zero: &Report, across: &Report) -> Vec<TruthCheck> {
+    across
+        .runs
+        .iter()
+        .filter_map(|r| {
+            let d = r.link_rtt_us?;
+            let k = model::expected_for(r)?;
+            let base = zero
+                .runs
+                .iter()
+                .find(|x| model::ModelKey::of(x) == model::ModelKey::of(r))?;
+            let (expected, margin) = model::rtt_expectation(base.latency_us?.mean, k, d);
+            let mean = r.latency_us?.mean;
+            Some(TruthCheck {
+                what: format!(
+                    "link RTT {d:.0} µs: {} ({}), {k} round trips",
+                    r.transport,
+                    r.mode_label()
+                ),
+                expected: format!(
+                    "{expected:.0} µs ± {margin:.0} (mean without delay + {k} × {d:.0}; {:.0}% + {:.0} µs)",
+                    model::RTT_CHECK_SHARE * 100.0,
+                    model::RTT_CHECK_FLOOR_US
+                ),
+                measured: format!("{mean:.0} µs"),
+                pass: (mean - expected).abs() <= margin,
+            })
+        })
+        .collect()
 }
 
 impl Site {
@@ -432,7 +499,19 @@ impl Site {
         let reports: Vec<&Report> = inputs.iter().map(|(_, r)| r).collect();
         let (checks, not_run) = truth_checks(&reports);
         let base_at = Roles::of(&reports).baseline();
+        let fits = model::fit_reports(&reports);
+        let projections = if reports
+            .iter()
+            .any(|r| has_link_rtt(r) || !r.target.starts_with("embedded"))
+        {
+            model::projections(&reports, &fits)
+        } else {
+            Vec::new()
+        };
         let mut others = inputs;
+        for (_, r) in &mut others {
+            model::apply_fits(r, &fits);
+        }
         let baseline = (!others.is_empty()).then(|| others.remove(base_at));
         let other_reports: Vec<&Report> = others.iter().map(|(_, r)| r).collect();
         let sweep_reports: Vec<&SweepReport> = sweeps.iter().map(|(_, s)| s).collect();
@@ -444,12 +523,20 @@ impl Site {
                 .into_iter()
                 .collect(),
         };
+        findings.extend(model::k_findings(&fits));
         findings.extend(sweep::findings(&sweep_reports));
         findings.extend(dns.iter().flat_map(|(_, d)| d.findings.iter().cloned()));
         let mut charts = match &baseline {
             Some((_, b)) => run_charts(b, &other_reports),
             None => Vec::new(),
         };
+        if !fits.is_empty() {
+            charts.push(sweep::Chart {
+                file: "rtt.svg".to_string(),
+                caption: Some(RTT_CHART_CAPTION.to_string()),
+                svg: svg::latency_rtt(&fits),
+            });
+        }
         charts.extend(sweep_charts(&sweep_reports));
         if !dns.is_empty() {
             let diagnoses: Vec<&DnsDiagnosis> = dns.iter().map(|(_, d)| d).collect();
@@ -473,6 +560,8 @@ impl Site {
             not_run,
             peers,
             charts,
+            fits,
+            projections,
         })
     }
 
@@ -493,7 +582,9 @@ impl Site {
         }
     }
 
-    /// Writes README.md, index.html and the SVG charts into `dir`.
+    /// Writes README.md, index.html and the SVG charts into `dir`, and, when the model
+    /// was fitted, `runs.json`: every input run with its fitted `round_trips_per_call`
+    /// and `fixed_cost_us`.
     pub fn write(&self, dir: &Path) -> Result<(), BuildReportError> {
         let write = |name: &str, text: &str| {
             let path = dir.join(name);
@@ -505,6 +596,16 @@ impl Site {
         })?;
         for chart in &self.charts {
             write(&chart.file, &chart.svg)?;
+        }
+        if !self.fits.is_empty() {
+            let runs: Vec<&Report> = self
+                .baseline
+                .iter()
+                .chain(&self.others)
+                .map(|(_, r)| r)
+                .collect();
+            let json = serde_json::to_string_pretty(&runs).unwrap_or_default();
+            write("runs.json", &json)?;
         }
         write("README.md", &page::markdown(self))?;
         write("index.html", &page::html(self))?;
@@ -522,6 +623,9 @@ pub enum Lead<'a> {
 
 /// How to read the DNS chart.
 const DNS_CHART_CAPTION: &str = "One bar per diagnosed name: each query of its lookup in the order sent, as long as its mean time; red and hatched, the wasted ones (a miss on a search suffix, a timeout, a truncated answer asked again over TCP). The black mark is the whole lookup's mean: A and AAAA go out together, so their segments overlap in time and the stack can pass it.";
+
+/// How to read the latency-against-RTT chart.
+const RTT_CHART_CAPTION: &str = "One line per transport and mode from its fitted model (mean = c + k × RTT), the measured means as dots; a line's slope is its round trips per call.";
 
 /// The four charts of the baseline run: percentile curves (by IP when it has such runs),
 /// mean and p99, phases, and what name resolution adds (from a run with a slow resolver

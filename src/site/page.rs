@@ -35,6 +35,22 @@ pub fn markdown(site: &Site) -> String {
             out.push_str(&tables(r));
         }
     }
+    if !site.fits.is_empty() || !site.projections.is_empty() {
+        let _ = writeln!(out, "\n## Round trips per call\n\n{MODEL_INTRO}\n");
+        if !site.fits.is_empty() {
+            out.push_str(&markdown_table(&render::model::fit_grid(&site.fits)));
+        }
+        if !site.projections.is_empty() {
+            let _ = writeln!(
+                out,
+                "\n{}:\n",
+                crate::model::what_if_heading(&site.projections)
+            );
+            out.push_str(&markdown_table(&render::model::what_if_grid(
+                &site.projections,
+            )));
+        }
+    }
     if !site.sweeps.is_empty() {
         let _ = writeln!(out, "\n## Sweeps\n\n{}\n", capacity_intro());
         if !site.capacity.is_empty() {
@@ -189,6 +205,9 @@ fn capacity_intro() -> String {
 
 /// What the seed section says without a run among the inputs.
 const NO_SEED: &str = "Seed 004's five cases (PHP, 2007) are read from a run; there is none (only sweeps) among the inputs.";
+
+/// What the round-trip section says first.
+const MODEL_INTRO: &str = "A call's mean is a fixed cost plus round trips times the path's round-trip time: mean ≈ c + k × RTT. k is fitted by least squares over runs at two or more link RTTs (`--link-rtt`), beside the round trips the protocol needs (README, Round trips per call); a difference above 0.1 is a finding. c is the mean at zero RTT: CPU, kernel and the link's own forwarding.";
 
 /// A grid as a markdown table, as the run tables are written.
 fn markdown_table(grid: &Grid) -> String {
@@ -456,6 +475,24 @@ pub fn html(site: &Site) -> String {
                 esc(&path.display().to_string())
             );
             html_tables(&mut out, r);
+        }
+    }
+    if !site.fits.is_empty() || !site.projections.is_empty() {
+        let _ = writeln!(
+            out,
+            "<h2>Round trips per call</h2><p>{}</p>",
+            esc(MODEL_INTRO)
+        );
+        if !site.fits.is_empty() {
+            html_table(&mut out, &render::model::fit_grid(&site.fits));
+        }
+        if !site.projections.is_empty() {
+            let _ = writeln!(
+                out,
+                "<p>{}:</p>",
+                esc(&crate::model::what_if_heading(&site.projections))
+            );
+            html_table(&mut out, &render::model::what_if_grid(&site.projections));
         }
     }
     if !site.sweeps.is_empty() {

@@ -893,3 +893,60 @@ pub fn dns_lookups(diagnoses: &[&DnsDiagnosis]) -> String {
     out.push_str("</svg>");
     out
 }
+
+/// Latency against link RTT: one line per transport and mode from its fitted model
+/// (`c + k × RTT`, drawn from 0 to a little past the largest RTT measured), the measured
+/// means as dots. Both axes linear, so a line's slope is its round trips per call.
+pub fn latency_rtt(fits: &[crate::model::Fit]) -> String {
+    let height = 460.0;
+    let mut out = String::new();
+    open(
+        &mut out,
+        height,
+        "Latency against round-trip time",
+        "chart-rtt",
+    );
+    let (y0, y1) = (TOP, height - BOTTOM);
+    let (_, rtt_hi) = span(fits.iter().flat_map(|f| f.points.iter().map(|p| p[0])));
+    // A tenth past the largest RTT, so its dots are not on the frame.
+    let x_end = (rtt_hi * 1.1).max(1.0);
+    let (_, ms_hi) = span(
+        fits.iter()
+            .flat_map(|f| f.points.iter().map(|p| p[1]).chain([f.mean_at(x_end)]))
+            .map(|us| us / 1e3),
+    );
+    let xa = Axis::new(0.0, x_end / 1e3, false, LEFT, WIDTH - RIGHT);
+    let ya = Axis::new(0.0, ms_hi, false, y1, y0);
+    let ticks: Vec<(f64, String)> = xa.ticks().into_iter().map(|v| (v, tick_label(v))).collect();
+    x_axis(&mut out, &xa, y0, y1, "link round-trip time (ms)", &ticks);
+    y_axis(&mut out, &ya, LEFT, WIDTH - RIGHT, "mean latency (ms)");
+    let mut entries = Vec::new();
+    for f in fits {
+        let colour = transport_colour(f.key.transport);
+        let name = if f.key.addr_mode == AddrMode::Ip && !f.key.security.is_tls() {
+            f.key.transport.to_string()
+        } else {
+            format!("{} ({})", f.key.transport, f.key.mode_label())
+        };
+        let dash = mode_dash(f.key.addr_mode);
+        let ends = [0.0, x_end].map(|x| (xa.px(x / 1e3), ya.px(f.mean_at(x).max(0.0) / 1e3)));
+        polyline(&mut out, &name, colour, dash, 2.0, &ends);
+        for p in &f.points {
+            let _ = write!(
+                out,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="3.5" fill="{colour}" stroke="white" stroke-width="1"/>"#,
+                xa.px(p[0] / 1e3),
+                ya.px(p[1] / 1e3)
+            );
+        }
+        entries.push((
+            format!("{name} k={:.2}", f.round_trips_per_call),
+            colour,
+            dash,
+            false,
+        ));
+    }
+    legend(&mut out, &entries);
+    out.push_str("</svg>");
+    out
+}

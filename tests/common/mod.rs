@@ -21,6 +21,7 @@
 #![allow(dead_code)]
 
 pub mod h2raw;
+pub mod link;
 pub mod netns;
 
 use bytes::Bytes;
