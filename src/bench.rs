@@ -397,6 +397,7 @@ impl Session {
         runs: &[TransportRun],
     ) -> Report {
         let plan = &self.plan;
+        let runs: Vec<RunRecord> = runs.iter().map(RunRecord::new).collect();
         Report {
             rpcbench: env!("CARGO_PKG_VERSION").to_string(),
             started,
@@ -414,7 +415,8 @@ impl Session {
             ),
             environment: Environment::detect(),
             server,
-            runs: runs.iter().map(RunRecord::new).collect(),
+            path_rtt_estimate: crate::tcpinfo::path_rtt_of_runs(&runs),
+            runs,
         }
     }
 

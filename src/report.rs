@@ -35,6 +35,12 @@ pub struct Report {
     pub server: Option<StatsSnapshot>,
     /// One entry per transport and address mode, in the order they were asked for.
     pub runs: Vec<RunRecord>,
+    /// The path's round-trip time as the runs estimate it
+    /// ([`crate::tcpinfo::path_rtt_of_runs`]): the least kernel RTT sample (`TCP_INFO`)
+    /// or the least persistent-transport call, whichever is smaller, and which it was.
+    /// Absent when neither was measured, and in reports from before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_rtt_estimate: Option<crate::tcpinfo::PathRttEstimate>,
 }
 
 /// The settings of the run.
@@ -210,6 +216,11 @@ pub struct RunRecord {
     pub percentiles_us: Vec<[f64; 2]>,
     pub cpu_user_s: f64,
     pub cpu_sys_s: f64,
+    /// What the kernel saw of the run's own TCP connections (`TCP_INFO`, read as each
+    /// closed): retransmits, SYN retries, RTTs. Absent on `unix`, `udp`, the libcurl
+    /// transports (libcurl's sockets are out of reach) and in reports from before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_info: Option<crate::tcpinfo::TcpInfoRecord>,
     /// The first seqs of lost, mismatched and failed calls.
     pub lost_seqs: Vec<u64>,
     pub mismatched_seqs: Vec<u64>,
@@ -353,6 +364,7 @@ impl RunRecord {
             },
             cpu_user_s: t.cpu_user.as_secs_f64(),
             cpu_sys_s: t.cpu_sys.as_secs_f64(),
+            tcp_info: crate::tcpinfo::TcpInfoRecord::new(&run.tcp_info, run.calls_carried),
             lost_seqs: t.lost_seqs.clone(),
             mismatched_seqs: t.mismatched_seqs.clone(),
             error_seqs: t.error_seqs.clone(),
