@@ -364,7 +364,7 @@ impl RunRecord {
             },
             cpu_user_s: t.cpu_user.as_secs_f64(),
             cpu_sys_s: t.cpu_sys.as_secs_f64(),
-            tcp_info: crate::tcpinfo::TcpInfoRecord::new(&run.tcp_info, run.calls_carried),
+            tcp_info: run.tcp_info.carrying(run.calls_carried),
             lost_seqs: t.lost_seqs.clone(),
             mismatched_seqs: t.mismatched_seqs.clone(),
             error_seqs: t.error_seqs.clone(),

@@ -19,90 +19,16 @@ use std::sync::{Arc, Mutex};
 /// a connect whose first SYN (or its SYN-ACK) is lost takes at least this long.
 pub const SYN_TIMEOUT_US: f64 = 1_000_000.0;
 
-/// What the `TCP_INFO` readings of a run's connections add up to; merged over rounds
-/// with `+=`.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct TcpInfoSums {
-    /// Connections whose closing `TCP_INFO` was read.
-    pub connections: u64,
-    /// Connections whose `TCP_INFO` could not be read (an error from the kernel).
-    pub read_errors: u64,
-    /// `tcpi_total_retrans` at close, summed: segments retransmitted, SYNs included.
-    pub retransmits: u64,
-    /// Connections that retransmitted anything.
-    pub retransmitting_connections: u64,
-    /// Segments retransmitted before the connect completed (the SYN, again after a lost
-    /// SYN or SYN-ACK), summed.
-    pub syn_retransmits: u64,
-    /// Connections whose connect retransmitted its SYN at least once.
-    pub syn_retransmitting_connections: u64,
-    /// `tcpi_lost` at close, summed: segments the kernel still counted lost.
-    pub lost: u64,
-    /// `tcpi_total_rto` at close, summed: retransmission timeouts (Linux 6.7+; 0 before).
-    pub timeouts: u64,
-    /// `tcpi_segs_out` at close, summed: segments sent, retransmits included.
-    pub segs_out: u64,
-    /// Sum of `tcpi_rtt` at close, for the mean.
-    pub rtt_us_sum: u64,
-    /// Smallest `tcpi_rtt` at close.
-    pub rtt_us_min: Option<u32>,
-    /// Smallest `tcpi_min_rtt` (Linux 4.9+): the least RTT sample any connection took.
-    pub min_rtt_us: Option<u32>,
-}
-
-impl TcpInfoSums {
-    /// Adds one connection's closing reading; `syn_retransmits` is what it had
-    /// retransmitted when its connect completed.
-    pub fn add(&mut self, info: &TcpInfo, syn_retransmits: u32) {
-        self.connections += 1;
-        self.retransmits += u64::from(info.total_retrans);
-        self.retransmitting_connections += u64::from(info.total_retrans > 0);
-        self.syn_retransmits += u64::from(syn_retransmits);
-        self.syn_retransmitting_connections += u64::from(syn_retransmits > 0);
-        self.lost += u64::from(info.lost);
-        self.timeouts += u64::from(info.total_rto.unwrap_or(0));
-        self.segs_out += u64::from(info.segs_out.unwrap_or(0));
-        self.rtt_us_sum += u64::from(info.rtt_us);
-        self.rtt_us_min = min_some(self.rtt_us_min, Some(info.rtt_us));
-        self.min_rtt_us = min_some(self.min_rtt_us, info.min_rtt_us);
-    }
-}
-
-/// The smaller of two optional values, or the one that is there.
-fn min_some<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
-impl std::ops::AddAssign<&TcpInfoSums> for TcpInfoSums {
-    fn add_assign(&mut self, o: &TcpInfoSums) {
-        self.connections += o.connections;
-        self.read_errors += o.read_errors;
-        self.retransmits += o.retransmits;
-        self.retransmitting_connections += o.retransmitting_connections;
-        self.syn_retransmits += o.syn_retransmits;
-        self.syn_retransmitting_connections += o.syn_retransmitting_connections;
-        self.lost += o.lost;
-        self.timeouts += o.timeouts;
-        self.segs_out += o.segs_out;
-        self.rtt_us_sum += o.rtt_us_sum;
-        self.rtt_us_min = min_some(self.rtt_us_min, o.rtt_us_min);
-        self.min_rtt_us = min_some(self.min_rtt_us, o.min_rtt_us);
-    }
-}
-
 /// The run's sums, shared by every connection of the run (each adds itself once, when it
 /// closes), so a connection closed on any thread (a hyper task, a shared connection's
 /// runtime) is counted. A mutex rather than atomics: it is taken once per connection,
 /// and the minimums need a compare anyway.
 #[derive(Debug, Default)]
-pub struct TcpInfoTally(Mutex<TcpInfoSums>);
+pub struct TcpInfoTally(Mutex<TcpInfoRecord>);
 
 impl TcpInfoTally {
     /// The sums so far.
-    pub fn snapshot(&self) -> TcpInfoSums {
+    pub fn snapshot(&self) -> TcpInfoRecord {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
@@ -150,10 +76,11 @@ impl Probe {
     }
 }
 
-/// A run's `TCP_INFO` in the report (`tcp_info` on a run): what its connections' kernels
-/// saw, read when each connection closed. Present on TCP transports rpcbench owns the
+/// A run's `TCP_INFO` (`tcp_info` on a run in the report): what its connections' kernels
+/// saw, read when each connection closed; also the run's running sums while it goes
+/// ([`TcpInfoTally`]), merged over rounds with `+=`. Present on TCP transports rpcbench owns the
 /// socket of; absent on `unix`, `udp` and the libcurl transports.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TcpInfoRecord {
     /// Connections whose `TCP_INFO` was read when they closed (equals `connects` when
@@ -196,32 +123,41 @@ fn is_zero(n: &u64) -> bool {
 }
 
 impl TcpInfoRecord {
-    /// The record of a run's sums over connections that carried `calls` calls; `None`
-    /// when no connection was probed (a transport whose sockets rpcbench cannot reach).
-    pub fn new(sums: &TcpInfoSums, calls: u64) -> Option<TcpInfoRecord> {
-        if sums.connections == 0 && sums.read_errors == 0 {
+    /// Adds one connection's closing reading; `syn_retransmits` is what it had
+    /// retransmitted when its connect completed. `calls` and `retransmits_per_call` are
+    /// set by [`TcpInfoRecord::carrying`].
+    pub fn add(&mut self, info: &TcpInfo, syn_retransmits: u32) {
+        let n = self.connections_sampled as f64;
+        let rtt = f64::from(info.rtt_us);
+        self.rtt_us_mean = Some((self.rtt_us_mean.unwrap_or(0.0) * n + rtt) / (n + 1.0));
+        self.connections_sampled += 1;
+        self.retransmits += u64::from(info.total_retrans);
+        self.retransmitting_connections += u64::from(info.total_retrans > 0);
+        self.syn_retransmits += u64::from(syn_retransmits);
+        self.syn_retransmitting_connections += u64::from(syn_retransmits > 0);
+        self.lost += u64::from(info.lost);
+        self.timeouts += u64::from(info.total_rto.unwrap_or(0));
+        self.segs_out += u64::from(info.segs_out.unwrap_or(0));
+        self.rtt_us_min = min_some(self.rtt_us_min, Some(rtt));
+        self.min_rtt_us = min_some(self.min_rtt_us, info.min_rtt_us.map(f64::from));
+    }
+
+    /// The record as the report has it, for connections that carried `calls` calls;
+    /// `None` when no connection was read (a transport whose sockets rpcbench cannot
+    /// reach).
+    pub fn carrying(&self, calls: u64) -> Option<TcpInfoRecord> {
+        if self.connections_sampled == 0 && self.read_errors == 0 {
             return None;
         }
-        let n = sums.connections;
+        let per_call = if calls > 0 {
+            self.retransmits as f64 / calls as f64
+        } else {
+            0.0
+        };
         Some(TcpInfoRecord {
-            connections_sampled: n,
             calls,
-            retransmits: sums.retransmits,
-            retransmits_per_call: if calls > 0 {
-                sums.retransmits as f64 / calls as f64
-            } else {
-                0.0
-            },
-            retransmitting_connections: sums.retransmitting_connections,
-            syn_retransmits: sums.syn_retransmits,
-            syn_retransmitting_connections: sums.syn_retransmitting_connections,
-            lost: sums.lost,
-            timeouts: sums.timeouts,
-            segs_out: sums.segs_out,
-            rtt_us_min: sums.rtt_us_min.map(f64::from),
-            rtt_us_mean: (n > 0).then(|| sums.rtt_us_sum as f64 / n as f64),
-            min_rtt_us: sums.min_rtt_us.map(f64::from),
-            read_errors: sums.read_errors,
+            retransmits_per_call: per_call,
+            ..self.clone()
         })
     }
 
@@ -229,6 +165,40 @@ impl TcpInfoRecord {
     /// RTT (a kernel before 4.9).
     pub fn least_rtt_us(&self) -> Option<f64> {
         self.min_rtt_us.or(self.rtt_us_min)
+    }
+}
+
+/// The smaller of two optional values, or the one that is there.
+fn min_some(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+impl std::ops::AddAssign<&TcpInfoRecord> for TcpInfoRecord {
+    /// Merges another round's connections (`calls` and the per-call figure are set
+    /// afterwards, by [`TcpInfoRecord::carrying`]).
+    fn add_assign(&mut self, o: &TcpInfoRecord) {
+        let (n, m) = (
+            self.connections_sampled as f64,
+            o.connections_sampled as f64,
+        );
+        self.rtt_us_mean = match (self.rtt_us_mean, o.rtt_us_mean) {
+            (Some(a), Some(b)) => Some((a * n + b * m) / (n + m)),
+            (a, b) => a.or(b),
+        };
+        self.connections_sampled += o.connections_sampled;
+        self.read_errors += o.read_errors;
+        self.retransmits += o.retransmits;
+        self.retransmitting_connections += o.retransmitting_connections;
+        self.syn_retransmits += o.syn_retransmits;
+        self.syn_retransmitting_connections += o.syn_retransmitting_connections;
+        self.lost += o.lost;
+        self.timeouts += o.timeouts;
+        self.segs_out += o.segs_out;
+        self.rtt_us_min = min_some(self.rtt_us_min, o.rtt_us_min);
+        self.min_rtt_us = min_some(self.min_rtt_us, o.min_rtt_us);
     }
 }
 
@@ -356,13 +326,13 @@ mod tests {
 
     #[test]
     fn sums_merge_and_summarise() {
-        let mut a = TcpInfoSums::default();
+        let mut a = TcpInfoRecord::default();
         a.add(&info(40, 20, 0), 0);
         a.add(&info(60, 30, 2), 1);
-        let mut b = TcpInfoSums::default();
+        let mut b = TcpInfoRecord::default();
         b.add(&info(10, 5, 1), 0);
         a += &b;
-        let r = TcpInfoRecord::new(&a, 6).unwrap();
+        let r = a.carrying(6).unwrap();
         assert_eq!(r.connections_sampled, 3);
         assert_eq!(r.retransmits, 3);
         assert_eq!(r.retransmitting_connections, 2);
@@ -371,9 +341,9 @@ mod tests {
         assert_eq!(r.segs_out, 30);
         assert_eq!(r.retransmits_per_call, 0.5);
         assert_eq!(r.rtt_us_min, Some(10.0));
-        assert_eq!(r.rtt_us_mean, Some(110.0 / 3.0));
+        assert!((r.rtt_us_mean.unwrap() - 110.0 / 3.0).abs() < 1e-9);
         assert_eq!(r.least_rtt_us(), Some(5.0));
-        assert_eq!(TcpInfoRecord::new(&TcpInfoSums::default(), 6), None);
+        assert_eq!(TcpInfoRecord::default().carrying(6), None);
     }
 
     #[test]

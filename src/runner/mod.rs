@@ -205,7 +205,7 @@ pub struct TransportRun {
     /// The `TCP_INFO` of the run's connections, each read when it closed (all of them
     /// closed before the run returns, shared ones too); empty for a transport whose
     /// sockets rpcbench cannot reach.
-    pub tcp_info: crate::tcpinfo::TcpInfoSums,
+    pub tcp_info: crate::tcpinfo::TcpInfoRecord,
     /// Calls the run's connections carried: the measured ones and the warm-up.
     pub calls_carried: u64,
 }
