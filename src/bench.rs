@@ -400,6 +400,13 @@ impl Session {
         runs: &[TransportRun],
     ) -> Report {
         let plan = &self.plan;
+        let runs: Vec<RunRecord> = runs
+            .iter()
+            .map(|run| RunRecord {
+                link_rtt_us: spec.link_rtt.map(|d| d.as_secs_f64() * 1e6),
+                ..RunRecord::new(run)
+            })
+            .collect();
         Report {
             rpcbench: env!("CARGO_PKG_VERSION").to_string(),
             started,
@@ -417,13 +424,8 @@ impl Session {
             ),
             environment: Environment::detect(),
             server,
-            runs: runs
-                .iter()
-                .map(|run| RunRecord {
-                    link_rtt_us: spec.link_rtt.map(|d| d.as_secs_f64() * 1e6),
-                    ..RunRecord::new(run)
-                })
-                .collect(),
+            path_rtt_estimate: crate::tcpinfo::path_rtt_of_runs(&runs),
+            runs,
         }
     }
 

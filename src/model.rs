@@ -240,19 +240,21 @@ pub fn k_findings(fits: &[Fit]) -> Vec<String> {
 pub enum RttSource {
     /// The injected link RTT the run was told (`--link-rtt`).
     Link,
-    /// The kernel's smoothed RTT of the run's TCP connections (TCP_INFO `tcpi_rtt`).
-    TcpInfo,
-    /// The lowest latency of a persistent transport by IP: one round trip plus the least
-    /// CPU a call costs, so an upper bound of the path RTT.
-    PersistentMin,
+    /// Measured by the run: the kernel's least RTT sample or the fastest persistent call
+    /// ([`crate::tcpinfo::path_rtt_of_runs`]).
+    Measured(crate::tcpinfo::RttSource),
 }
 
 impl std::fmt::Display for RttSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             RttSource::Link => "the link RTT given with --link-rtt",
-            RttSource::TcpInfo => "TCP_INFO's tcpi_rtt",
-            RttSource::PersistentMin => "the fastest call of a persistent transport by IP",
+            RttSource::Measured(crate::tcpinfo::RttSource::TcpInfo) => {
+                "the least RTT the kernel sampled (TCP_INFO)"
+            }
+            RttSource::Measured(crate::tcpinfo::RttSource::PersistentMin) => {
+                "the fastest call of a persistent transport"
+            }
         })
     }
 }
@@ -264,42 +266,20 @@ pub struct PathRtt {
     pub source: RttSource,
 }
 
-/// The lowest latency of a persistent transport by IP in `report`, µs: the floor of one
-/// round trip. `udp` and `tcp` are the leanest; any persistent plain run will do.
-pub fn persistent_min_rtt_us(report: &Report) -> Option<f64> {
-    report
-        .runs
-        .iter()
-        .filter(|r| {
-            r.transport.persistent()
-                && r.addr_mode == AddrMode::Ip
-                && !r.security.is_tls()
-                && base_round_trips(r.transport) == Some(1.0)
-        })
-        .filter_map(|r| r.latency_us.map(|l| l.min))
-        .min_by(f64::total_cmp)
-}
-
-/// The best path RTT estimate from what is known, µs: the injected link RTT when the run
-/// was told it, else the kernel's `tcpi_rtt` when TCP_INFO was read (`tcpi_rtt_us`; no
-/// caller has it yet, the TCP_INFO record will feed it), else the persistent transports'
-/// minimum latency ([`persistent_min_rtt_us`]).
-pub fn estimate_path_rtt(
-    link_rtt_us: Option<f64>,
-    tcpi_rtt_us: Option<f64>,
-    persistent_min_us: Option<f64>,
-) -> Option<PathRtt> {
-    let at = |us: Option<f64>, source| us.map(|us| PathRtt { us, source });
-    at(link_rtt_us, RttSource::Link)
-        .or(at(tcpi_rtt_us, RttSource::TcpInfo))
-        .or(at(persistent_min_us, RttSource::PersistentMin))
-}
-
-/// The path RTT of one report: its runs' `link_rtt_us`, else their minimum
-/// ([`estimate_path_rtt`]).
+/// The path RTT of one report: its runs' `link_rtt_us` when they were told it, else what
+/// the runs measured ([`crate::tcpinfo::path_rtt_of_runs`]: the smaller of the kernel's
+/// least RTT sample and the fastest persistent call, both upper bounds).
 pub fn report_path_rtt(report: &Report) -> Option<PathRtt> {
-    let link = report.runs.iter().find_map(|r| r.link_rtt_us);
-    estimate_path_rtt(link, None, persistent_min_rtt_us(report))
+    if let Some(us) = report.runs.iter().find_map(|r| r.link_rtt_us) {
+        return Some(PathRtt {
+            us,
+            source: RttSource::Link,
+        });
+    }
+    crate::tcpinfo::path_rtt_of_runs(&report.runs).map(|e| PathRtt {
+        us: e.us,
+        source: RttSource::Measured(e.source),
+    })
 }
 
 /// Where a projection's `k` and `c` come from.
@@ -464,13 +444,17 @@ mod tests {
     }
 
     #[test]
-    fn path_rtt_prefers_the_link_then_tcp_info() {
-        let e = estimate_path_rtt(Some(2000.0), Some(1900.0), Some(2100.0)).unwrap();
-        assert_eq!(e.source, RttSource::Link);
-        let e = estimate_path_rtt(None, Some(1900.0), Some(2100.0)).unwrap();
-        assert_eq!((e.us, e.source), (1900.0, RttSource::TcpInfo));
-        let e = estimate_path_rtt(None, None, Some(2100.0)).unwrap();
-        assert_eq!(e.source, RttSource::PersistentMin);
-        assert_eq!(estimate_path_rtt(None, None, None), None);
+    fn path_rtt_prefers_the_link_then_what_the_runs_measured() {
+        let mut report: Report =
+            serde_json::from_str(include_str!("../tests/fixtures/report.json")).unwrap();
+        let measured = report_path_rtt(&report).expect("the fixture has persistent runs");
+        assert!(matches!(measured.source, RttSource::Measured(_)));
+        assert_eq!(
+            Some(measured.us),
+            crate::tcpinfo::path_rtt_of_runs(&report.runs).map(|e| e.us)
+        );
+        report.runs[0].link_rtt_us = Some(2000.0);
+        let told = report_path_rtt(&report).unwrap();
+        assert_eq!((told.us, told.source), (2000.0, RttSource::Link));
     }
 }

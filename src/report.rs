@@ -35,6 +35,12 @@ pub struct Report {
     pub server: Option<StatsSnapshot>,
     /// One entry per transport and address mode, in the order they were asked for.
     pub runs: Vec<RunRecord>,
+    /// The path's round-trip time as the runs estimate it
+    /// ([`crate::tcpinfo::path_rtt_of_runs`]): the least kernel RTT sample (`TCP_INFO`)
+    /// or the least persistent-transport call, whichever is smaller, and which it was.
+    /// Absent when neither was measured, and in reports from before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_rtt_estimate: Option<crate::tcpinfo::PathRttEstimate>,
 }
 
 /// The settings of the run.
@@ -222,6 +228,11 @@ pub struct RunRecord {
     /// Fixed cost per call (c), µs, from the same fit: the mean at zero RTT.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fixed_cost_us: Option<f64>,
+    /// What the kernel saw of the run's own TCP connections (`TCP_INFO`, read as each
+    /// closed): retransmits, SYN retries, RTTs. Absent on `unix`, `udp`, the libcurl
+    /// transports (libcurl's sockets are out of reach) and in reports from before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_info: Option<crate::tcpinfo::TcpInfoRecord>,
     /// The first seqs of lost, mismatched and failed calls.
     pub lost_seqs: Vec<u64>,
     pub mismatched_seqs: Vec<u64>,
@@ -368,6 +379,7 @@ impl RunRecord {
             link_rtt_us: None,
             round_trips_per_call: None,
             fixed_cost_us: None,
+            tcp_info: run.tcp_info.carrying(run.calls_carried),
             lost_seqs: t.lost_seqs.clone(),
             mismatched_seqs: t.mismatched_seqs.clone(),
             error_seqs: t.error_seqs.clone(),

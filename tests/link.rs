@@ -14,7 +14,7 @@ use common::netns::Netns;
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, UdpSocket};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Round trips timed across the 5 ms link: a median over 100 needs 1 s of traffic.
@@ -354,4 +354,139 @@ fn testbed_with_the_userspace_link_is_torn_down_on_sigint() {
     // The link's TUN devices lived in the namespaces, which are gone, and die with the
     // link's process, which is gone too.
     let _ = std::fs::remove_dir_all(&out_dir);
+}
+
+/// Fresh connections made across the link for the `TCP_INFO` test: at 5% loss each way
+/// about one in ten loses its SYN or SYN-ACK (a 1 s wait), so 300 over 8 workers wait
+/// about 4 s in all, and a run with none of them is a 1-in-10¹³ event.
+const LOSSY_CALLS: &str = "300";
+
+/// Starts `rpcbench-echo` in namespace `ns`, raw TCP on `addr`; killed on drop.
+struct EchoInNetns(Child);
+
+impl EchoInNetns {
+    fn start(ns: &str, addr: &str) -> EchoInNetns {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_rpcbench-echo")])
+            .args(["--tcp", addr, "--http", "off"])
+            .stderr(Stdio::null());
+        EchoInNetns(spawn_until_up(&mut cmd, "listening tcp "))
+    }
+}
+
+/// Spawns `cmd` with its stdout piped and waits for its first line, which must start
+/// with `up` (the program's "ready" line).
+fn spawn_until_up(cmd: &mut Command, up: &str) -> Child {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {cmd:?}: {e}"));
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with(up), "not up: {line:?}");
+    child
+}
+
+impl Drop for EchoInNetns {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+#[ignore = "needs root: network namespaces and TUN devices"]
+fn lost_syns_show_as_tcp_info_retransmits_and_explain_the_tail() {
+    assert_root();
+    let (a, b) = (Netns::create("rbl-t5a", ""), Netns::create("rbl-t5b", ""));
+    let link = LinkProcess::start(
+        &a.name,
+        &b.name,
+        88,
+        &["--delay", "1ms", "--loss", "5%", "--seed", "13"],
+    );
+    let _echo = EchoInNetns::start(&a.name, "10.88.0.1:7001");
+    let json = std::env::temp_dir().join(format!("rpcbench-tcpinfo-{}.json", std::process::id()));
+    // --warmup 0: every connection is a measured call's, so a SYN retry is in the figures.
+    // A 10 s timeout outlasts three SYN timeouts in a row (1 + 2 + 4 s).
+    let out = Command::new("ip")
+        .args(["netns", "exec", &b.name, env!("CARGO_BIN_EXE_rpcbench")])
+        .args([
+            "--target",
+            "10.88.0.1",
+            "--tcp-port",
+            "7001",
+            "--names",
+            "ip",
+        ])
+        .args(["--transports", "tcp-connect", "-n", LOSSY_CALLS, "-c", "8"])
+        .args([
+            "--warmup",
+            "0",
+            "--timeout",
+            "10s",
+            "--no-progress",
+            "--max-lost",
+            "300",
+        ])
+        .arg("--out")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    // The table wraps its sentences to the terminal's width; read them as one line.
+    let flat = table.split_whitespace().collect::<Vec<_>>().join(" ");
+    let (status, stats) = link.stop();
+    assert_eq!(status, Some(0));
+    let text = std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("{e}: {table}"));
+    let _ = std::fs::remove_file(&json);
+    let report: rpcbench::report::Report = serde_json::from_str(&text).unwrap();
+    let run = &report.runs[0];
+    let info = run.tcp_info.as_ref().expect("tcp-connect is probed");
+    let drops: u64 = stats.iter().map(|s| count(s, "lost")).sum();
+    eprintln!("link {stats:?}\n{info:?}\n{table}");
+    assert_eq!(
+        run.calls,
+        run.ok + run.lost + run.mismatched + run.error_total()
+    );
+    assert_eq!(
+        info.connections_sampled, run.connects,
+        "every connection read"
+    );
+    // Physics: the link dropped packets, so some segment went missing; a connection that
+    // retried its SYN lost its SYN or SYN-ACK, one dropped packet each (a 1 ms path does
+    // not delay a SYN-ACK past the 1 s timer).
+    assert!(drops > 0, "{stats:?}");
+    assert!(info.retransmits + info.lost + run.lost > 0, "{info:?}");
+    assert!(info.syn_retransmitting_connections > 0, "{info:?}");
+    assert!(info.syn_retransmits >= info.syn_retransmitting_connections);
+    assert!(
+        drops >= info.syn_retransmitting_connections,
+        "{stats:?} {info:?}"
+    );
+    assert!(info.retransmits >= info.syn_retransmits, "{info:?}");
+    // Each of those calls waited the SYN timeout at least.
+    let latency = run.latency_us.as_ref().expect("some calls ok");
+    assert!(
+        latency.max >= rpcbench::tcpinfo::SYN_TIMEOUT_US,
+        "{latency:?}"
+    );
+    assert!(
+        flat.contains("connections retransmitted their SYN (")
+            && flat.contains(&format!(
+                "{} of {} connections",
+                info.syn_retransmitting_connections, info.connections_sampled
+            )),
+        "the finding names the SYN retries: {table}"
+    );
+    assert!(
+        flat.contains("TCP retransmits per call: tcp-connect"),
+        "{table}"
+    );
+    assert!(
+        !tun_left(&a.name) && !tun_left(&b.name),
+        "a TUN device was left"
+    );
 }

@@ -176,8 +176,9 @@ pub struct BenchArgs {
     pub link_rtt: Option<Duration>,
     /// Print the what-if table after the run: each transport's mean projected at 0.1, 1,
     /// 10 and 50 ms RTT from the protocol's round trips per call and its measured fixed
-    /// cost, the path RTT taken from --link-rtt or else the fastest call of a persistent
-    /// transport (shown with the table format only).
+    /// cost, the path RTT taken from --link-rtt or else the path RTT estimate (the least
+    /// RTT the kernel sampled, or the fastest call of a persistent transport, whichever is
+    /// smaller; shown with the table format only).
     #[arg(long)]
     pub what_if: bool,
 }

@@ -49,8 +49,19 @@ pub const CSV_HEADERS: [&str; 34] = [
     "cpu_sys_s",
 ];
 
+/// The `TCP_INFO` columns, after the phases: empty cells on a run that was not probed
+/// (`unix`, `udp`, the libcurl transports).
+const TCP_INFO_HEADERS: [&str; 5] = [
+    "tcp_connections_sampled",
+    "tcp_retransmits",
+    "tcp_retransmits_per_call",
+    "tcp_syn_retransmitting_connections",
+    "tcp_min_rtt_us",
+];
+
 /// The whole header: [`CSV_HEADERS`], then `<phase>_mean_us` and `<phase>_p99_us` for
-/// every phase (all of them, so that the header does not depend on the run).
+/// every phase (all of them, so that the header does not depend on the run), then
+/// [`TCP_INFO_HEADERS`].
 pub fn headers() -> Vec<String> {
     let mut h: Vec<String> = CSV_HEADERS.iter().map(|s| s.to_string()).collect();
     for phase in Phase::ALL {
@@ -58,6 +69,7 @@ pub fn headers() -> Vec<String> {
             h.push(format!("{}_{stat}_us", phase.name()));
         }
     }
+    h.extend(TCP_INFO_HEADERS.iter().map(|s| s.to_string()));
     h
 }
 
@@ -117,6 +129,16 @@ pub fn row(r: &RunRecord) -> Vec<String> {
                     .map_or(String::new(), |s| num(get(s))),
             );
         }
+    }
+    match &r.tcp_info {
+        Some(t) => row.extend([
+            t.connections_sampled.to_string(),
+            t.retransmits.to_string(),
+            num(t.retransmits_per_call),
+            t.syn_retransmitting_connections.to_string(),
+            t.least_rtt_us().map_or(String::new(), num),
+        ]),
+        None => row.extend(TCP_INFO_HEADERS.iter().map(|_| String::new())),
     }
     row
 }

@@ -21,6 +21,7 @@ pub fn write(report: &Report, out: &mut dyn Write) -> io::Result<()> {
         .into_iter()
         .chain(engine_line(report))
         .chain(concurrency_lines(report))
+        .chain(super::tcp_info_line(report))
         .collect();
     if !notes.is_empty() {
         writeln!(out)?;

@@ -537,6 +537,67 @@ pub fn concurrency_lines(report: &Report) -> Vec<String> {
         .collect()
 }
 
+/// The line on what the kernel saw of the run's TCP connections (`TCP_INFO`): the path
+/// RTT estimate, and retransmits per call where there were any (with the connections
+/// that retried their SYN), or that there were none. `None` when no run was probed.
+pub fn tcp_info_line(report: &Report) -> Option<String> {
+    let probed: Vec<&crate::report::RunRecord> = report
+        .runs
+        .iter()
+        .filter(|r| r.tcp_info.is_some())
+        .collect();
+    if probed.is_empty() {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if let Some(e) = &report.path_rtt_estimate {
+        parts.push(format!(
+            "path RTT estimate {} ({})",
+            units::duration(e.us),
+            match e.source {
+                crate::tcpinfo::RttSource::TcpInfo => "least kernel RTT sample",
+                crate::tcpinfo::RttSource::PersistentMin => "least persistent call",
+            }
+        ));
+    }
+    let retrans: Vec<String> = probed
+        .iter()
+        .filter_map(|r| {
+            let t = r.tcp_info.as_ref()?;
+            (t.retransmits > 0).then(|| {
+                let syn = if t.syn_retransmitting_connections > 0 {
+                    format!(
+                        ", {} of {} connections retried their SYN",
+                        t.syn_retransmitting_connections, t.connections_sampled
+                    )
+                } else {
+                    String::new()
+                };
+                format!(
+                    "{} ({}) {:.3}{syn}",
+                    r.transport,
+                    r.mode_label(),
+                    t.retransmits_per_call
+                )
+            })
+        })
+        .collect();
+    let connections: u64 = probed
+        .iter()
+        .filter_map(|r| r.tcp_info.as_ref())
+        .map(|t| t.connections_sampled)
+        .sum();
+    if retrans.is_empty() {
+        parts.push(format!("no TCP retransmits over {connections} connections"));
+    } else {
+        parts.push(format!("TCP retransmits per call: {}", retrans.join("; ")));
+    }
+    Some(format!(
+        "TCP_INFO (read as each connection closed): {}",
+        parts.join("; ")
+    ))
+}
+
 /// The line naming the runs that used the event-loop engine, with its threads: said only
 /// when some did (high `-c`), since a thread per worker is what anyone would assume.
 pub fn engine_line(report: &Report) -> Option<String> {

@@ -40,6 +40,7 @@ pub fn write(report: &Report, options: &RenderOptions, out: &mut dyn Write) -> i
     for line in engine_line(report)
         .into_iter()
         .chain(concurrency_lines(report))
+        .chain(super::tcp_info_line(report))
     {
         lines.extend(wrap(&line, width, "", HANGING));
     }

@@ -209,6 +209,12 @@ pub struct TransportRun {
     pub engine: Engine,
     /// Threads that made the calls: one per worker, or the event-loop threads.
     pub threads: usize,
+    /// The `TCP_INFO` of the run's connections, each read when it closed (all of them
+    /// closed before the run returns, shared ones too); empty for a transport whose
+    /// sockets rpcbench cannot reach.
+    pub tcp_info: crate::tcpinfo::TcpInfoRecord,
+    /// Calls the run's connections carried: the measured ones and the warm-up.
+    pub calls_carried: u64,
 }
 
 impl TransportRun {
@@ -229,6 +235,8 @@ impl TransportRun {
         self.tally += &other.tally;
         self.elapsed += other.elapsed;
         self.dns_queries += other.dns_queries;
+        self.tcp_info += &other.tcp_info;
+        self.calls_carried += other.calls_carried;
         self.dns_lookups += other.dns_lookups;
         self.dns_responder_queries = self
             .dns_responder_queries
@@ -315,7 +323,8 @@ pub fn try_run_transport(
 ) -> Result<TransportRun, RunTransportError> {
     let connections = config.concurrency.max(1);
     // A connection shared by the workers of an earlier run (h2-mux) must not carry over.
-    let endpoint = &endpoint.for_run();
+    let run_endpoint = endpoint.for_run();
+    let endpoint = &run_endpoint;
     let cpus = available_cpus();
     let engine = config.engine.pick(kind, connections, cpus)?;
     // The client's own descriptors; a server in the same process is the caller's to
@@ -338,7 +347,7 @@ pub fn try_run_transport(
             (tally, elapsed, connections)
         }
     };
-    Ok(TransportRun {
+    let mut run = TransportRun {
         kind,
         mode: endpoint.names.mode(),
         security: endpoint.security(),
@@ -349,12 +358,24 @@ pub fn try_run_transport(
         dns_lookups: endpoint.names.lookups(),
         dns_responder_queries: None,
         dns_search: Vec::new(),
+        calls_carried: tally.calls()
+            + (0..connections)
+                .map(|i| warmup_share(config.warmup, connections, i))
+                .sum::<u64>(),
         tally,
         elapsed,
         workers: connections,
         engine,
         threads,
-    })
+        tcp_info: Default::default(),
+    };
+    // The workers' connections closed with their threads; a connection the workers
+    // shared (h2-mux, grpc-mux) lives in the run's shared state, closed by dropping it,
+    // so that its closing TCP_INFO is in the sums too.
+    let tcp_info = run_endpoint.tcp_info.clone();
+    drop(run_endpoint);
+    run.tcp_info = tcp_info.snapshot();
+    Ok(run)
 }
 
 /// How long one connection keeps calling: its share of `-n`, or until the run's common

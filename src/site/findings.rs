@@ -21,6 +21,11 @@ pub fn findings(base: &Report, others: &[&Report], peers: Option<&Peers>) -> Vec
     out.extend(search_list(base));
     out.extend(pick(base));
     out.extend(cpu(base));
+    out.extend(
+        base.runs
+            .iter()
+            .filter_map(crate::tcpinfo::syn_retry_finding),
+    );
     out.push(lost(base, others));
     out.extend(peers.and_then(peer_sentence));
     out

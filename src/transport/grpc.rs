@@ -149,6 +149,8 @@ struct Dialer {
     tls: Option<Arc<super::tls::TlsClient>>,
     /// How long a connect and its handshake may take (the transport's call timeout).
     timeout: Duration,
+    /// The run's `TCP_INFO` sums, for the connections' probes.
+    tcp_info: Arc<crate::tcpinfo::TcpInfoTally>,
 }
 
 impl Service<hyper::Uri> for Dialer {
@@ -162,10 +164,11 @@ impl Service<hyper::Uri> for Dialer {
 
     fn call(&mut self, _: hyper::Uri) -> Self::Future {
         let (addr, opened, tls) = (self.addr, self.opened.clone(), self.tls.clone());
+        let tcp_info = self.tcp_info.clone();
         let deadline = Instant::now() + self.timeout;
         Box::pin(async move {
             let secure = tls.as_deref().map(|t| (t, super::tls::Alpn::H2));
-            let (stream, took) = super::connect_nodelay(addr, secure, deadline)
+            let (stream, took) = super::connect_nodelay(addr, secure, deadline, &tcp_info)
                 .await
                 .map_err(DialError)?;
             opened.count.fetch_add(1, Relaxed);
@@ -194,6 +197,7 @@ pub(super) async fn connect(
             addr,
             opened,
             tls: endpoint.tls.clone(),
+            tcp_info: endpoint.tcp_info.clone(),
             timeout,
         })
         .await

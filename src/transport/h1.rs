@@ -485,7 +485,8 @@ impl H1Conn<super::tls::AsyncSock> {
         endpoint: &Endpoint,
     ) -> Result<(Self, super::Took), CallError> {
         let secure = endpoint.secure(super::tls::Alpn::Http1);
-        let (stream, took) = super::connect_nodelay(addr, secure, deadline).await?;
+        let (stream, took) =
+            super::connect_nodelay(addr, secure, deadline, &endpoint.tcp_info).await?;
         Ok((H1Conn::new(stream), took))
     }
 
@@ -498,13 +499,13 @@ impl H1Conn<super::tls::AsyncSock> {
     pub fn usable(&self) -> bool {
         let mut probe = [0u8; 1];
         self.reusable
-            && match &self.stream {
-                super::tls::AsyncSock::Plain(s) => {
+            && match self.stream.plain() {
+                Some(s) => {
                     matches!(s.try_read(&mut probe), Err(e) if e.kind() == ErrorKind::WouldBlock)
                 }
                 // Bytes on a TLS socket are records, not the reply: a look would have to
                 // decrypt them. A close while idle is caught after the write instead.
-                super::tls::AsyncSock::Tls(_) => true,
+                None => true,
             }
     }
 
@@ -543,7 +544,7 @@ impl H1Conn<TimedStream> {
         endpoint: &Endpoint,
     ) -> Result<(Self, super::Took), CallError> {
         let secure = endpoint.secure(super::tls::Alpn::Http1);
-        let (stream, took) = TimedStream::connect(addr, deadline, secure)?;
+        let (stream, took) = TimedStream::connect(addr, deadline, secure, &endpoint.tcp_info)?;
         Ok((H1Conn::new(stream), took))
     }
 

@@ -225,7 +225,8 @@ pub(super) async fn connect(
     endpoint: &Endpoint,
 ) -> Result<(Sender, Ended, super::Took), CallError> {
     let secure = endpoint.secure(super::tls::Alpn::H2);
-    let (stream, took) = super::connect_nodelay(addr, secure, deadline).await?;
+    let (stream, took) =
+        super::connect_nodelay(addr, secure, deadline, &endpoint.tcp_info).await?;
     let (sender, conn) = ::h2::client::Builder::new()
         .initial_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)

@@ -34,7 +34,7 @@ pub(super) async fn open(
     endpoint: &Endpoint,
 ) -> Result<(SendRequest<Full<Bytes>>, Conn, super::Took), CallError> {
     let secure = endpoint.secure(super::tls::Alpn::Http1);
-    let (stream, took) = super::connect_nodelay(addr, secure, deadline).await?;
+    let (stream, took) = super::connect_nodelay(addr, secure, deadline, &endpoint.tcp_info).await?;
     let (sender, conn) = http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| classify(&e))?;

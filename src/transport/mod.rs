@@ -26,6 +26,7 @@ mod mux;
 pub mod tls;
 
 use crate::resolve::{AddrMode, LookupNameError, Names};
+use crate::tcpinfo::TcpInfoTally;
 use std::cell::Cell;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -263,6 +264,9 @@ pub struct Endpoint {
     /// handshakes (the ports above are then the server's TLS and HTTPS ports). Fresh per
     /// run ([`Endpoint::for_run`]), so resumption never crosses runs.
     pub tls: Option<Arc<tls::TlsClient>>,
+    /// The run's `TCP_INFO` sums, which every TCP connection adds itself to when it
+    /// closes. Fresh per run ([`Endpoint::for_run`]).
+    pub tcp_info: Arc<TcpInfoTally>,
 }
 
 /// State the workers of one run share, one value per type that asks for it: how
@@ -319,6 +323,7 @@ impl Endpoint {
             unix: None,
             shared: Arc::default(),
             tls: None,
+            tcp_info: Arc::default(),
         }
     }
 
@@ -379,6 +384,7 @@ impl Endpoint {
         Endpoint {
             shared: Arc::default(),
             tls: self.tls.as_ref().map(|t| t.fresh()),
+            tcp_info: Arc::default(),
             ..self.clone()
         }
     }
@@ -776,26 +782,34 @@ impl Took {
 /// Opens a tokio TCP connection with Nagle off (replies are small and latency is the
 /// product) and, when `secure` says so, runs the TLS handshake on it (giving up at
 /// `deadline`); returns it and what each step took. Every transport driven by tokio
-/// connects through here: the hyper ones, tonic's, and the event loop's.
+/// connects through here: the hyper ones, tonic's, and the event loop's. The socket
+/// carries a [`Probe`](crate::tcpinfo::Probe) into `tcp_info`, the run's `TCP_INFO` sums.
 pub(crate) async fn connect_nodelay(
     addr: SocketAddr,
     secure: Secure<'_>,
     deadline: Instant,
+    tcp_info: &Arc<TcpInfoTally>,
 ) -> Result<(tls::AsyncSock, Took), CallError> {
+    use std::os::fd::AsFd;
     let started = Instant::now();
     let stream = tokio::net::TcpStream::connect(addr)
         .await
         .map_err(|e| CallError::from_connect(&e))?;
     let connect = started.elapsed();
+    // Read now, so the segments retransmitted so far (the SYN's) are told apart.
+    let probe = crate::tcpinfo::Probe::opened(tcp_info, stream.as_fd());
     stream
         .set_nodelay(true)
         .map_err(|e| CallError::from_io(&e))?;
     match secure {
-        None => Ok((tls::AsyncSock::Plain(stream), Took { connect, tls: None })),
+        None => Ok((
+            tls::AsyncSock::new(tls::AsyncIo::Plain(stream), probe),
+            Took { connect, tls: None },
+        )),
         Some((client, alpn)) => {
             let (stream, took) = client.handshake(stream, alpn, deadline).await?;
             Ok((
-                tls::AsyncSock::Tls(Box::new(stream)),
+                tls::AsyncSock::new(tls::AsyncIo::Tls(Box::new(stream)), probe),
                 Took {
                     connect,
                     tls: Some(took),

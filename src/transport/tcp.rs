@@ -11,7 +11,7 @@ use super::{
     AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
     Secure, Took, Transport, connect_nodelay, opened, remaining,
 };
-use super::tls::{Alpn, AsyncSock, BlockingSock};
+use super::tls::{Alpn, AsyncSock, BlockingIo, BlockingSock};
 use crate::wire::{self, LEN_PREFIX, Request, ResponseRef, Status};
 use std::cell::Cell;
 use std::io::{Read, Write};
@@ -198,12 +198,16 @@ impl TimedStream {
         addr: std::net::SocketAddr,
         deadline: Instant,
         secure: Secure<'_>,
+        tcp_info: &std::sync::Arc<crate::tcpinfo::TcpInfoTally>,
     ) -> Result<(TimedStream, Took), CallError> {
+        use std::os::fd::AsFd;
         let timeout = remaining(deadline)?;
         let started = Instant::now();
         let stream =
             TcpStream::connect_timeout(&addr, timeout).map_err(|e| CallError::from_connect(&e))?;
         let connect = started.elapsed();
+        // Read now, so the segments retransmitted so far (the SYN's) are told apart.
+        let probe = crate::tcpinfo::Probe::opened(tcp_info, stream.as_fd());
         stream
             .set_nodelay(true)
             .map_err(|e| CallError::from_io(&e))?;
@@ -211,12 +215,13 @@ impl TimedStream {
             .set_write_timeout(Some(timeout))
             .map_err(|e| CallError::from_io(&e))?;
         let (sock, tls) = match secure {
-            None => (BlockingSock::Plain(stream), None),
+            None => (BlockingIo::Plain(stream), None),
             Some((client, alpn)) => {
                 let (tls, took) = client.handshake_blocking(stream, alpn, deadline)?;
-                (BlockingSock::Tls(Box::new(tls)), Some(took))
+                (BlockingIo::Tls(Box::new(tls)), Some(took))
             }
         };
+        let sock = BlockingSock::new(sock, probe);
         Ok((TimedStream::new(sock), Took { connect, tls }))
     }
 
@@ -237,7 +242,12 @@ impl FrameConn {
         deadline: Instant,
         endpoint: &Endpoint,
     ) -> Result<(FrameConn, Took), CallError> {
-        let (stream, took) = TimedStream::connect(addr, deadline, endpoint.secure(Alpn::None))?;
+        let (stream, took) = TimedStream::connect(
+            addr,
+            deadline,
+            endpoint.secure(Alpn::None),
+            &endpoint.tcp_info,
+        )?;
         Ok((FrameConn::new(stream), took))
     }
 }
@@ -325,7 +335,13 @@ impl AsyncFrameConn {
         deadline: Instant,
         endpoint: &Endpoint,
     ) -> Result<(AsyncFrameConn, Took), CallError> {
-        let (stream, took) = connect_nodelay(addr, endpoint.secure(Alpn::None), deadline).await?;
+        let (stream, took) = connect_nodelay(
+            addr,
+            endpoint.secure(Alpn::None),
+            deadline,
+            &endpoint.tcp_info,
+        )
+        .await?;
         Ok((AsyncFrameConn::new(stream), took))
     }
 }

@@ -8,9 +8,11 @@
 //! The handshake is timed apart from the connect: the `tls` phase.
 
 use super::{CallError, remaining};
+use crate::tcpinfo::Probe;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::os::fd::AsFd;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -608,30 +610,58 @@ impl Drop for BlockingTls {
     }
 }
 
-/// A blocking client socket: plain TCP, or TLS over it.
-pub enum BlockingSock {
+/// A blocking client socket, plain TCP or TLS over it, and the probe that reads its
+/// `TCP_INFO` into the run's sums when it closes.
+pub struct BlockingSock {
+    /// The stream.
+    io: BlockingIo,
+    /// Read once more by `Drop`, while the descriptor is still open.
+    probe: Probe,
+}
+
+/// The stream of a [`BlockingSock`].
+pub enum BlockingIo {
     /// Plain TCP.
     Plain(TcpStream),
     /// TLS over TCP (boxed: the rustls state is large).
     Tls(Box<BlockingTls>),
 }
 
+impl BlockingIo {
+    /// The TCP socket under it.
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            BlockingIo::Plain(s) => s,
+            BlockingIo::Tls(t) => t.sock(),
+        }
+    }
+}
+
 impl BlockingSock {
+    /// A socket whose connect made `probe`.
+    pub fn new(io: BlockingIo, probe: Probe) -> BlockingSock {
+        BlockingSock { io, probe }
+    }
+
     /// The TCP socket under it.
     pub fn tcp(&self) -> &TcpStream {
-        match self {
-            BlockingSock::Plain(s) => s,
-            BlockingSock::Tls(t) => t.sock(),
-        }
+        self.io.tcp()
+    }
+}
+
+impl Drop for BlockingSock {
+    fn drop(&mut self) {
+        // Before the fields drop: a TLS close_notify, then the close itself.
+        self.probe.close(self.io.tcp().as_fd());
     }
 }
 
 impl Read for BlockingSock {
     #[inline]
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        match self {
-            BlockingSock::Plain(s) => s.read(buf),
-            BlockingSock::Tls(t) => t.read(buf),
+        match &mut self.io {
+            BlockingIo::Plain(s) => s.read(buf),
+            BlockingIo::Tls(t) => t.read(buf),
         }
     }
 }
@@ -639,34 +669,74 @@ impl Read for BlockingSock {
 impl Write for BlockingSock {
     #[inline]
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match self {
-            BlockingSock::Plain(s) => s.write(buf),
-            BlockingSock::Tls(t) => t.write(buf),
+        match &mut self.io {
+            BlockingIo::Plain(s) => s.write(buf),
+            BlockingIo::Tls(t) => t.write(buf),
         }
     }
 
     #[inline]
     fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        match self {
-            BlockingSock::Plain(s) => s.write_all(buf),
-            BlockingSock::Tls(t) => t.write_all(buf),
+        match &mut self.io {
+            BlockingIo::Plain(s) => s.write_all(buf),
+            BlockingIo::Tls(t) => t.write_all(buf),
         }
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        match self {
-            BlockingSock::Plain(s) => s.flush(),
-            BlockingSock::Tls(t) => t.flush(),
+        match &mut self.io {
+            BlockingIo::Plain(s) => s.flush(),
+            BlockingIo::Tls(t) => t.flush(),
         }
     }
 }
 
-/// A tokio client socket: plain TCP, or TLS over it.
-pub enum AsyncSock {
+/// A tokio client socket, plain TCP or TLS over it, and the probe that reads its
+/// `TCP_INFO` into the run's sums when it closes (in whichever task or runtime drops it).
+pub struct AsyncSock {
+    /// The stream.
+    io: AsyncIo,
+    /// Read once more by `Drop`, while the descriptor is still open.
+    probe: Probe,
+}
+
+/// The stream of an [`AsyncSock`].
+pub enum AsyncIo {
     /// Plain TCP.
     Plain(tokio::net::TcpStream),
     /// TLS over TCP (boxed: the rustls state is large).
     Tls(Box<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>),
+}
+
+impl AsyncIo {
+    /// The TCP socket under it.
+    fn tcp(&self) -> &tokio::net::TcpStream {
+        match self {
+            AsyncIo::Plain(s) => s,
+            AsyncIo::Tls(t) => t.get_ref().0,
+        }
+    }
+}
+
+impl AsyncSock {
+    /// A socket whose connect made `probe`.
+    pub fn new(io: AsyncIo, probe: Probe) -> AsyncSock {
+        AsyncSock { io, probe }
+    }
+
+    /// The plain TCP stream, or `None` under TLS.
+    pub fn plain(&self) -> Option<&tokio::net::TcpStream> {
+        match &self.io {
+            AsyncIo::Plain(s) => Some(s),
+            AsyncIo::Tls(_) => None,
+        }
+    }
+}
+
+impl Drop for AsyncSock {
+    fn drop(&mut self) {
+        self.probe.close(self.io.tcp().as_fd());
+    }
 }
 
 impl AsyncRead for AsyncSock {
@@ -676,9 +746,9 @@ impl AsyncRead for AsyncSock {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            AsyncSock::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            AsyncSock::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        match &mut self.get_mut().io {
+            AsyncIo::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            AsyncIo::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
         }
     }
 }
@@ -690,9 +760,9 @@ impl AsyncWrite for AsyncSock {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            AsyncSock::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            AsyncSock::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        match &mut self.get_mut().io {
+            AsyncIo::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            AsyncIo::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
         }
     }
 
@@ -701,30 +771,30 @@ impl AsyncWrite for AsyncSock {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            AsyncSock::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            AsyncSock::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        match &mut self.get_mut().io {
+            AsyncIo::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            AsyncIo::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
         }
     }
 
     fn is_write_vectored(&self) -> bool {
-        match self {
-            AsyncSock::Plain(s) => s.is_write_vectored(),
-            AsyncSock::Tls(s) => s.is_write_vectored(),
+        match &self.io {
+            AsyncIo::Plain(s) => s.is_write_vectored(),
+            AsyncIo::Tls(s) => s.is_write_vectored(),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            AsyncSock::Plain(s) => Pin::new(s).poll_flush(cx),
-            AsyncSock::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        match &mut self.get_mut().io {
+            AsyncIo::Plain(s) => Pin::new(s).poll_flush(cx),
+            AsyncIo::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            AsyncSock::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            AsyncSock::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        match &mut self.get_mut().io {
+            AsyncIo::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            AsyncIo::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }
 }
