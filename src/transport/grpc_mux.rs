@@ -108,7 +108,6 @@ impl Transport for GrpcMux {
         let GrpcMux {
             endpoint,
             used,
-            timeout,
             ..
         } = self;
         let connecting = Cell::new(false);
@@ -131,7 +130,7 @@ impl Transport for GrpcMux {
                         .await
                         .map_err(|_| CallError::Io)??;
                         phases.dns = dns;
-                        let channel = connect(endpoint, addr, shared.opened.clone(), *timeout).await?;
+                        let channel = connect(endpoint, addr, shared.opened.clone(), remaining(deadline)?).await?;
                         connecting.set(false);
                         shared.opened.record(phases);
                         let client = tonic::client::Grpc::new(channel);
@@ -145,7 +144,7 @@ impl Transport for GrpcMux {
             unary(&mut client, req, phases).await
         }));
         self.connects += shared.claim();
-        let (reply, server) = result?;
+        let (reply, server) = result.map_err(|e| shared.opened.explain(e))?;
         self.body = reply.payload;
         Ok(Reply {
             seq: Some(reply.seq),

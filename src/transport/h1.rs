@@ -499,7 +499,7 @@ impl H1Conn<super::tls::AsyncSock> {
         let mut probe = [0u8; 1];
         self.reusable
             && match &self.stream {
-                super::tls::AsyncSock::Plain(s) => {
+                super::tls::AsyncSock::Plain(s, _) => {
                     matches!(s.try_read(&mut probe), Err(e) if e.kind() == ErrorKind::WouldBlock)
                 }
                 // Bytes on a TLS socket are records, not the reply: a look would have to

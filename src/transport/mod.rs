@@ -790,7 +790,10 @@ pub(crate) async fn connect_nodelay(
         .set_nodelay(true)
         .map_err(|e| CallError::from_io(&e))?;
     match secure {
-        None => Ok((tls::AsyncSock::Plain(stream), Took { connect, tls: None })),
+        None => Ok((
+            tls::AsyncSock::Plain(stream, false),
+            Took { connect, tls: None },
+        )),
         Some((client, alpn)) => {
             let (stream, took) = client.handshake(stream, alpn, deadline).await?;
             Ok((

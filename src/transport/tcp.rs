@@ -211,7 +211,7 @@ impl TimedStream {
             .set_write_timeout(Some(timeout))
             .map_err(|e| CallError::from_io(&e))?;
         let (sock, tls) = match secure {
-            None => (BlockingSock::Plain(stream), None),
+            None => (BlockingSock::Plain(stream, false), None),
             Some((client, alpn)) => {
                 let (tls, took) = client.handshake_blocking(stream, alpn, deadline)?;
                 (BlockingSock::Tls(Box::new(tls)), Some(took))
