@@ -88,10 +88,16 @@ impl<'p> Attempt<'p> {
                 outcome: Outcome::Lost,
                 server: None,
             },
-            Err(e) => Judged {
-                outcome: Outcome::Error(e.kind()),
-                server: None,
-            },
+            Err(e) => {
+                let kind = e.kind();
+                if let CallError::Tls(_) = e {
+                    say_first(&kind, &e);
+                }
+                Judged {
+                    outcome: Outcome::Error(kind),
+                    server: None,
+                }
+            }
         }
     }
 
@@ -153,6 +159,21 @@ fn verify(call: &Call, seq: Option<u64>, body: &[u8]) -> Outcome {
         Outcome::Ok
     } else {
         Outcome::Mismatched
+    }
+}
+
+/// Error kinds already told on stderr by [`say_first`], over the whole process.
+static TOLD: std::sync::Mutex<std::collections::BTreeSet<String>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// Tells a TLS failure on stderr, one line, the first time its kind occurs: the counts in
+/// the report say how often, this line says what it was while the run goes on (a wrong
+/// `--ca` should not wait for the table to be noticed).
+fn say_first(kind: &str, e: &CallError) {
+    let mut told = TOLD.lock().unwrap_or_else(|p| p.into_inner());
+    if !told.contains(kind) {
+        told.insert(kind.to_string());
+        tracing::warn!("first {kind} error: {e}");
     }
 }
 

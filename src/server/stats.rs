@@ -206,11 +206,16 @@ pub enum Reject {
     UdpOversized,
     /// UDP request answered with status 3: its reply would be larger than the request.
     UdpReplyAboveRequest,
+    /// A TLS client on the plain TCP listener (its first bytes a TLS record); closed.
+    TcpTlsClient,
+    /// A TLS client on the plain HTTP listener (its first bytes a TLS record); closed at
+    /// once instead of waiting for a request head.
+    HttpTlsClient,
 }
 
 impl Reject {
     /// Every kind, in the order they are listed in /stats.
-    pub const ALL: [Reject; 25] = [
+    pub const ALL: [Reject; 27] = [
         Reject::ZeroLengthFrame,
         Reject::OversizedFrame,
         Reject::MalformedFrame,
@@ -236,6 +241,8 @@ impl Reject {
         Reject::UdpMalformed,
         Reject::UdpOversized,
         Reject::UdpReplyAboveRequest,
+        Reject::TcpTlsClient,
+        Reject::HttpTlsClient,
     ];
 
     /// The stable snake_case name used as the JSON key.
@@ -266,6 +273,8 @@ impl Reject {
             Reject::UdpMalformed => "udp_malformed",
             Reject::UdpOversized => "udp_oversized",
             Reject::UdpReplyAboveRequest => "udp_reply_above_request",
+            Reject::TcpTlsClient => "tcp_tls_client",
+            Reject::HttpTlsClient => "http_tls_client",
         }
     }
 }

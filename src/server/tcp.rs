@@ -300,6 +300,10 @@ where
                 Err(e) => {
                     write_out(stream, &mut outbuf, counters)?;
                     return Err(match e {
+                        // A ClientHello's record header read as a length prefix.
+                        _ if crate::transport::tls::looks_like_tls(inbuf.data()) => {
+                            Reject::TcpTlsClient
+                        }
                         DecodeFrameError::EmptyFrame => Reject::ZeroLengthFrame,
                         DecodeFrameError::FrameTooLarge { .. } => Reject::OversizedFrame,
                         _ => Reject::MalformedFrame,

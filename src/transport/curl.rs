@@ -2,6 +2,7 @@
 //! reply headers and libcurl's own timers.
 
 use super::http::parse_server_timing;
+use super::tls::TlsFailure;
 use super::{Call, CallError, ConnectFailure, Endpoint, Phases};
 use crate::resolve::AddrMode;
 use crate::wire::SEQ_HEADER;
@@ -50,8 +51,12 @@ pub(super) fn new_handle(
     endpoint: &Endpoint,
 ) -> Result<Easy2<Collector>, curl::Error> {
     let mut easy = Easy2::new(Collector::default());
-    if let Some(tls) = &endpoint.tls {
-        tls.options().apply_to_curl(tls.security(), &mut easy)?;
+    match &endpoint.tls {
+        Some(tls) => tls.options().apply_to_curl(tls.security(), &mut easy)?,
+        // A reply without an HTTP status line is taken as HTTP/0.9 rather than failed
+        // as "unsupported protocol", so its bytes reach `perform`, which tells a TLS
+        // port's alert (a plain client calling a TLS port) from other garbage.
+        None => easy.http_09_allowed(true)?,
     }
     if let Some(pin) = pin {
         let mut list = List::new();
@@ -123,6 +128,14 @@ pub(super) fn perform(
         // "the request went out" (a pre-transfer time) is what tells a lost reply from a
         // failed connect.
         let connected = opened > 0 || easy.pretransfer_time().is_ok_and(|t| !t.is_zero());
+        // Timed out after the TCP connect but before the TLS handshake was done: the
+        // server stalled mid-handshake, which is neither a lost reply nor a connect error.
+        let handshaking = endpoint.tls.is_some()
+            && easy.connect_time().is_ok_and(|t| !t.is_zero())
+            && easy.appconnect_time().is_ok_and(|t| t.is_zero());
+        if e.is_operation_timedout() && handshaking {
+            return Err(CallError::Tls(TlsFailure::HandshakeTimeout));
+        }
         return Err(classify(&e, connected));
     }
     if let (Ok(pre), Ok(start)) = (easy.pretransfer_time(), easy.starttransfer_time()) {
@@ -130,6 +143,12 @@ pub(super) fn perform(
     }
     match easy.response_code() {
         Ok(200) => Ok(()),
+        // No status line: an HTTP/0.9 reply (allowed on plain handles, see
+        // `new_handle`), which is the whole of what came. A TLS port's alert is one.
+        Ok(0) if super::tls::looks_like_tls(&easy.get_ref().body) => {
+            Err(CallError::Tls(TlsFailure::TlsServer))
+        }
+        Ok(0) => Err(CallError::Protocol),
         Ok(code) => Err(CallError::HttpStatus(code as u16)),
         Err(_) => Err(CallError::Protocol),
     }
@@ -138,7 +157,10 @@ pub(super) fn perform(
 /// Maps a libcurl error to how the call ended. `connected` tells a timeout while waiting
 /// for the reply (lost) from one while connecting (a connect error).
 fn classify(e: &curl::Error, connected: bool) -> CallError {
-    if e.is_couldnt_connect() {
+    tracing::debug!("libcurl: {e}");
+    if let Some(failure) = tls_failure(e) {
+        CallError::Tls(failure)
+    } else if e.is_couldnt_connect() {
         CallError::Connect(ConnectFailure::Refused)
     } else if e.is_operation_timedout() {
         if connected {
@@ -148,13 +170,55 @@ fn classify(e: &curl::Error, connected: bool) -> CallError {
         }
     } else if e.is_got_nothing() || e.is_recv_error() || e.is_partial_file() || e.is_send_error() {
         CallError::Closed
-    } else if e.is_peer_failed_verification() || e.is_ssl_cacert() {
-        CallError::Tls(super::tls::TlsFailure::Untrusted)
     } else if e.is_ssl_connect_error() {
-        CallError::Tls(super::tls::TlsFailure::Other)
+        CallError::Tls(TlsFailure::Other)
     } else if e.is_couldnt_resolve_host() {
         CallError::Dns(crate::resolve::LookupNameError::NoAddress)
     } else {
         CallError::Protocol
+    }
+}
+
+/// What a libcurl error says about TLS, from its code and its error buffer (OpenSSL's
+/// words, which tell apart what the code alone does not: error 60 is every failed
+/// verification, and a refused client certificate arrives as a receive error).
+fn tls_failure(e: &curl::Error) -> Option<TlsFailure> {
+    let text = e.extra_description().unwrap_or("").to_ascii_lowercase();
+    let has = |words: &[&str]| words.iter().any(|w| text.contains(w));
+    if e.is_operation_timedout() && has(&["ssl connection timeout", "tls connection timeout"]) {
+        return Some(TlsFailure::HandshakeTimeout);
+    }
+    // A CA of the same name as the one that signed the certificate, but another key:
+    // OpenSSL takes it as the issuer and fails the signature check (EVP).
+    if e.is_ssl_connect_error()
+        && has(&["certificate verify failed", "signature failure", "evp lib"])
+    {
+        return Some(TlsFailure::Untrusted);
+    }
+    if e.is_peer_failed_verification() || e.is_ssl_cacert() {
+        return Some(if has(&["expired", "not yet valid"]) {
+            TlsFailure::Expired
+        } else if has(&["subject name", "does not match", "alternative name"]) {
+            TlsFailure::WrongName
+        } else {
+            TlsFailure::Untrusted
+        });
+    }
+    if has(&["certificate required"]) {
+        Some(TlsFailure::ClientCertRequired)
+    } else if has(&["unknown ca", "bad certificate", "certificate unknown"]) {
+        Some(TlsFailure::ClientCertRefused)
+    } else if has(&[
+        "wrong version number",
+        "packet length too long",
+        "record layer failure",
+    ]) || (e.is_ssl_connect_error() && has(&["ssl_error_syscall"]))
+    {
+        // OpenSSL read a reply that is not a TLS record, or the end of the connection
+        // before the ServerHello (SSL_ERROR_SYSCALL): a plain port, which closes on a
+        // ClientHello, as rustls' handshake counts an end of file there.
+        Some(TlsFailure::NotTlsServer)
+    } else {
+        None
     }
 }

@@ -66,7 +66,6 @@ impl Transport for Grpc {
         let Grpc {
             rt,
             endpoint,
-            timeout,
             client,
             opened,
             body,
@@ -82,7 +81,7 @@ impl Transport for Grpc {
             let client = match (client, addr) {
                 (Some(c), _) => c,
                 (slot, Some(addr)) => {
-                    let channel = connect(endpoint, addr, opened.clone(), *timeout).await?;
+                    let channel = connect(endpoint, addr, opened.clone(), remaining(deadline)?).await?;
                     connecting.set(false);
                     slot.insert(tonic::client::Grpc::new(channel))
                 }
@@ -96,7 +95,7 @@ impl Transport for Grpc {
             self.seen = now;
             opened.record(phases);
         }
-        let (reply, server) = result?;
+        let (reply, server) = result.map_err(|e| opened.explain(e))?;
         *body = reply.payload;
         Ok(Reply {
             seq: Some(reply.seq),
@@ -121,12 +120,24 @@ pub(super) struct Opened {
     pub count: AtomicU64,
     /// How long the last connect (and its TLS handshake) took.
     took: Mutex<Option<super::Took>>,
+    /// The TLS failure a connection's read or write met, if any ([`Watched`]).
+    failure: Mutex<Option<super::tls::TlsFailure>>,
 }
 
 impl Opened {
     /// How long the last connect (and its TLS handshake) took.
     pub fn took(&self) -> Option<super::Took> {
         *self.took.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What a failed call counts as: the TLS failure its connection met, when it met one
+    /// (hyper's HTTP/2 connection task sees the error; the call, only that the connection
+    /// ended, which would count it lost), else `e`.
+    pub fn explain(&self, e: CallError) -> CallError {
+        match self.failure.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            Some(failure) if !matches!(e, CallError::Tls(_)) => CallError::Tls(failure),
+            _ => e,
+        }
     }
 
     /// Records the last connect as the call's `connect` and `tls` phases.
@@ -153,8 +164,77 @@ struct Dialer {
     tcp_info: Arc<crate::tcpinfo::TcpInfoTally>,
 }
 
+/// A channel's connection, telling [`Opened`] of a TLS failure on it.
+pub(super) struct Watched {
+    sock: super::tls::AsyncSock,
+    opened: Arc<Opened>,
+}
+
+impl Watched {
+    /// Passes `polled` on, noting the TLS failure it carries.
+    fn note<T>(&self, polled: Poll<std::io::Result<T>>) -> Poll<std::io::Result<T>> {
+        if let Poll::Ready(Err(e)) = &polled
+            && let Some(failure) = super::tls::TlsFailure::of_io(e)
+        {
+            *self.opened.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(failure);
+        }
+        polled
+    }
+}
+
+impl tokio::io::AsyncRead for Watched {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let me = self.get_mut();
+        let polled = std::pin::Pin::new(&mut me.sock).poll_read(cx, buf);
+        me.note(polled)
+    }
+}
+
+impl tokio::io::AsyncWrite for Watched {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let me = self.get_mut();
+        let polled = std::pin::Pin::new(&mut me.sock).poll_write(cx, buf);
+        me.note(polled)
+    }
+
+    fn poll_write_vectored(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let me = self.get_mut();
+        let polled = std::pin::Pin::new(&mut me.sock).poll_write_vectored(cx, bufs);
+        me.note(polled)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.sock.is_write_vectored()
+    }
+
+    fn poll_flush(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let me = self.get_mut();
+        let polled = std::pin::Pin::new(&mut me.sock).poll_flush(cx);
+        me.note(polled)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().sock).poll_shutdown(cx)
+    }
+}
+
 impl Service<hyper::Uri> for Dialer {
-    type Response = TokioIo<super::tls::AsyncSock>;
+    type Response = TokioIo<Watched>;
     type Error = DialError;
     type Future = BoxFuture<Self::Response, DialError>;
 
@@ -173,7 +253,10 @@ impl Service<hyper::Uri> for Dialer {
                 .map_err(DialError)?;
             opened.count.fetch_add(1, Relaxed);
             *opened.took.lock().unwrap_or_else(|p| p.into_inner()) = Some(took);
-            Ok(TokioIo::new(stream))
+            Ok(TokioIo::new(Watched {
+                sock: stream,
+                opened,
+            }))
         })
     }
 }
@@ -278,6 +361,9 @@ pub(super) fn classify_error(e: &(dyn std::error::Error + 'static)) -> CallError
 
 /// The first error in `e`'s chain that says what went wrong locally.
 fn from_chain(e: &(dyn std::error::Error + 'static)) -> Option<CallError> {
+    if let Some(failure) = super::tls::TlsFailure::in_chain(e) {
+        return Some(CallError::Tls(failure));
+    }
     let mut next = Some(e);
     while let Some(e) = next {
         if let Some(DialError(kind)) = e.downcast_ref::<DialError>() {

@@ -82,7 +82,6 @@ impl Transport for GrpcMux {
         let GrpcMux {
             endpoint,
             used,
-            timeout,
             ..
         } = self;
         let connecting = Cell::new(false);
@@ -96,7 +95,7 @@ impl Transport for GrpcMux {
                         connecting.set(true);
                         let addr = mux::http_addr(endpoint, deadline, phases).await?;
                         let channel =
-                            connect(endpoint, addr, shared.opened.clone(), *timeout).await?;
+                            connect(endpoint, addr, shared.opened.clone(), remaining(deadline)?).await?;
                         connecting.set(false);
                         shared.opened.record(phases);
                         Ok(tonic::client::Grpc::new(channel))
@@ -107,7 +106,7 @@ impl Transport for GrpcMux {
             unary(&mut client, req, phases).await
         }));
         self.connects += shared.claim();
-        let (reply, server) = result?;
+        let (reply, server) = result.map_err(|e| shared.opened.explain(e))?;
         self.body = reply.payload;
         Ok(Reply {
             seq: Some(reply.seq),

@@ -73,7 +73,6 @@ impl Transport for GrpcStream {
         let GrpcStream {
             rt,
             endpoint,
-            timeout,
             stream,
             opened,
             ..
@@ -90,7 +89,7 @@ impl Transport for GrpcStream {
                     open
                 }
                 (slot, Some(addr)) => {
-                    let channel = connect(endpoint, addr, opened.clone(), *timeout).await?;
+                    let channel = connect(endpoint, addr, opened.clone(), remaining(deadline)?).await?;
                     connecting.set(false);
                     let mut client = tonic::client::Grpc::new(channel);
                     client.ready().await.map_err(|e| super::grpc::classify_error(&e))?;
@@ -126,7 +125,7 @@ impl Transport for GrpcStream {
             self.seen = now;
             opened.record(phases);
         }
-        let reply = result?;
+        let reply = result.map_err(|e| opened.explain(e))?;
         self.body = reply.payload;
         Ok(Reply {
             seq: Some(reply.seq),

@@ -189,6 +189,9 @@ fn decimal_ms(ms: &[u8]) -> Option<Duration> {
 
 /// Maps a hyper error to how the call ended.
 pub(super) fn classify(e: &hyper::Error) -> CallError {
+    if let Some(failure) = super::tls::TlsFailure::in_chain(e) {
+        return CallError::Tls(failure);
+    }
     if let Some(io) = std::error::Error::source(e).and_then(|s| s.downcast_ref::<std::io::Error>())
     {
         return CallError::from_io(io);

@@ -803,7 +803,7 @@ pub(crate) async fn connect_nodelay(
         .map_err(|e| CallError::from_io(&e))?;
     match secure {
         None => Ok((
-            tls::AsyncSock::new(tls::AsyncIo::Plain(stream), probe),
+            tls::AsyncSock::new(tls::AsyncIo::Plain(stream, false), probe),
             Took { connect, tls: None },
         )),
         Some((client, alpn)) => {

@@ -215,7 +215,7 @@ impl TimedStream {
             .set_write_timeout(Some(timeout))
             .map_err(|e| CallError::from_io(&e))?;
         let (sock, tls) = match secure {
-            None => (BlockingIo::Plain(stream), None),
+            None => (BlockingIo::Plain(stream, false), None),
             Some((client, alpn)) => {
                 let (tls, took) = client.handshake_blocking(stream, alpn, deadline)?;
                 (BlockingIo::Tls(Box::new(tls)), Some(took))

@@ -159,9 +159,33 @@ impl TlsFailure {
 
     /// The TLS failure an I/O error carries, if it carries one.
     pub fn of_io(e: &std::io::Error) -> Option<TlsFailure> {
-        e.get_ref()
-            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-            .map(TlsFailure::of)
+        let inner = e.get_ref()?;
+        // The h2 crate passes an I/O error on as its kind and message only, so the
+        // message is how a [`TlsReplyError`] is known after it went through HTTP/2.
+        if inner.is::<TlsReplyError>() || inner.to_string() == TlsReplyError.to_string() {
+            return Some(TlsFailure::TlsServer);
+        }
+        inner.downcast_ref::<rustls::Error>().map(TlsFailure::of)
+    }
+
+    /// The TLS failure anywhere in `e`'s chain of sources (hyper, tonic and h2 wrap the
+    /// I/O error that carries it), if one is there.
+    pub fn in_chain(e: &(dyn std::error::Error + 'static)) -> Option<TlsFailure> {
+        let mut next = Some(e);
+        while let Some(e) = next {
+            if let Some(io) = e.downcast_ref::<std::io::Error>()
+                && let Some(failure) = TlsFailure::of_io(io)
+            {
+                return Some(failure);
+            }
+            if let Some(io) = e.downcast_ref::<h2::Error>().and_then(|e| e.get_io())
+                && let Some(failure) = TlsFailure::of_io(io)
+            {
+                return Some(failure);
+            }
+            next = e.source();
+        }
+        None
     }
 }
 
@@ -186,6 +210,32 @@ impl std::fmt::Display for TlsFailure {
 /// 1.3): how a plain client recognises that it called a TLS port.
 pub fn looks_like_tls(bytes: &[u8]) -> bool {
     matches!(bytes, [0x15 | 0x16, 0x03, 0x01..=0x04, ..])
+}
+
+/// The error a plain client socket's read returns when the server's first bytes are a TLS
+/// record: without it a TLS port's alert would reach the HTTP or HTTP/2 parser as garbage
+/// and be counted as a protocol error (or, for HTTP/2, as a lost call).
+#[derive(Debug, thiserror::Error)]
+#[error("the server answered with TLS")]
+pub struct TlsReplyError;
+
+/// Looks at the first bytes a plain socket read (once: `sniffed` is set after), failing
+/// the read with [`TlsReplyError`] when they are a TLS record. No reply of ours starts like
+/// one: read as a raw frame's length or an HTTP/2 frame's, `0x15 0x03` or `0x16 0x03` is
+/// far above any frame allowed, and HTTP/1.1 starts with `HTTP/`.
+#[inline]
+pub fn sniff_reply(sniffed: &mut bool, bytes: &[u8]) -> std::io::Result<()> {
+    if *sniffed || bytes.is_empty() {
+        return Ok(());
+    }
+    *sniffed = true;
+    if looks_like_tls(bytes) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            TlsReplyError,
+        ));
+    }
+    Ok(())
 }
 
 /// The application protocol a connection offers by ALPN.
@@ -621,8 +671,9 @@ pub struct BlockingSock {
 
 /// The stream of a [`BlockingSock`].
 pub enum BlockingIo {
-    /// Plain TCP.
-    Plain(TcpStream),
+    /// Plain TCP, and whether its first reply bytes have been looked at yet
+    /// ([`sniff_reply`]).
+    Plain(TcpStream, bool),
     /// TLS over TCP (boxed: the rustls state is large).
     Tls(Box<BlockingTls>),
 }
@@ -631,7 +682,7 @@ impl BlockingIo {
     /// The TCP socket under it.
     fn tcp(&self) -> &TcpStream {
         match self {
-            BlockingIo::Plain(s) => s,
+            BlockingIo::Plain(s, _) => s,
             BlockingIo::Tls(t) => t.sock(),
         }
     }
@@ -660,7 +711,11 @@ impl Read for BlockingSock {
     #[inline]
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         match &mut self.io {
-            BlockingIo::Plain(s) => s.read(buf),
+            BlockingIo::Plain(s, sniffed) => {
+                let n = s.read(buf)?;
+                sniff_reply(sniffed, &buf[..n])?;
+                Ok(n)
+            }
             BlockingIo::Tls(t) => t.read(buf),
         }
     }
@@ -670,7 +725,7 @@ impl Write for BlockingSock {
     #[inline]
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         match &mut self.io {
-            BlockingIo::Plain(s) => s.write(buf),
+            BlockingIo::Plain(s, _) => s.write(buf),
             BlockingIo::Tls(t) => t.write(buf),
         }
     }
@@ -678,14 +733,14 @@ impl Write for BlockingSock {
     #[inline]
     fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
         match &mut self.io {
-            BlockingIo::Plain(s) => s.write_all(buf),
+            BlockingIo::Plain(s, _) => s.write_all(buf),
             BlockingIo::Tls(t) => t.write_all(buf),
         }
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
         match &mut self.io {
-            BlockingIo::Plain(s) => s.flush(),
+            BlockingIo::Plain(s, _) => s.flush(),
             BlockingIo::Tls(t) => t.flush(),
         }
     }
@@ -702,8 +757,9 @@ pub struct AsyncSock {
 
 /// The stream of an [`AsyncSock`].
 pub enum AsyncIo {
-    /// Plain TCP.
-    Plain(tokio::net::TcpStream),
+    /// Plain TCP, and whether its first reply bytes have been looked at yet
+    /// ([`sniff_reply`]).
+    Plain(tokio::net::TcpStream, bool),
     /// TLS over TCP (boxed: the rustls state is large).
     Tls(Box<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>),
 }
@@ -712,7 +768,7 @@ impl AsyncIo {
     /// The TCP socket under it.
     fn tcp(&self) -> &tokio::net::TcpStream {
         match self {
-            AsyncIo::Plain(s) => s,
+            AsyncIo::Plain(s, _) => s,
             AsyncIo::Tls(t) => t.get_ref().0,
         }
     }
@@ -727,7 +783,7 @@ impl AsyncSock {
     /// The plain TCP stream, or `None` under TLS.
     pub fn plain(&self) -> Option<&tokio::net::TcpStream> {
         match &self.io {
-            AsyncIo::Plain(s) => Some(s),
+            AsyncIo::Plain(s, _) => Some(s),
             AsyncIo::Tls(_) => None,
         }
     }
@@ -747,7 +803,14 @@ impl AsyncRead for AsyncSock {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         match &mut self.get_mut().io {
-            AsyncIo::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            AsyncIo::Plain(s, sniffed) => {
+                let before = buf.filled().len();
+                let polled = Pin::new(s).poll_read(cx, buf);
+                if let Poll::Ready(Ok(())) = polled {
+                    sniff_reply(sniffed, &buf.filled()[before..])?;
+                }
+                polled
+            }
             AsyncIo::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
         }
     }
@@ -761,7 +824,7 @@ impl AsyncWrite for AsyncSock {
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         match &mut self.get_mut().io {
-            AsyncIo::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            AsyncIo::Plain(s, _) => Pin::new(s).poll_write(cx, buf),
             AsyncIo::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
         }
     }
@@ -772,28 +835,28 @@ impl AsyncWrite for AsyncSock {
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
         match &mut self.get_mut().io {
-            AsyncIo::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            AsyncIo::Plain(s, _) => Pin::new(s).poll_write_vectored(cx, bufs),
             AsyncIo::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
         }
     }
 
     fn is_write_vectored(&self) -> bool {
         match &self.io {
-            AsyncIo::Plain(s) => s.is_write_vectored(),
+            AsyncIo::Plain(s, _) => s.is_write_vectored(),
             AsyncIo::Tls(s) => s.is_write_vectored(),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         match &mut self.get_mut().io {
-            AsyncIo::Plain(s) => Pin::new(s).poll_flush(cx),
+            AsyncIo::Plain(s, _) => Pin::new(s).poll_flush(cx),
             AsyncIo::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         match &mut self.get_mut().io {
-            AsyncIo::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            AsyncIo::Plain(s, _) => Pin::new(s).poll_shutdown(cx),
             AsyncIo::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }

@@ -333,6 +333,12 @@ pub struct EchoProcess {
     pub tcp: SocketAddr,
     /// The HTTP listener's address.
     pub http: SocketAddr,
+    /// The raw-frames-over-TLS listener's address, when `--tls` was given.
+    pub tls: Option<SocketAddr>,
+    /// The HTTPS listener's address, when `--https` was given.
+    pub https: Option<SocketAddr>,
+    /// The `ca PATH names N1,N2` line, when the server generated its certificates.
+    pub ca_line: Option<String>,
 }
 
 impl EchoProcess {
@@ -352,7 +358,8 @@ impl EchoProcess {
     }
 
     /// Starts the binary with `--tcp 127.0.0.1:0 --http 127.0.0.1:0` followed by `extra`
-    /// (which must not repeat `--tcp` or `--http`), and waits for both `listening` lines.
+    /// (which must not repeat `--tcp` or `--http`), and waits for both `listening` lines,
+    /// and for those of `--tls` and `--https` and the `ca` line when `extra` asks for them.
     pub fn spawn(extra: &[&str]) -> EchoProcess {
         let mut child = Command::new(env!("CARGO_BIN_EXE_rpcbench-echo"))
             .args(["--tcp", "127.0.0.1:0", "--http", "127.0.0.1:0"])
@@ -378,12 +385,27 @@ impl EchoProcess {
             lines,
             tcp: SocketAddr::from(([0, 0, 0, 0], 0)),
             http: SocketAddr::from(([0, 0, 0, 0], 0)),
+            tls: None,
+            https: None,
+            ca_line: None,
         };
+        let asks = |flag: &str| extra.windows(2).any(|w| w[0] == flag && w[1] != "off");
+        let (want_tls, want_https) = (asks("--tls"), asks("--https"));
+        let want_ca = (want_tls || want_https) && !extra.contains(&"--cert");
         let (mut tcp, mut http) = (None, None);
-        while tcp.is_none() || http.is_none() {
+        while tcp.is_none()
+            || http.is_none()
+            || (want_tls && proc.tls.is_none())
+            || (want_https && proc.https.is_none())
+            || (want_ca && proc.ca_line.is_none())
+        {
             let line = proc
                 .next_line(IO_TIMEOUT)
                 .expect("rpcbench-echo did not print its listening lines");
+            if line.starts_with("ca ") {
+                proc.ca_line = Some(line);
+                continue;
+            }
             let mut words = line.split_whitespace();
             match (words.next(), words.next(), words.next()) {
                 (Some("listening"), Some(proto), Some(addr)) => {
@@ -395,6 +417,8 @@ impl EchoProcess {
                     match proto {
                         "tcp" => tcp = Some(addr),
                         "http" => http = Some(addr),
+                        "tls" => proc.tls = Some(addr),
+                        "https" => proc.https = Some(addr),
                         _ => panic!("unknown listener in {line:?}"),
                     }
                 }

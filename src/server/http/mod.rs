@@ -285,6 +285,7 @@ async fn serve<S: HttpIo>(
         Ok(Ok(HeadEnd::Whole)) => {}
         // Closed before sending anything: nothing to answer, nothing to count.
         Ok(Ok(HeadEnd::Closed)) if io.head.bytes.is_empty() => return,
+        Ok(Ok(HeadEnd::Tls)) => return shared.stats.reject(Reject::HttpTlsClient),
         // Closed or reset in the middle of a head: what hyper counts as a connection
         // error, without building hyper's state only to see it end.
         Ok(Ok(HeadEnd::Closed)) | Ok(Err(_)) => {
@@ -405,6 +406,10 @@ enum HeadEnd {
     Whole,
     /// The client closed its side first (after nothing, or after part of a head).
     Closed,
+    /// The first bytes are a TLS record: a TLS client on a plain port. It is closed at
+    /// once, which its handshake sees as a server that does not speak TLS, rather than
+    /// left waiting for a blank line no ClientHello has.
+    Tls,
 }
 
 /// Reads the start of the first request until its head is complete (a blank line), the
@@ -428,6 +433,9 @@ async fn read_head<S: HttpIo>(io: &mut CountingIo<S>) -> io::Result<HeadEnd> {
             Ok(0) => return Ok(HeadEnd::Closed),
             Ok(n) => {
                 count_moved(&io.state, n, |s| &s.bytes_in);
+                if before == 0 && crate::transport::tls::looks_like_tls(head) {
+                    return Ok(HeadEnd::Tls);
+                }
                 // Part of HTTP/2's preface (which has a blank line in it) is not a head.
                 let partial_preface = head.len() < H2_PREFACE.len() && H2_PREFACE.starts_with(head);
                 if head.len() >= HEAD_MAX || (!partial_preface && ends_head(head, before)) {
