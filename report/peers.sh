@@ -22,8 +22,36 @@
 #   unix            examples/unix_ref.rs: a blocking ping-pong client on one Unix socket
 #                   connection, against its own thread-per-connection server
 #
-# rpcbench runs `--names ip --transports T -n CALLS --warmup 200 --format csv` against the
-# same rpcbench-echo (--threads 1); its figure is the mean_us column of its one row.
+# and over TLS, against the same rpcbench-echo's --tls and --https listeners (its generated
+# CA, which every client below is given and verifies with):
+#
+#   tcp-connect tls13         openssl s_time -new -tls1_3 on the raw-frames TLS port: a TCP
+#                             connection and a full handshake each, no request; time per
+#                             connection = the process's wall time / its connections
+#   tcp-connect tls12-resume  openssl s_time -reuse -tls1_2, the same port: every connection
+#                             but the first resumes (s_time prints r for each, counted)
+#   http-fresh tls13          openssl s_time -new -tls1_3 -www '/echo?reply_len=64' on the
+#                             HTTPS port: a connection, a full handshake and one HTTP/1.0 GET
+#                             of 64 bytes each
+#   http-fresh tls13-resume   the same with -reuse (TLS 1.3 resumes only after reading the
+#                             ticket, which -www makes s_time do)
+#   curl-fresh tls13          one curl process, --curl-fetches HTTP/1.1 POSTs of 64 bytes,
+#                             each on a new connection (Connection: close) with a full TLS 1.3
+#                             handshake (--no-sessionid); the mean of %{time_total}, with the
+#                             handshake alone (%{time_appconnect} - %{time_connect}) printed
+#                             beside rpcbench's tls phase
+#   http-keepalive tls13      h2load --h1 -c1 -m1 over TLS (HTTP/1.1 by ALPN): mean "time for
+#                             request"
+#   h2 tls13                  h2load -c1 -m1 over TLS (h2 by ALPN): mean "time for request"
+#
+# openssl s_time checks the certificate chain (-verify) but, like every s_time, only prints
+# a failure; it does the same signature checks rpcbench does. It hangs up right after its
+# handshake without -www, before the server's TLS 1.3 session tickets are sent, so the
+# server counts those handshakes as failed (`io`) in /stats.
+#
+# rpcbench runs `--names ip --transports T [--security S] -n CALLS --warmup 200 --format csv`
+# against the same rpcbench-echo (--threads 1); its figure is the mean_us column of its one
+# row.
 #
 # This script only measures: it writes every round's mean for both sides (--json FILE, the
 # `Peers` shape of src/site/mod.rs), and `rpcbench report --peers FILE` takes the medians and
@@ -31,8 +59,8 @@
 # written. The script ends by showing that verdict, from rpcbench itself. Peer ratios are
 # benchmarks, not tests: host noise moves them.
 #
-# Debian packages it needs (for .ci/run): sockperf wrk apache2-utils curl nghttp2-client python3 iproute2
-# util-linux (plus cargo to build rpcbench, rpcbench-echo, examples/crr_ref and examples/unix_ref).
+# Debian packages it needs (for .ci/run): sockperf wrk apache2-utils curl nghttp2-client openssl python3
+# iproute2 util-linux (plus cargo to build rpcbench, rpcbench-echo, examples/crr_ref and examples/unix_ref).
 #
 # Usage: report/peers.sh [options]
 #   --pin same|cross|none   same: servers and clients on CPU 0; cross: servers on CPU 0,
@@ -170,8 +198,8 @@ cd "$root"
 # shellcheck source=report/lib.sh
 source "$root/report/lib.sh"
 
-for tool in taskset sockperf wrk ab curl h2load python3 ss; do
-    command -v "$tool" >/dev/null || die "$tool is required (apt-get install -y sockperf wrk apache2-utils curl nghttp2-client python3 iproute2 util-linux)"
+for tool in taskset sockperf wrk ab curl h2load openssl python3 ss; do
+    command -v "$tool" >/dev/null || die "$tool is required (apt-get install -y sockperf wrk apache2-utils curl nghttp2-client openssl python3 iproute2 util-linux)"
 done
 
 make_tmp peers
@@ -230,8 +258,9 @@ listen_port() {
 # The Unix sockets live in the temporary directory, which the servers and clients share
 # (a network namespace does not change the file system).
 echo_unix="$tmp/echo.sock"
+echo_ca="$tmp/ca.pem"
 echo_cmd=("${srv[@]}" "$echo_bin" --threads 1 --tcp "$host:0" --http "$host:0" --udp "$host:0"
-    --unix "$echo_unix")
+    --unix "$echo_unix" --tls "$host:0" --https "$host:0" --ca-out "$echo_ca")
 "${echo_cmd[@]}" >"$tmp/echo.out" 2>"$tmp/echo.out.err" &
 echo_pid=$!
 pids+=("$echo_pid")
@@ -239,6 +268,10 @@ echo_tcp_port=$(listen_port "$tmp/echo.out" tcp "$echo_pid")
 echo_http_port=$(listen_port "$tmp/echo.out" http "$echo_pid")
 echo_udp_port=$(listen_port "$tmp/echo.out" udp "$echo_pid")
 listen_addr "$tmp/echo.out" unix "$echo_pid" >/dev/null
+echo_tls_port=$(listen_port "$tmp/echo.out" tls "$echo_pid")
+echo_https_port=$(listen_port "$tmp/echo.out" https "$echo_pid")
+# The generated CA is written before the listening lines are printed.
+[[ -s $echo_ca ]] || die "rpcbench-echo wrote no CA to $echo_ca"
 
 unix_ref_sock="$tmp/unix_ref.sock"
 unix_srv_cmd=("${srv[@]}" "$unix_ref_bin" server "$unix_ref_sock")
@@ -333,6 +366,28 @@ curl_cfg="$tmp/curl.cfg"
     done
 } >"$curl_cfg"
 
+# The same POST over HTTPS in HTTP/1.1 (as rpcbench's curl transports), each transfer on a
+# new connection (the server closes after answering Connection: close) with a full TLS 1.3
+# handshake (no session cache), verified against the server's CA.
+echo_https_url="https://$host:$echo_https_port/echo"
+curl_tls_cfg="$tmp/curl_tls.cfg"
+{
+    echo "silent"
+    echo "data-binary = \"@$body_file\""
+    echo "header = \"Content-Type: application/octet-stream\""
+    echo "header = \"Connection: close\""
+    echo "cacert = \"$echo_ca\""
+    echo "no-sessionid"
+    echo "http1.1"
+    echo "tlsv1.3"
+    echo "tls-max = \"1.3\""
+    printf '%s\n' 'write-out = "%{http_code} %{time_total} %{num_connects} %{time_connect} %{time_appconnect}\n"'
+    for _ in $(seq "$curl_fetches"); do
+        echo "url = \"$echo_https_url\""
+        echo 'output = "/dev/null"'
+    done
+} >"$curl_tls_cfg"
+
 # ---- header -----------------------------------------------------------------------------
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 if [[ -n $(git status --porcelain --untracked-files=no 2>/dev/null) ]]; then
@@ -383,26 +438,37 @@ keep() {
 # (1 / calls per second), since with many calls in flight that is what throughput means.
 mux_streams=64
 
-# Runs rpcbench on one transport; prints its mean from the CSV row, read by column name
-# (for h2-mux: 1e6 / calls_per_s at -c $mux_streams).
+# The name of rpcbench's files for a transport and security mode: tcp-connect_tls13.
+rb_name() { printf '%s_%s\n' "$1" "$2"; }
+
+# Runs rpcbench on one transport under one security mode (plain, tls13, ...); prints its
+# mean from the CSV row, read by column name (for h2-mux: 1e6 / calls_per_s at
+# -c $mux_streams).
 rb_run() {
-    local transport=$1 file="$tmp/rpcbench_$1.json" csv="$tmp/rpcbench_$1.csv" mean
+    local transport=$1 security=$2 name mean
+    name=$(rb_name "$1" "$2")
+    local file="$tmp/rpcbench_$name.json" csv="$tmp/rpcbench_$name.csv"
     local workers=1 column=mean_us
     if [[ $transport == h2-mux ]]; then
         workers=$mux_streams column=calls_per_s
     fi
+    local tls_args=()
+    if [[ $security != plain ]]; then
+        tls_args=(--security "$security" --tls-port "$echo_tls_port" --https-port
+            "$echo_https_port" --ca "$echo_ca")
+    fi
     local cmd=("${cli[@]}" "$rb_bin" --target "$server_ip" --tcp-port "$echo_tcp_port"
         --http-port "$echo_http_port" --udp-port "$echo_udp_port" --unix "$echo_unix"
-        --names ip --transports "$transport" -n "$calls"
+        "${tls_args[@]}" --names ip --transports "$transport" -n "$calls"
         -c "$workers" --warmup 200 --format csv --out "$file" --no-progress)
     echo "  $(show "${cmd[@]}")" >&2
-    "${cmd[@]}" >"$csv" || die "rpcbench $transport failed (exit $?)"
+    "${cmd[@]}" >"$csv" || die "rpcbench $transport $security failed (exit $?)"
     keep "$file"
     mean=$(awk -F, -v calls="$calls" -v column="$column" '
         NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
-        $col["ok"] != calls { print "rpcbench " $1 ": " $col["ok"] " ok of " calls " calls" > "/dev/stderr"; exit 1 }
+        $col["ok"] != calls { print "rpcbench " $1 " " $3 ": " $col["ok"] " ok of " calls " calls" > "/dev/stderr"; exit 1 }
         column == "calls_per_s" { printf "%.3f\n", 1e6 / $col[column]; next }
-        { print $col[column] }' "$csv") || die "rpcbench $transport lost calls"
+        { print $col[column] }' "$csv") || die "rpcbench $transport $security lost calls"
     [[ -n $mean ]] || die "cannot read rpcbench's CSV:"$'\n'"$(cat "$csv")"
     echo "$mean"
 }
@@ -548,35 +614,112 @@ peer_h2load_mux() {
     awk -v r="$rps" 'BEGIN { printf "%.3f\n", 1e6 / r }'
 }
 
-# The pairs: transport, peer name, the function measuring the peer.
+# ---- TLS peers ----------------------------------------------------------------------------
+# openssl s_time on the raw-frames TLS port (a handshake per connection, no request) and on
+# the HTTPS port (-www: one HTTP/1.0 GET of 64 bytes per connection).
+stime=("${cli[@]}" openssl s_time -time "$secs" -verify 2 -CAfile "$echo_ca")
+stime_new_cmd=("${stime[@]}" -connect "$host:$echo_tls_port" -new -tls1_3)
+stime_reuse12_cmd=("${stime[@]}" -connect "$host:$echo_tls_port" -reuse -tls1_2)
+stime_www_new_cmd=("${stime[@]}" -connect "$host:$echo_https_port" -new -tls1_3
+    -www '/echo?reply_len=64')
+stime_www_reuse_cmd=("${stime[@]}" -connect "$host:$echo_https_port" -reuse -tls1_3
+    -www '/echo?reply_len=64')
+# Runs s_time (output to FILE) and prints its wall time per connection in µs. s_time
+# prints a mark per connection, r for a resumed one, * for a full TLS 1.2 or 1.3 one: WANT
+# is the mark every connection must have (but the first one under -reuse, which makes the
+# session), so that a -reuse run that did not resume is an error, not a figure.
+stime_run() {
+    local file=$1 want=$2 t0 t1 n marks
+    shift 2
+    echo "  $(show "$@")" >&2
+    t0=$(date +%s%N)
+    "$@" >"$file" 2>&1 || die "openssl s_time failed: $(tail -n 5 "$file")"
+    t1=$(date +%s%N)
+    keep "$file"
+    n=$(awk '/ connections in [0-9.]+s;/ { print $1; exit }' "$file")
+    [[ $n =~ ^[1-9][0-9]*$ ]] || die "cannot parse openssl s_time output:"$'\n'"$(tail -n 5 "$file")"
+    marks=$(grep -E '^[*rt3]+$' "$file" | tr -cd "$want" | wc -c)
+    ((marks >= n - 1)) ||
+        die "openssl s_time: $marks of $n connections marked '$want' ($(show "$@"))"
+    awk -v ns=$((t1 - t0)) -v n="$n" 'BEGIN { printf "%.3f\n", ns / 1000 / n }'
+}
+peer_stime_new() { stime_run "$tmp/stime_new.out" '*' "${stime_new_cmd[@]}"; }
+peer_stime_reuse12() { stime_run "$tmp/stime_reuse12.out" r "${stime_reuse12_cmd[@]}"; }
+peer_stime_www_new() { stime_run "$tmp/stime_www_new.out" '*' "${stime_www_new_cmd[@]}"; }
+peer_stime_www_reuse() { stime_run "$tmp/stime_www_reuse.out" r "${stime_www_reuse_cmd[@]}"; }
+
+curl_tls_cmd=("${cli[@]}" curl --config "$curl_tls_cfg")
+# The mean %{time_total} of HTTPS transfers on fresh connections; checks each had its own
+# connection and a 200, and leaves the mean handshake (%{time_appconnect} -
+# %{time_connect}) in $tmp/curl_tls.handshake.
+peer_curl_tls() {
+    local file="$tmp/curl_tls.out" mean handshake bad
+    echo "  $(show "${curl_tls_cmd[@]}")" >&2
+    "${curl_tls_cmd[@]}" >"$file" || die "curl (TLS) failed (exit $?)"
+    keep "$file"
+    read -r mean handshake bad < <(awk -v n="$curl_fetches" '
+        { t += $2; h += $5 - $4; if ($1 != "200" || $3 != 1) bad++; k++ }
+        END { printf "%.3f %.3f %d\n", t / k * 1e6, h / k * 1e6, bad + (k != n) }' "$file")
+    ((bad == 0)) || die "curl (TLS): $bad transfers without 200 on a new connection (or missing)"
+    echo "$handshake" >>"$tmp/curl_tls.handshake"
+    echo "$mean"
+}
+
+# h2load over TLS: HTTP/2 by ALPN, and HTTP/1.1 with --h1 (keep-alive, one connection).
+h2load_tls_cmd=("${cli[@]}" h2load -c1 -m1 -n "$calls" -d "$body_file"
+    -H "content-type: application/octet-stream" "$echo_https_url")
+h2load_h1_tls_cmd=("${cli[@]}" h2load --h1 -c1 -m1 -n "$calls" -d "$body_file"
+    -H "content-type: application/octet-stream" "$echo_https_url")
+# peer_h2load, after checking h2load negotiated TLS 1.3 and the protocol asked for.
+h2load_tls_run() {
+    local name=$1 alpn=$2 mean
+    shift 2
+    mean=$(peer_h2load "$name" "$@")
+    grep -q '^TLS Protocol: TLSv1.3' "$tmp/$name.out" &&
+        grep -q "^Application protocol: $alpn\$" "$tmp/$name.out" ||
+        die "h2load did not negotiate TLS 1.3 and $alpn:"$'\n'"$(grep -E '^(TLS|Application)' "$tmp/$name.out")"
+    echo "$mean"
+}
+peer_h2load_tls() { h2load_tls_run h2load_tls h2 "${h2load_tls_cmd[@]}"; }
+peer_h2load_h1_tls() { h2load_tls_run h2load_h1_tls http/1.1 "${h2load_h1_tls_cmd[@]}"; }
+
+# The pairs: transport, its security mode, peer name, the function measuring the peer.
 pairs=(
-    "tcp|sockperf ping-pong|peer_tcp"
-    "tcp-connect|crr_ref (std::net client and server)|peer_crr_own"
-    "tcp-connect|crr_ref client against rpcbench-echo|peer_crr_echo"
-    "http-keepalive|wrk -t1 -c1 (1/rps)|peer_wrk"
-    "http-fresh|ab -c 1, no -k (1/rps)|peer_ab"
-    "curl-reuse|curl, one process (mean %{time_total})|peer_curl"
-    "h2|h2load -c1 -m1 (mean time for request)|peer_h2load"
-    "h2-mux|h2load -c1 -m$mux_streams (1/rps; rpcbench -c $mux_streams)|peer_h2load_mux"
-    "grpc|h2load -c1 -m1, gRPC-framed POST (mean)|peer_h2load_grpc"
-    "udp|sockperf ping-pong --udp|peer_udp"
-    "unix|unix_ref (blocking Unix socket ping-pong)|peer_unix"
+    "tcp|plain|sockperf ping-pong|peer_tcp"
+    "tcp-connect|plain|crr_ref (std::net client and server)|peer_crr_own"
+    "tcp-connect|plain|crr_ref client against rpcbench-echo|peer_crr_echo"
+    "http-keepalive|plain|wrk -t1 -c1 (1/rps)|peer_wrk"
+    "http-fresh|plain|ab -c 1, no -k (1/rps)|peer_ab"
+    "curl-reuse|plain|curl, one process (mean %{time_total})|peer_curl"
+    "h2|plain|h2load -c1 -m1 (mean time for request)|peer_h2load"
+    "h2-mux|plain|h2load -c1 -m$mux_streams (1/rps; rpcbench -c $mux_streams)|peer_h2load_mux"
+    "grpc|plain|h2load -c1 -m1, gRPC-framed POST (mean)|peer_h2load_grpc"
+    "udp|plain|sockperf ping-pong --udp|peer_udp"
+    "unix|plain|unix_ref (blocking Unix socket ping-pong)|peer_unix"
+    "tcp-connect|tls13|openssl s_time -new (wall / connections)|peer_stime_new"
+    "tcp-connect|tls12-resume|openssl s_time -reuse -tls1_2 (wall / connections)|peer_stime_reuse12"
+    "http-fresh|tls13|openssl s_time -new -www (wall / connections)|peer_stime_www_new"
+    "http-fresh|tls13-resume|openssl s_time -reuse -www (wall / connections)|peer_stime_www_reuse"
+    "curl-fresh|tls13|curl, a connection per transfer (mean %{time_total})|peer_curl_tls"
+    "http-keepalive|tls13|h2load --h1 -c1 -m1 over TLS (mean)|peer_h2load_h1_tls"
+    "h2|tls13|h2load -c1 -m1 over TLS (mean)|peer_h2load_tls"
 )
 declare -A peer_vals=() rb_vals=() rb_done=()
 for ((round = 1; round <= rounds; round++)); do
     # Odd rounds measure the peer first, even rounds rpcbench first.
     rb_done=()
     for p in "${pairs[@]}"; do
-        IFS='|' read -r t name fn <<<"$p"
-        echo "round $round: $t against $name ..." >&2
-        if ((round % 2 == 0)) && [[ -z ${rb_done[$t]:-} ]]; then
-            rb_vals[$t]+=" $(rb_run "$t")"
-            rb_done[$t]=1
+        IFS='|' read -r t sec name fn <<<"$p"
+        key="$t/$sec"
+        echo "round $round: $t ($sec) against $name ..." >&2
+        if ((round % 2 == 0)) && [[ -z ${rb_done[$key]:-} ]]; then
+            rb_vals[$key]+=" $(rb_run "$t" "$sec")"
+            rb_done[$key]=1
         fi
         peer_vals[$fn]+=" $("$fn")"
-        if [[ -z ${rb_done[$t]:-} ]]; then
-            rb_vals[$t]+=" $(rb_run "$t")"
-            rb_done[$t]=1
+        if [[ -z ${rb_done[$key]:-} ]]; then
+            rb_vals[$key]+=" $(rb_run "$t" "$sec")"
+            rb_done[$key]=1
         fi
     done
 done
@@ -593,22 +736,37 @@ commands=(
     "$(show "${h2load_grpc_cmd[@]}") # $(basename "$grpc_body_file"): one gRPC message, EchoRequest {seq: 1, payload: 64 bytes}"
     "server: $(show "${sp_udp_srv_cmd[@]}"); client: $(show "${sp_udp_cmd[@]}")"
     "server: $(show "${unix_srv_cmd[@]}"); client: $(show "${unix_client_cmd[@]}")"
+    "$(show "${stime_new_cmd[@]}")"
+    "$(show "${stime_reuse12_cmd[@]}")"
+    "$(show "${stime_www_new_cmd[@]}")"
+    "$(show "${stime_www_reuse_cmd[@]}")"
+    "$(show "${curl_tls_cmd[@]}") # config: as curl-reuse's, to $echo_https_url, plus header = \"Connection: close\", cacert, no-sessionid, http1.1, tlsv1.3, tls-max = \"1.3\", write-out adding %{time_connect} %{time_appconnect}"
+    "$(show "${h2load_h1_tls_cmd[@]}") # $(basename "$body_file"): 64 bytes"
+    "$(show "${h2load_tls_cmd[@]}") # $(basename "$body_file"): 64 bytes"
 )
 # ---- figures ----------------------------------------------------------------------------
 # The raw round means only; rpcbench judges them below.
-printf '%-15s %-38s  %s\n' transport peer "round means µs: rpcbench | peer"
-printf '%-15s %-38s  %s\n' --------------- -------------------------------------- \
-    --------------------------------
+printf '%-27s %-52s  %s\n' transport peer "round means µs: rpcbench | peer"
+printf '%-27s %-52s  %s\n' --------------------------- \
+    ---------------------------------------------------- --------------------------------
 # Round means to the nanosecond, for reading (the JSON keeps them as measured).
 ns() { awk '{ for (i = 1; i <= NF; i++) printf " %.3f", $i }' <<<"$1"; }
+# A pair's transport as the report names it: `tcp-connect tls13`, or `tcp` when plain.
+label() { if [[ $2 == plain ]]; then echo "$1"; else echo "$1 $2"; fi; }
 for p in "${pairs[@]}"; do
-    IFS='|' read -r t name fn <<<"$p"
-    printf '%-15s %-38s %s |%s\n' "$t" "$name" "$(ns "${rb_vals[$t]}")" "$(ns "${peer_vals[$fn]}")"
+    IFS='|' read -r t sec name fn <<<"$p"
+    printf '%-27s %-52s %s |%s\n' "$(label "$t" "$sec")" "$name" "$(ns "${rb_vals[$t/$sec]}")" \
+        "$(ns "${peer_vals[$fn]}")"
 done
 read -r curl_wall curl_conns < <(awk '{ w += $1; c += $2; n++ } END { printf "%.3f %d\n", w / n, c / n }' "$tmp/curl.wall")
 echo
 echo "curl-reuse peer: mean of curl's per-transfer %{time_total}; the wall time of the whole"
 echo "  curl process divided by $curl_fetches was $curl_wall µs ($curl_conns connect(s) per process)."
+curl_tls_handshake=$(awk '{ h += $1; n++ } END { printf "%.3f", h / n }' "$tmp/curl_tls.handshake")
+rb_tls_phase=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+    { print $col["tls_mean_us"] }' "$tmp/rpcbench_$(rb_name curl-fresh tls13).csv")
+echo "curl-fresh tls13 peer: the handshake alone (%{time_appconnect} - %{time_connect}) took"
+echo "  $curl_tls_handshake µs on average; rpcbench's tls phase, $rb_tls_phase µs (last round)."
 echo "load avg:   $(cut -d' ' -f1-3 /proc/loadavg) (after the runs)"
 # How busy each CPU was while the pairs ran: with --pin same, CPU 1 should be near idle; much
 # more means other tenants of the machine, which likely took CPU 0 time too.
@@ -617,8 +775,8 @@ echo "cpu busy:   $(join -j 1 <(echo "$cpu_before") <(cpu_jiffies) |
 echo
 echo "peer commands:"
 for i in "${!pairs[@]}"; do
-    IFS='|' read -r t _ _ <<<"${pairs[$i]}"
-    printf '  %-15s %s\n' "$t" "${commands[$i]}"
+    IFS='|' read -r t sec _ _ <<<"${pairs[$i]}"
+    printf '  %-27s %s\n' "$(label "$t" "$sec")" "${commands[$i]}"
 done
 
 # ---- JSON -------------------------------------------------------------------------------
@@ -644,11 +802,13 @@ json_nums() {
     printf '{\n  "placement": %s,\n  "pairs": [' "$(json_str "$placement")"
     sep=""
     for i in "${!pairs[@]}"; do
-        IFS='|' read -r t name fn <<<"${pairs[$i]}"
-        printf '%s\n    {\n      "transport": %s,\n      "peer": %s,\n      "command": %s,\n' \
-            "$sep" "$(json_str "$t")" "$(json_str "$name")" "$(json_str "${commands[$i]}")"
+        IFS='|' read -r t sec name fn <<<"${pairs[$i]}"
+        printf '%s\n    {\n      "transport": %s,\n' "$sep" "$(json_str "$t")"
+        [[ $sec == plain ]] || printf '      "security": %s,\n' "$(json_str "$sec")"
+        printf '      "peer": %s,\n      "command": %s,\n' "$(json_str "$name")" \
+            "$(json_str "${commands[$i]}")"
         printf '      "rpcbench_round_means_us": %s,\n      "peer_round_means_us": %s\n    }' \
-            "$(json_nums "${rb_vals[$t]}")" "$(json_nums "${peer_vals[$fn]}")"
+            "$(json_nums "${rb_vals[$t/$sec]}")" "$(json_nums "${peer_vals[$fn]}")"
         sep=","
     done
     printf '\n  ]\n}\n'
@@ -659,7 +819,7 @@ echo "wrote $json_out" >&2
 # rpcbench judges: the medians and the ratio limit live in src/site/mod.rs only. Its last
 # runs here are the report's inputs; only the peer lines are of interest.
 rb_json=()
-for t in "${!rb_done[@]}"; do rb_json+=("$tmp/rpcbench_$t.json"); done
+for key in "${!rb_done[@]}"; do rb_json+=("$tmp/rpcbench_$(rb_name "${key%/*}" "${key#*/}").json"); done
 echo
 "$rb_bin" report "${rb_json[@]}" --peers "$json_out" --out "$tmp/report" >"$tmp/report.out" ||
     die "rpcbench report failed: $(cat "$tmp/report.out")"

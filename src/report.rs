@@ -463,7 +463,7 @@ fn rfc3339(secs: u64) -> String {
 }
 
 /// True for `plain`: the security field is then left out of the JSON.
-fn is_plain(security: &Security) -> bool {
+pub(crate) fn is_plain(security: &Security) -> bool {
     *security == Security::Plain
 }
 

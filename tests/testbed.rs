@@ -173,6 +173,8 @@ fn testbed_runs_twice_reports_and_cleans_up() {
         "http-keepalive | wrk",
         "http-fresh | ab",
         "curl-reuse | curl",
+        "tcp-connect tls13 | openssl s_time -new",
+        "h2 tls13 | h2load",
     ] {
         assert!(
             !rows(&readme, pair).is_empty(),

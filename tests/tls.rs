@@ -128,3 +128,122 @@ fn datagrams_and_unix_stay_plain() {
     let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
     assert!(text.contains("DTLS is out of scope"), "{text}");
 }
+
+/// The findings say what TLS costs from the run's own figures, each sentence comparing like
+/// with like: the handshake adds `tls13 − plain` per fresh call, resumption wins back
+/// `tls13 − tls13-resume`, mTLS adds `mtls − tls13`, and a sentence about plain runs (what
+/// a kept connection saves) quotes the plain means even with TLS runs of the same transport
+/// beside them in the report.
+#[test]
+fn findings_price_tls_from_the_runs() {
+    use rpcbench::render::units::{duration, ratio};
+    let report = run(&[
+        "-n",
+        "200",
+        "--warmup",
+        "10",
+        "--security",
+        // plain last, so a lookup that ignored the security mode would find a TLS run.
+        "tls13,tls13-resume,tls12,tls12-resume,mtls,plain",
+        "--transports",
+        "tcp,tcp-connect",
+    ]);
+    let report: rpcbench::report::Report = serde_json::from_value(report).unwrap();
+    let mean = |t: &str, s: &str| {
+        let r = report
+            .runs
+            .iter()
+            .find(|r| r.transport.to_string() == t && r.security.name() == s)
+            .unwrap_or_else(|| panic!("a run of {t} {s}"));
+        r.latency_us.unwrap().mean
+    };
+    let findings = rpcbench::site::findings(&report, &[], None);
+    let sentence = |start: &str| {
+        findings
+            .iter()
+            .find(|f| f.starts_with(start))
+            .unwrap_or_else(|| panic!("a finding starting {start:?} in {findings:#?}"))
+            .clone()
+    };
+    let plain = mean("tcp-connect", "plain");
+    let full = mean("tcp-connect", "tls13");
+    let resumed = mean("tcp-connect", "tls13-resume");
+    let handshake = sentence("A full TLS 1.3 handshake adds per fresh call:");
+    assert!(
+        handshake.contains(&format!(
+            "tcp-connect {} ({} plain, {} tls13",
+            duration(full - plain),
+            duration(plain),
+            duration(full)
+        )),
+        "{handshake}"
+    );
+    assert!(handshake.contains("the handshake itself"), "{handshake}");
+    let resume = sentence("Resuming the previous session wins back per fresh call:");
+    assert!(
+        resume.contains(&format!("tcp-connect {}", duration(full - resumed))),
+        "{resume}"
+    );
+    let versions = sentence("TLS 1.2 against TLS 1.3 per fresh call");
+    let full12 = ratio(mean("tcp-connect", "tls12") / full);
+    let resumed12 = ratio(mean("tcp-connect", "tls12-resume") / resumed);
+    assert!(
+        versions.contains(&format!("tcp-connect {full12}× full, {resumed12}× resumed")),
+        "{versions}"
+    );
+    let mtls = sentence("A client certificate (mutual TLS) adds per fresh call:");
+    let m = mean("tcp-connect", "mtls");
+    assert!(
+        mtls.contains(&format!(
+            "tcp-connect {} (mtls {})",
+            duration(m - full),
+            duration(m)
+        )),
+        "{mtls}"
+    );
+    let kept = sentence("On a kept-alive connection");
+    assert!(
+        kept.contains(&format!("tcp {} against", duration(mean("tcp", "tls13")))),
+        "{kept}"
+    );
+    // The plain sentences read the plain runs, not the TLS ones beside them.
+    let reuse = sentence("Reusing a connection");
+    assert!(
+        reuse.contains(&format!(
+            "tcp {} against tcp-connect {}",
+            duration(mean("tcp", "plain")),
+            duration(plain)
+        )),
+        "{reuse}"
+    );
+}
+
+/// The HTTP/1.1 transports stay HTTP/1.1 over TLS (ALPN offers http/1.1 only, for libcurl
+/// too), so a security mode changes the security and nothing else; h2 speaks HTTP/2.
+#[test]
+fn http1_transports_stay_http1_over_tls() {
+    for (transport, h2) in [
+        ("http-fresh", false),
+        ("http-keepalive", false),
+        ("curl-fresh", false),
+        ("curl-reuse", false),
+        ("h2", true),
+    ] {
+        let report = run(&["-n", "50", "--security", "tls13", "--transports", transport]);
+        let r = &report["runs"][0];
+        assert_eq!(r["ok"], 50, "{transport}: {r}");
+        let connects = r["connects"].as_u64().unwrap();
+        let server = &report["server"];
+        assert_eq!(
+            server["https"]["connections_total"].as_u64(),
+            Some(connects),
+            "{transport}: every connection on the HTTPS port"
+        );
+        let h2_connections = server["http2"]["connections_total"].as_u64().unwrap();
+        assert_eq!(
+            h2_connections,
+            if h2 { connects } else { 0 },
+            "{transport}: HTTP/2 connections"
+        );
+    }
+}

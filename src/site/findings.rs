@@ -7,6 +7,7 @@ use crate::render::units::{duration, ratio};
 use crate::report::{Report, RunRecord};
 use crate::resolve::AddrMode;
 use crate::transport::TransportKind;
+use crate::transport::tls::Security;
 
 /// The sentences for `base`, with `others` (more runs: a slow resolver, a delay) and
 /// `peers` adding what they can. A sentence whose figures are missing is left out.
@@ -14,6 +15,8 @@ pub fn findings(base: &Report, others: &[&Report], peers: Option<&Peers>) -> Vec
     let mut out = Vec::new();
     out.extend(reuse(base));
     out.extend(multiplexing(base));
+    out.extend(tls_fresh(base));
+    out.extend(tls_kept(base));
     let slow = others.iter().copied().find(|r| slow_dns(r));
     for report in std::iter::once(base).chain(slow) {
         out.extend(name_lookup(report));
@@ -31,14 +34,27 @@ pub fn findings(base: &Report, others: &[&Report], peers: Option<&Peers>) -> Vec
     out
 }
 
-/// The mean of `transport` by IP in `report`, µs.
+/// The mean of `transport` by IP without TLS in `report`, µs.
 fn ip_mean(report: &Report, transport: TransportKind) -> Option<f64> {
     mean(report, transport, AddrMode::Ip)
 }
 
-/// The mean of `transport` under `mode` in `report`, µs.
+/// The mean of `transport` under `mode` without TLS in `report`, µs.
 fn mean(report: &Report, transport: TransportKind, mode: AddrMode) -> Option<f64> {
-    Some(find(report, transport, mode)?.latency_us?.mean)
+    Some(
+        find(report, transport, mode, Security::Plain)?
+            .latency_us?
+            .mean,
+    )
+}
+
+/// The mean of `transport` by IP under `security` in `report`, µs.
+fn secured_mean(report: &Report, transport: TransportKind, security: Security) -> Option<f64> {
+    Some(
+        find(report, transport, AddrMode::Ip, security)?
+            .latency_us?
+            .mean,
+    )
 }
 
 /// What a persistent connection saves, for each persistent transport and its fresh twin.
@@ -114,7 +130,7 @@ fn h2_multiplexing(base: &Report) -> Option<String> {
 
 /// What gRPC adds on a shared connection, and what sharing does for gRPC: `grpc-mux`
 /// against `h2-mux` (the same one HTTP/2 connection for every worker, without gRPC's
-/// framing, trailers and tonic's channel) and against `grpc` (a channel per worker).
+/// framing, trailers and tonic's codec) and against `grpc` (a connection per worker).
 fn grpc_multiplexing(base: &Report) -> Option<String> {
     let mux = ip_mean(base, TransportKind::GrpcMux)?;
     let against: Vec<String> = [
@@ -143,6 +159,98 @@ fn grpc_multiplexing(base: &Report) -> Option<String> {
         duration(mux),
         against.join("; ")
     ))
+}
+
+/// The fresh-connection transports TLS findings read, in the order they are named: the
+/// raw frames first (nothing but TCP and TLS in the call), then HTTP with hyper, then
+/// libcurl (its own TLS library, see the environment).
+const FRESH: [TransportKind; 3] = [
+    TransportKind::TcpConnect,
+    TransportKind::HttpFresh,
+    TransportKind::CurlFresh,
+];
+
+/// The TLS price of a fresh connection per call, by IP, in up to four sentences, each
+/// naming every fresh transport ([`FRESH`]) that ran under both modes it compares: what a
+/// full TLS 1.3 handshake adds over `plain` (with the `tls` phase, the handshake alone),
+/// what resuming the session wins back, TLS 1.2 against 1.3 (full and resumed), and what a
+/// client certificate adds. A sentence with no pair measured is left out.
+fn tls_fresh(base: &Report) -> Vec<String> {
+    let at = |k, s| secured_mean(base, k, s);
+    let each = |part: &dyn Fn(TransportKind) -> Option<String>| -> Option<String> {
+        let parts: Vec<String> = FRESH.into_iter().filter_map(part).collect();
+        (!parts.is_empty()).then(|| parts.join("; "))
+    };
+    let full = each(&|k| {
+        let (plain, full) = (at(k, Security::Plain)?, at(k, Security::Tls13)?);
+        let handshake = find(base, k, AddrMode::Ip, Security::Tls13)
+            .and_then(|r| r.phases_us.tls)
+            .map(|t| format!(", the handshake itself {}", duration(t.mean)))
+            .unwrap_or_default();
+        Some(format!(
+            "{k} {} ({} plain, {} tls13{handshake})",
+            duration(full - plain),
+            duration(plain),
+            duration(full)
+        ))
+    });
+    let resumed = each(&|k| {
+        let (full, resumed) = (at(k, Security::Tls13)?, at(k, Security::Tls13Resume)?);
+        Some(format!(
+            "{k} {} (tls13-resume {})",
+            duration(full - resumed),
+            duration(resumed)
+        ))
+    });
+    let versions = each(&|k| {
+        let ratio_of = |s12, s13| Some(ratio(at(k, s12)? / at(k, s13)?));
+        let full = ratio_of(Security::Tls12, Security::Tls13).map(|r| format!("{r}× full"));
+        let resumed =
+            ratio_of(Security::Tls12Resume, Security::Tls13Resume).map(|r| format!("{r}× resumed"));
+        let both: Vec<String> = full.into_iter().chain(resumed).collect();
+        (!both.is_empty()).then(|| format!("{k} {}", both.join(", ")))
+    });
+    let mtls = each(&|k| {
+        let (full, m) = (at(k, Security::Tls13)?, at(k, Security::Mtls)?);
+        Some(format!("{k} {} (mtls {})", duration(m - full), duration(m)))
+    });
+    [
+        full.map(|p| format!("A full TLS 1.3 handshake adds per fresh call: {p}.")),
+        resumed.map(|p| format!("Resuming the previous session wins back per fresh call: {p}.")),
+        versions.map(|p| {
+            format!("TLS 1.2 against TLS 1.3 per fresh call (above 1× 1.2 is the slower): {p}.")
+        }),
+        mtls.map(|p| format!("A client certificate (mutual TLS) adds per fresh call: {p}.")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// What TLS costs a call on a connection kept open (the handshake is in warm-up, so what
+/// is left is encrypting and decrypting each message): `tls13` against `plain` by IP, for
+/// each persistent transport that ran under both.
+fn tls_kept(base: &Report) -> Option<String> {
+    let parts: Vec<String> = TransportKind::ALL
+        .into_iter()
+        .filter(|k| k.persistent())
+        .filter_map(|k| {
+            let plain = secured_mean(base, k, Security::Plain)?;
+            let tls = secured_mean(base, k, Security::Tls13)?;
+            Some(format!(
+                "{k} {} against {} plain ({:+.0} µs)",
+                duration(tls),
+                duration(plain),
+                tls - plain
+            ))
+        })
+        .collect();
+    (!parts.is_empty()).then(|| {
+        format!(
+            "On a kept-alive connection the handshake is paid once, and TLS 1.3 costs a call only its encryption: {}.",
+            parts.join("; ")
+        )
+    })
 }
 
 /// What an uncached name lookup costs a fresh HTTP call, and what caching gives back.
@@ -219,13 +327,27 @@ fn trim_float(x: f64) -> String {
     }
 }
 
+/// A run's transport, with its security mode after it when that is not `plain`
+/// (`tcp tls13`), for sentences that name runs by IP.
+fn secured_name(r: &RunRecord) -> String {
+    if r.security.is_tls() {
+        format!("{} {}", r.transport, r.security)
+    } else {
+        r.transport.to_string()
+    }
+}
+
 /// Which transport to pick, and which if it must be HTTP: the lowest mean by IP among
 /// runs that lost nothing.
 fn pick(base: &Report) -> Option<String> {
+    // Transports are picked without TLS when plain runs exist: the TLS sentences say what
+    // encryption adds, and a pick between `tcp tls13` and `tcp` would be one of noise.
+    let any_plain = base.runs.iter().any(|r| r.security == Security::Plain);
     let best = |http_only: bool| {
         base.runs
             .iter()
             .filter(|r| r.failed() == 0 && r.addr_mode == AddrMode::Ip)
+            .filter(|r| !any_plain || r.security == Security::Plain)
             .filter(|r| !http_only || r.transport.is_http())
             .filter_map(|r| Some((r, r.latency_us?)))
             .min_by(|a, b| a.1.mean.total_cmp(&b.1.mean))
@@ -233,10 +355,10 @@ fn pick(base: &Report) -> Option<String> {
     let ((b, bl), (h, hl)) = (best(false)?, best(true)?);
     Some(format!(
         "For this pair of hosts, pick {} (mean {}, p99 {}) when you own both ends; if it must be HTTP, {} (mean {}, p99 {}), with a connection kept per worker.",
-        b.transport,
+        secured_name(b),
         duration(bl.mean),
         duration(bl.p99),
-        h.transport,
+        secured_name(h),
         duration(hl.mean),
         duration(hl.p99)
     ))
@@ -244,13 +366,13 @@ fn pick(base: &Report) -> Option<String> {
 
 /// The range of client CPU time per call.
 fn cpu(base: &Report) -> Option<String> {
-    let per_call: Vec<(TransportKind, f64)> = base
+    let per_call: Vec<(String, f64)> = base
         .runs
         .iter()
         .filter(|r| r.addr_mode == AddrMode::Ip && r.calls > 0)
         .map(|r| {
             (
-                r.transport,
+                secured_name(r),
                 (r.cpu_user_s + r.cpu_sys_s) / r.calls as f64 * 1e6,
             )
         })
@@ -280,7 +402,7 @@ fn lost(base: &Report, others: &[&Report]) -> String {
             format!(
                 "{} ({}) {} of {}",
                 r.transport,
-                r.addr_mode,
+                r.mode_label(),
                 r.failed(),
                 r.calls
             )
@@ -306,7 +428,7 @@ pub(super) fn peer_sentence(p: &Peers) -> Option<String> {
     let over: Vec<String> = ratios
         .iter()
         .filter(|(_, r)| *r > PEER_RATIO_LIMIT)
-        .map(|(e, r)| format!("{} {}× {}", e.transport, ratio(*r), e.peer))
+        .map(|(e, r)| format!("{} {}× {}", e.name(), ratio(*r), e.peer))
         .collect();
     let (e, worst) = ratios.iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
     Some(if over.is_empty() {
@@ -314,7 +436,7 @@ pub(super) fn peer_sentence(p: &Peers) -> Option<String> {
             "Against established tools on the same placement ({}), rpcbench is at worst {}× the peer ({} against {}), so these figures measure the network and the stacks, not rpcbench.",
             p.placement,
             ratio(*worst),
-            e.transport,
+            e.name(),
             e.peer
         )
     } else {

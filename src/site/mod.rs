@@ -36,6 +36,7 @@ use crate::report::{Report, RunRecord};
 use crate::resolve::AddrMode;
 use crate::sweep::SweepReport;
 use crate::transport::TransportKind;
+use crate::transport::tls::Security;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -68,6 +69,9 @@ pub struct Peers {
 pub struct PeerPair {
     /// The rpcbench transport it is compared with.
     pub transport: TransportKind,
+    /// The security mode that transport ran under (`tls13`); left out when `plain`.
+    #[serde(default, skip_serializing_if = "crate::report::is_plain")]
+    pub security: Security,
     /// The tool, e.g. `sockperf ping-pong`.
     pub peer: String,
     /// The exact commands the peer (and its server) ran.
@@ -93,6 +97,16 @@ pub fn median(values: &[f64]) -> Option<f64> {
 }
 
 impl PeerPair {
+    /// The transport, with its security mode after it when that is not `plain`
+    /// (`tcp-connect tls13`).
+    pub fn name(&self) -> String {
+        if self.security.is_tls() {
+            format!("{} {}", self.transport, self.security)
+        } else {
+            self.transport.to_string()
+        }
+    }
+
     /// rpcbench's median over the rounds, µs.
     pub fn rpcbench_us(&self) -> Option<f64> {
         median(&self.rpcbench_round_means_us)
@@ -116,7 +130,7 @@ impl PeerPair {
     /// `tcp against sockperf ping-pong: 16.3 µs against 14.8 µs, 1.10× (medians of 3
     /// rounds)`, for lists.
     pub fn describe(&self) -> String {
-        let what = format!("{} against {}", self.transport, self.peer);
+        let what = format!("{} against {}", self.name(), self.peer);
         match (self.rpcbench_us(), self.peer_us(), self.ratio()) {
             (Some(rb), Some(peer), Some(ratio)) => format!(
                 "{what}: {} against {}, {}× (medians of {} round(s))",
@@ -308,11 +322,18 @@ fn slow_dns(r: &Report) -> bool {
     dns_delay_us(r) > 0 && r.config.delay_us == 0
 }
 
-/// The run of `transport` under `mode` in a report.
-fn find(r: &Report, transport: TransportKind, mode: AddrMode) -> Option<&RunRecord> {
+/// The run of `transport` under address mode `mode` and security mode `security` in a
+/// report: a report may hold the same transport and address mode under several security
+/// modes (`--security plain,tls13`), and a check or finding compares like with like.
+fn find(
+    r: &Report,
+    transport: TransportKind,
+    mode: AddrMode,
+    security: Security,
+) -> Option<&RunRecord> {
     r.runs
         .iter()
-        .find(|x| x.transport == transport && x.addr_mode == mode)
+        .find(|x| x.transport == transport && x.addr_mode == mode && x.security == security)
 }
 
 /// A run's mean latency in ms, as seed 004 states its figures.
@@ -707,12 +728,12 @@ fn delay_checks(
         .runs
         .iter()
         .filter_map(|r| {
-            let base = find(reference, r.transport, r.addr_mode)?;
+            let base = find(reference, r.transport, r.addr_mode, r.security)?;
             let rise = (r.latency_us?.mean - base.latency_us?.mean).round();
             let noise = noise_us(base)?;
             let plain_rise = back_to_back
                 .filter(|b| !std::ptr::eq(*b, reference))
-                .and_then(|b| find(b, r.transport, r.addr_mode))
+                .and_then(|b| find(b, r.transport, r.addr_mode, r.security))
                 .and_then(|b| Some((r.latency_us?.mean - b.latency_us?.mean).round()));
             let mut measured = format!("{rise:+.0} µs");
             if let Some(gap) = paced_gap {
@@ -740,8 +761,8 @@ fn dns_checks(base: &Report, slow: &Report) -> Vec<TruthCheck> {
         .iter()
         .filter(|r| matches!(r.addr_mode, AddrMode::Cached | AddrMode::Uncached))
         .filter_map(|r| {
-            let b = find(base, r.transport, r.addr_mode)
-                .or_else(|| find(base, r.transport, AddrMode::Ip))?;
+            let b = find(base, r.transport, r.addr_mode, r.security)
+                .or_else(|| find(base, r.transport, AddrMode::Ip, r.security))?;
             let expected = if !r.transport.persistent() && r.addr_mode == AddrMode::Uncached {
                 d
             } else {
@@ -771,12 +792,14 @@ fn seed_rows(base: &Report, others: &[&Report]) -> Vec<SeedRow> {
                 let source = slow.unwrap_or(base);
                 [AddrMode::System, AddrMode::Uncached, AddrMode::Cached]
                     .into_iter()
-                    .find_map(|m| find(source, transport, m).map(|r| (Some(m), mean_ms(r))))
+                    .find_map(|m| {
+                        find(source, transport, m, Security::Plain).map(|r| (Some(m), mean_ms(r)))
+                    })
                     .unwrap_or((None, None))
             } else {
                 (
                     Some(AddrMode::Ip),
-                    find(base, transport, AddrMode::Ip).and_then(mean_ms),
+                    find(base, transport, AddrMode::Ip, Security::Plain).and_then(mean_ms),
                 )
             };
             SeedRow {
@@ -824,6 +847,7 @@ mod tests {
         assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
         let pair = PeerPair {
             transport: TransportKind::Tcp,
+            security: Security::Plain,
             peer: "sockperf ping-pong".into(),
             command: String::new(),
             rpcbench_round_means_us: vec![16.0, 30.0, 15.0],

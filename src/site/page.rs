@@ -304,7 +304,7 @@ fn peer_rows(site: &Site) -> Vec<Vec<String>> {
         .flat_map(|p| &p.pairs)
         .map(|e| {
             vec![
-                e.transport.to_string(),
+                e.name(),
                 e.peer.clone(),
                 us(e.rpcbench_us()),
                 us(e.peer_us()),

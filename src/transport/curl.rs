@@ -51,6 +51,9 @@ pub(super) fn new_handle(
     endpoint: &Endpoint,
 ) -> Result<Easy2<Collector>, curl::Error> {
     let mut easy = Easy2::new(Collector::default());
+    // HTTP/1.1 in every security mode: over TLS libcurl would otherwise offer h2 by ALPN,
+    // and `curl-fresh tls13` against `curl-fresh` would compare HTTP/2 with HTTP/1.1.
+    easy.http_version(curl::easy::HttpVersion::V11)?;
     match &endpoint.tls {
         Some(tls) => tls.options().apply_to_curl(tls.security(), &mut easy)?,
         // A reply without an HTTP status line is taken as HTTP/0.9 rather than failed
