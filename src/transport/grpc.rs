@@ -1,13 +1,20 @@
-//! `grpc`: the unary method `rpcbench.v1.Echo/Call` with tonic, one channel (one HTTP/2
-//! connection) per worker, one call at a time, on the worker's own current-thread runtime
-//! as `h2` does.
+//! `grpc`: the unary method `rpcbench.v1.Echo/Call` with tonic, one HTTP/2 connection per
+//! worker, one call at a time, on the worker's own current-thread runtime as `h2` does.
 //!
 //! The call is the one message each way that the generated client's `call` sends, made
 //! one level down (`tonic::client::Grpc::server_streaming`), so that the arrival of the
 //! reply's headers can be timed as the first byte; the reply's trailers are then read for
-//! `grpc-status` and `server-timing`. The helpers the other gRPC transports share (the
-//! connector that counts connections, the request, the error kinds) live here too, as
-//! `h2.rs` holds what `h2-mux` uses.
+//! `grpc-status` and `server-timing`.
+//!
+//! tonic's client (its codec, framing, metadata and status handling) runs over
+//! [`H2Service`], a connection of the `h2` crate driven directly, as the `h2` transport
+//! drives it, rather than over tonic's `Channel`. A `Channel` sends every call through a
+//! `Buffer` task and hyper's client, which writes a request's HEADERS and its DATA frame
+//! in two writes (waking the server twice per call); gRPC clients in C and Go (and h2load)
+//! send them in one. `H2Service` queues both before the connection's task next writes.
+//!
+//! The helpers the other gRPC transports share (the connection, the request, the error
+//! kinds) live here too, as `h2.rs` holds what `h2-mux` uses.
 
 use super::http::{self, worker_runtime};
 use super::{
@@ -16,7 +23,6 @@ use super::{
 use crate::proto::{CALL_PATH, EchoReply, EchoRequest};
 use bytes::Bytes;
 use hyper::http::uri::PathAndQuery;
-use hyper_util::rt::TokioIo;
 use std::cell::Cell;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -25,18 +31,18 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tonic::Code;
 use tonic::codegen::{BoxFuture, Service};
-use tonic::transport::Channel;
 
-/// The client of one channel.
-pub(super) type Client = tonic::client::Grpc<Channel>;
+/// tonic's client on one HTTP/2 connection, and the flag its connection's task sets when
+/// the connection has ended.
+pub(super) type Client = tonic::client::Grpc<H2Service>;
 
 /// The `grpc` transport.
 pub struct Grpc {
     rt: tokio::runtime::Runtime,
     endpoint: Endpoint,
     timeout: Duration,
-    client: Option<Client>,
-    /// The connections this worker's channel opened, and the time of the last connect.
+    client: Option<(Client, super::h2::Ended)>,
+    /// The connections this worker opened, and the time of the last connect.
     opened: Arc<Opened>,
     /// Connections already counted in a call's phases.
     seen: u64,
@@ -71,6 +77,11 @@ impl Transport for Grpc {
             body,
             ..
         } = self;
+        // A connection the server closed between calls is opened anew, as a channel
+        // would, rather than failing the next call.
+        if client.as_ref().is_some_and(|(_, ended)| ended.get()) {
+            *client = None;
+        }
         // The lookup runs outside our runtime: the resolver blocks on a runtime of its own.
         let addr = match client {
             Some(_) => None,
@@ -78,18 +89,18 @@ impl Transport for Grpc {
         };
         let connecting = Cell::new(addr.is_some());
         let result = rt.block_on(super::within(remaining(deadline)?, &connecting, async {
-            let client = match (client, addr) {
+            let (client, _) = match (client, addr) {
                 (Some(c), _) => c,
                 (slot, Some(addr)) => {
-                    let channel = connect(endpoint, addr, opened.clone(), remaining(deadline)?).await?;
+                    let conn = Box::pin(connect(endpoint, addr, opened.clone(), deadline)).await?;
                     connecting.set(false);
-                    slot.insert(tonic::client::Grpc::new(channel))
+                    slot.insert(conn)
                 }
-                (None, None) => unreachable!("an address is looked up when there is no channel"),
+                (None, None) => unreachable!("an address is looked up when there is no connection"),
             };
             unary(client, req, phases).await
         }));
-        // A connect the channel made, during this call, is this call's connect phase.
+        // A connect made during this call is this call's connect phase.
         let now = opened.count.load(Relaxed);
         if now != self.seen {
             self.seen = now;
@@ -113,7 +124,7 @@ impl Transport for Grpc {
     }
 }
 
-/// Connections a channel opened, counted by its connector.
+/// Connections a transport opened, counted by [`connect`].
 #[derive(Debug, Default)]
 pub(super) struct Opened {
     /// Connections opened so far.
@@ -148,23 +159,8 @@ impl Opened {
     }
 }
 
-/// The connector of a channel: a TCP connection to a fixed address (looked up by the
-/// transport, as every transport does, not by tonic), Nagle off, counted in `opened`. Every
-/// connection the channel ever opens goes through here, its reconnects included, so
-/// `connects` is what was opened.
-#[derive(Clone)]
-struct Dialer {
-    addr: SocketAddr,
-    opened: Arc<Opened>,
-    /// The run's TLS (ALPN `h2`), if any.
-    tls: Option<Arc<super::tls::TlsClient>>,
-    /// How long a connect and its handshake may take (the transport's call timeout).
-    timeout: Duration,
-    /// The run's `TCP_INFO` sums, for the connections' probes.
-    tcp_info: Arc<crate::tcpinfo::TcpInfoTally>,
-}
-
-/// A channel's connection, telling [`Opened`] of a TLS failure on it.
+/// A gRPC connection's socket, telling [`Opened`] of a TLS failure on it: the connection's
+/// task sees the error, the call only that the connection ended.
 pub(super) struct Watched {
     sock: super::tls::AsyncSock,
     opened: Arc<Opened>,
@@ -233,58 +229,157 @@ impl tokio::io::AsyncWrite for Watched {
     }
 }
 
-impl Service<hyper::Uri> for Dialer {
-    type Response = TokioIo<Watched>;
-    type Error = DialError;
-    type Future = BoxFuture<Self::Response, DialError>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), DialError>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _: hyper::Uri) -> Self::Future {
-        let (addr, opened, tls) = (self.addr, self.opened.clone(), self.tls.clone());
-        let tcp_info = self.tcp_info.clone();
-        let deadline = Instant::now() + self.timeout;
-        Box::pin(async move {
-            let secure = tls.as_deref().map(|t| (t, super::tls::Alpn::H2));
-            let (stream, took) = super::connect_nodelay(addr, secure, deadline, &tcp_info)
-                .await
-                .map_err(DialError)?;
-            opened.count.fetch_add(1, Relaxed);
-            *opened.took.lock().unwrap_or_else(|p| p.into_inner()) = Some(took);
-            Ok(TokioIo::new(Watched {
-                sock: stream,
-                opened,
-            }))
-        })
-    }
-}
-
-/// A failed connect, carried through tonic's errors so the call is counted by its kind.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-struct DialError(CallError);
-
-/// Opens a channel to `addr`: one HTTP/2 connection, connected now.
+/// Opens a gRPC connection to `addr`: TCP_NODELAY, TLS with ALPN `h2` when the run asks
+/// for it, the HTTP/2 handshake; counted in `opened`, its connect and TLS times kept there.
+/// The connection is driven by a task on the current runtime.
 pub(super) async fn connect(
     endpoint: &Endpoint,
     addr: SocketAddr,
     opened: Arc<Opened>,
-    timeout: Duration,
-) -> Result<Channel, CallError> {
-    let origin = super::h2::origin(endpoint);
-    let target = tonic::transport::Endpoint::from_shared(origin).map_err(|_| CallError::Protocol)?;
-    target
-        .connect_with_connector(Dialer {
-            addr,
-            opened,
-            tls: endpoint.tls.clone(),
-            tcp_info: endpoint.tcp_info.clone(),
-            timeout,
+    deadline: Instant,
+) -> Result<(Client, super::h2::Ended), CallError> {
+    let secure = endpoint.secure(super::tls::Alpn::H2);
+    let (stream, took) =
+        super::connect_nodelay(addr, secure, deadline, &endpoint.tcp_info).await?;
+    opened.count.fetch_add(1, Relaxed);
+    *opened.took.lock().unwrap_or_else(|p| p.into_inner()) = Some(took);
+    let watched = Watched {
+        sock: stream,
+        opened,
+    };
+    let (sender, ended) = super::h2::handshake(watched).await?;
+    let origin = super::h2::origin(endpoint)
+        .parse()
+        .map_err(|_| CallError::Protocol)?;
+    Ok((
+        tonic::client::Grpc::with_origin(H2Service { sender }, origin),
+        ended,
+    ))
+}
+
+/// tonic's transport: one HTTP/2 connection of the `h2` crate. A request's HEADERS and
+/// the DATA its body has ready go out together; what the body yields later (the messages
+/// of a stream) is sent by a task of its own as it comes. The reply is [`H2Body`].
+#[derive(Clone)]
+pub(super) struct H2Service {
+    sender: ::h2::client::SendRequest<Bytes>,
+}
+
+impl Service<hyper::Request<tonic::body::Body>> for H2Service {
+    type Response = hyper::Response<H2Body>;
+    type Error = ::h2::Error;
+    type Future = BoxFuture<Self::Response, ::h2::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), ::h2::Error>> {
+        self.sender.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: hyper::Request<tonic::body::Body>) -> Self::Future {
+        // The handle `poll_ready` readied sends; a clone of it stays for the next call.
+        let fresh = self.sender.clone();
+        let mut sender = std::mem::replace(&mut self.sender, fresh);
+        Box::pin(async move {
+            let (head, mut body) = req.into_parts();
+            let (ready, end) = ready_frames(&mut body).await?;
+            let empty = ready.is_empty() && end;
+            let (resp, mut stream) =
+                sender.send_request(hyper::Request::from_parts(head, ()), empty)?;
+            if !empty {
+                stream.send_data(ready, end)?;
+            }
+            if !end {
+                tokio::spawn(pump(body, stream));
+            }
+            let resp = resp.await?;
+            Ok(resp.map(|recv| H2Body { recv, data_done: false }))
         })
-        .await
-        .map_err(|e| classify_error(&e))
+    }
+}
+
+/// The DATA `body` has ready now, and whether it has ended: a unary request's one
+/// message and its end at once; a stream's first message, if already queued.
+async fn ready_frames(body: &mut tonic::body::Body) -> Result<(Bytes, bool), ::h2::Error> {
+    use http_body::Body as _;
+    let mut ready = bytes::BytesMut::new();
+    loop {
+        let next = std::future::poll_fn(|cx| {
+            Poll::Ready(match std::pin::Pin::new(&mut *body).poll_frame(cx) {
+                Poll::Pending => None,
+                Poll::Ready(frame) => Some(frame),
+            })
+        })
+        .await;
+        match next {
+            None => return Ok((ready.freeze(), false)),
+            Some(None) => return Ok((ready.freeze(), true)),
+            Some(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    ready.extend_from_slice(&data);
+                }
+            }
+            Some(Some(Err(_))) => return Err(::h2::Reason::CANCEL.into()),
+        }
+    }
+}
+
+/// Sends what a streaming request's body yields after its first DATA, then its end;
+/// resets the stream if the body fails.
+async fn pump(mut body: tonic::body::Body, mut stream: ::h2::SendStream<Bytes>) {
+    use http_body_util::BodyExt;
+    while let Some(frame) = body.frame().await {
+        match frame.map(|f| f.into_data()) {
+            Ok(Ok(data)) => {
+                if stream.send_data(data, false).is_err() {
+                    return;
+                }
+            }
+            // A client request body has no trailers; nothing else is sent.
+            Ok(Err(_)) => {}
+            Err(_) => {
+                stream.send_reset(::h2::Reason::CANCEL);
+                return;
+            }
+        }
+    }
+    let _ = stream.send_data(Bytes::new(), true);
+}
+
+/// A reply's body as tonic reads it: the DATA frames (their flow-control window handed
+/// back as they are read), then the trailers.
+pub(super) struct H2Body {
+    recv: ::h2::RecvStream,
+    data_done: bool,
+}
+
+impl http_body::Body for H2Body {
+    type Data = Bytes;
+    type Error = ::h2::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, ::h2::Error>>> {
+        let me = self.get_mut();
+        if !me.data_done {
+            match std::task::ready!(me.recv.poll_data(cx)) {
+                Some(Ok(chunk)) => {
+                    let _ = me.recv.flow_control().release_capacity(chunk.len());
+                    return Poll::Ready(Some(Ok(http_body::Frame::data(chunk))));
+                }
+                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                None => me.data_done = true,
+            }
+        }
+        match std::task::ready!(me.recv.poll_trailers(cx)) {
+            Ok(Some(trailers)) => Poll::Ready(Some(Ok(http_body::Frame::trailers(trailers)))),
+            Ok(None) => Poll::Ready(None),
+            Err(e) => Poll::Ready(Some(Err(e))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.data_done && self.recv.is_end_stream()
+    }
 }
 
 /// The request of one call.
@@ -366,8 +461,8 @@ fn from_chain(e: &(dyn std::error::Error + 'static)) -> Option<CallError> {
     }
     let mut next = Some(e);
     while let Some(e) = next {
-        if let Some(DialError(kind)) = e.downcast_ref::<DialError>() {
-            return Some(kind.clone());
+        if let Some(e) = e.downcast_ref::<::h2::Error>() {
+            return Some(super::h2::classify(e));
         }
         if let Some(e) = e.downcast_ref::<hyper::Error>() {
             return Some(http::classify(e));
@@ -440,9 +535,14 @@ mod tests {
 
     #[test]
     fn a_status_made_from_a_local_error_is_that_error() {
-        let refused = DialError(CallError::Connect(super::super::ConnectFailure::Refused));
-        let status = tonic::Status::from_error(Box::new(refused));
-        assert_eq!(classify_status(&status).kind(), "connect_refused");
+        // A connection failing under a call (a connect failure never reaches tonic:
+        // `connect` returns it as it is).
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        let status = tonic::Status::from_error(Box::new(reset));
+        assert_eq!(classify_status(&status).kind(), CallError::Closed.kind());
+        let gone = ::h2::Error::from(::h2::Reason::PROTOCOL_ERROR);
+        let status = tonic::Status::from_error(Box::new(gone));
+        assert_eq!(classify_status(&status).kind(), "protocol");
         let sent = tonic::Status::resource_exhausted("too big");
         assert_eq!(classify_status(&sent).kind(), "grpc_resource_exhausted");
     }

@@ -1,12 +1,13 @@
-//! `grpc-mux`: every worker of a run shares one tonic channel, so one HTTP/2 connection
-//! carries all their unary calls, each a stream of its own: what a service that holds one
-//! channel to a peer (gRPC's usual habit) does, against `grpc`'s channel per worker.
+//! `grpc-mux`: every worker of a run shares one gRPC connection (tonic's client on one
+//! HTTP/2 connection, see [`super::grpc`]), so it carries all their unary calls, each a
+//! stream of its own: what a service that holds one channel to a peer (gRPC's usual habit)
+//! does, against `grpc`'s connection per worker.
 //!
-//! As in `h2-mux`, the channel lives in the run's [`RunShared`](super::RunShared) with a
+//! As in `h2-mux`, the connection lives in the run's [`RunShared`](super::RunShared) with a
 //! runtime of its own, one thread that drives the connection for all workers; each worker
-//! blocks on that runtime for its call. The channel's connector counts every connection
-//! it opens; the workers claim those counts after their calls, so the workers' counts add
-//! up to what was opened.
+//! blocks on that runtime for its call. [`connect`] counts every connection opened; the
+//! workers claim those counts after their calls, so the workers' counts add up to what
+//! was opened.
 
 use super::grpc::{Client, Opened, connect, request, unary};
 use super::mux::{self, Shared};
@@ -22,12 +23,12 @@ use std::time::{Duration, Instant};
 /// The blocking engine's channel thread.
 const THREAD: &str = "rpcbench-grpc-mux";
 
-/// The one channel of a run, the thread that drives it, and its connection counts.
+/// The one connection of a run, the thread that drives it, and its connection counts.
 #[derive(Default)]
 pub struct MuxChannel {
-    /// The live channel's client.
-    client: Shared<Client>,
-    /// Connections the channels of this run opened.
+    /// The live connection's client, and the flag its task sets when it ends.
+    client: Shared<(Client, super::h2::Ended)>,
+    /// Connections this run opened.
     opened: Arc<Opened>,
     /// Of those, the ones a worker has counted as its own.
     claimed: AtomicU64,
@@ -45,7 +46,7 @@ impl MuxChannel {
     }
 }
 
-/// The `grpc-mux` transport: one worker's handle on the run's shared channel.
+/// The `grpc-mux` transport: one worker's handle on the run's shared connection.
 pub struct GrpcMux {
     shared: Arc<MuxChannel>,
     endpoint: Endpoint,
@@ -53,7 +54,7 @@ pub struct GrpcMux {
     body: Bytes,
     /// Connections this worker claimed (see the module's documentation).
     connects: u64,
-    /// The generation of the channel this worker's last call used.
+    /// The generation of the connection this worker's last call used.
     used: Option<u64>,
 }
 
@@ -86,19 +87,18 @@ impl Transport for GrpcMux {
         } = self;
         let connecting = Cell::new(false);
         let result = rt.block_on(super::within(remaining(deadline)?, &connecting, async {
-            // A channel reconnects by itself: once made, it is live until a call fails.
-            let (mut client, generation) = shared
+            // Live until its task ends (the server closed it) or a call on it fails.
+            let ((mut client, _), generation) = shared
                 .client
                 .get(
-                    |_| true,
+                    |(_, ended)| !ended.get(),
                     async || {
                         connecting.set(true);
                         let addr = mux::http_addr(endpoint, deadline, phases).await?;
-                        let channel =
-                            connect(endpoint, addr, shared.opened.clone(), remaining(deadline)?).await?;
+                        let conn = connect(endpoint, addr, shared.opened.clone(), deadline).await?;
                         connecting.set(false);
                         shared.opened.record(phases);
-                        Ok(tonic::client::Grpc::new(channel))
+                        Ok(conn)
                     },
                 )
                 .await?;
@@ -116,7 +116,7 @@ impl Transport for GrpcMux {
     }
 
     fn reset(&mut self) {
-        // Drop the shared channel only if it is still the one this worker's call failed
+        // Drop the shared connection only if it is still the one this worker's call failed
         // on; another worker may already have opened a new one.
         let Some(failed) = self.used.take() else {
             return;

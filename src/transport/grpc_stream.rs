@@ -1,10 +1,10 @@
-//! `grpc-stream`: one bidirectional `rpcbench.v1.Echo/Stream` per worker, on a channel of
-//! its own; a call is one request message out and its reply message back, in order, as
+//! `grpc-stream`: one bidirectional `rpcbench.v1.Echo/Stream` per worker, on a connection
+//! of its own (tonic's client over the `h2` crate, see [`super::grpc`]); a call is one request message out and its reply message back, in order, as
 //! `tcp` is one frame each way on a kept connection. What it saves against `grpc` is
 //! the stream per call: its headers and trailers both ways.
 //!
 //! A stream has no headers per message, so there is no first-byte phase; the server's
-//! time is the reply's `server_ns`. A failed call drops the stream and its channel, so
+//! time is the reply's `server_ns`. A failed call drops the stream and its connection, so
 //! the next call opens both again, as the TCP transport reconnects.
 
 use super::grpc::{Client, Opened, checked, classify_status, connect, request};
@@ -43,9 +43,9 @@ pub struct GrpcStream {
     body: Bytes,
 }
 
-/// One open stream and the channel it runs on.
+/// One open stream and the connection it runs on.
 struct Open {
-    /// Kept so the channel lives as long as its stream, not for reuse.
+    /// Kept so the connection lives as long as its stream, not for reuse.
     _client: Client,
     requests: mpsc::Sender<EchoRequest>,
     replies: tonic::Streaming<EchoReply>,
@@ -89,9 +89,9 @@ impl Transport for GrpcStream {
                     open
                 }
                 (slot, Some(addr)) => {
-                    let channel = connect(endpoint, addr, opened.clone(), remaining(deadline)?).await?;
+                    let (mut client, _) =
+                        Box::pin(connect(endpoint, addr, opened.clone(), deadline)).await?;
                     connecting.set(false);
-                    let mut client = tonic::client::Grpc::new(channel);
                     client.ready().await.map_err(|e| super::grpc::classify_error(&e))?;
                     let (requests, queued) = mpsc::channel(REQUEST_QUEUE);
                     // The first request goes in before the stream opens: a server may

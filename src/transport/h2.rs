@@ -227,6 +227,16 @@ pub(super) async fn connect(
     let secure = endpoint.secure(super::tls::Alpn::H2);
     let (stream, took) =
         super::connect_nodelay(addr, secure, deadline, &endpoint.tcp_info).await?;
+    let (sender, ended) = handshake(stream).await?;
+    Ok((sender, ended, took))
+}
+
+/// The HTTP/2 handshake on a connected `stream`; the connection is then driven by a task
+/// on the current runtime, which sets the returned flag when it ends.
+pub(super) async fn handshake<T>(stream: T) -> Result<(Sender, Ended), CallError>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let (sender, conn) = ::h2::client::Builder::new()
         .initial_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
@@ -240,7 +250,7 @@ pub(super) async fn connect(
         let _ = conn.await;
         flag.0.store(true, std::sync::atomic::Ordering::Release);
     });
-    Ok((sender, ended, took))
+    Ok((sender, ended))
 }
 
 /// `POST /echo` for `call`, with its seq header, and its payload.
@@ -305,7 +315,7 @@ pub(super) async fn send(
 /// What an HTTP/2 failure means for the call: an I/O error as such; the connection going
 /// away (GOAWAY, or its end) as `Closed`; anything else, a stream reset or a malformed
 /// frame, as a protocol error.
-fn classify(e: &::h2::Error) -> CallError {
+pub(super) fn classify(e: &::h2::Error) -> CallError {
     if let Some(io) = e.get_io() {
         CallError::from_io(io)
     } else if e.is_go_away() {
