@@ -352,6 +352,37 @@ fn failure_kind(e: &std::io::Error) -> HandshakeFailure {
     }
 }
 
+/// Longest a refused handshake's connection is kept, after its alert went out, for the
+/// client's close (see [`linger`]).
+const REFUSAL_LINGER: Duration = Duration::from_millis(500);
+
+/// Bytes a refused connection may send during [`REFUSAL_LINGER`] before it is dropped.
+const REFUSAL_DRAIN: usize = 64 << 10;
+
+/// Closes the connection of a refused handshake the way that lets its alert arrive: the
+/// write side first (the alert is already out), then what the client sends is read and
+/// dropped until it closes, for at most [`REFUSAL_LINGER`] and [`REFUSAL_DRAIN`] bytes.
+/// Under TLS 1.3 a client's handshake is done before the server has checked its
+/// certificate, so its request may already be here; a socket closed with unread bytes
+/// sends a reset, and the reset can overtake the alert, leaving the client with "closed"
+/// where the server said "certificate required". Bounded, so a client gains nothing by it
+/// that the handshake timeout does not give it already.
+async fn linger(mut tcp: tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = tokio::time::timeout(REFUSAL_LINGER, async {
+        let _ = tcp.shutdown().await;
+        let mut buf = [0u8; 4096];
+        let mut drained = 0;
+        while drained < REFUSAL_DRAIN {
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => drained += n,
+            }
+        }
+    })
+    .await;
+}
+
 /// Runs the server side of a handshake on `stream`, within the handshake timeout, and
 /// counts it in `counters`: full or resumed, or the failure's kind. `None` when it failed
 /// or shutdown started meanwhile (the stream is then dropped, which closes it).
@@ -362,7 +393,7 @@ pub(crate) async fn handshake(
     counters: &HandshakeCounters,
 ) -> Option<tokio_rustls::server::TlsStream<tokio::net::TcpStream>> {
     let timeout = shared.config.tls_settings.handshake_timeout;
-    let accepting = tokio::time::timeout(timeout, acceptor.accept(stream));
+    let accepting = tokio::time::timeout(timeout, acceptor.accept(stream).into_fallible());
     let done = tokio::select! {
         done = accepting => done,
         _ = super::stopping(shared.shutdown.clone()) => return None,
@@ -374,8 +405,9 @@ pub(crate) async fn handshake(
             counters.succeeded(resumed);
             Some(stream)
         }
-        Ok(Err(e)) => {
+        Ok(Err((e, tcp))) => {
             counters.failed(failure_kind(&e));
+            linger(tcp).await;
             None
         }
         Err(_elapsed) => {

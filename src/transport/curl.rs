@@ -133,8 +133,12 @@ pub(super) fn perform(
         let connected = opened > 0 || easy.pretransfer_time().is_ok_and(|t| !t.is_zero());
         // Timed out after the TCP connect but before the TLS handshake was done: the
         // server stalled mid-handshake, which is neither a lost reply nor a connect error.
+        // libcurl 7.88 counts a connection in NUM_CONNECTS once TCP connected, but sets the
+        // CONNECT time only once the whole connection (TLS included) is up, so a stalled
+        // handshake reads as a connection opened with no connect or APPCONNECT time; an
+        // unanswered SYN as no connection at all.
         let handshaking = endpoint.tls.is_some()
-            && easy.connect_time().is_ok_and(|t| !t.is_zero())
+            && opened > 0
             && easy.appconnect_time().is_ok_and(|t| t.is_zero());
         if e.is_operation_timedout() && handshaking {
             return Err(CallError::Tls(TlsFailure::HandshakeTimeout));
@@ -209,7 +213,14 @@ fn tls_failure(e: &curl::Error) -> Option<TlsFailure> {
     }
     if has(&["certificate required"]) {
         Some(TlsFailure::ClientCertRequired)
-    } else if has(&["unknown ca", "bad certificate", "certificate unknown"]) {
+    } else if has(&[
+        "unknown ca",
+        "bad certificate",
+        "certificate unknown",
+        // The server's alert when the client's certificate names its CA but another key
+        // signed it (rustls: a bad signature is `decrypt_error`).
+        "alert decrypt error",
+    ]) {
         Some(TlsFailure::ClientCertRefused)
     } else if has(&[
         "wrong version number",

@@ -131,8 +131,8 @@ pub(super) struct Opened {
     pub count: AtomicU64,
     /// How long the last connect (and its TLS handshake) took.
     took: Mutex<Option<super::Took>>,
-    /// The TLS failure a connection's read or write met, if any ([`Watched`]).
-    failure: Mutex<Option<super::tls::TlsFailure>>,
+    /// The TLS failure a connection's read or write met, if any.
+    noted: Arc<super::tls::TlsNoted>,
 }
 
 impl Opened {
@@ -145,10 +145,7 @@ impl Opened {
     /// (hyper's HTTP/2 connection task sees the error; the call, only that the connection
     /// ended, which would count it lost), else `e`.
     pub fn explain(&self, e: CallError) -> CallError {
-        match self.failure.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            Some(failure) if !matches!(e, CallError::Tls(_)) => CallError::Tls(failure),
-            _ => e,
-        }
+        self.noted.explain(e)
     }
 
     /// Records the last connect as the call's `connect` and `tls` phases.
@@ -156,76 +153,6 @@ impl Opened {
         if let Some(took) = self.took() {
             took.record(phases);
         }
-    }
-}
-
-/// A gRPC connection's socket, telling [`Opened`] of a TLS failure on it: the connection's
-/// task sees the error, the call only that the connection ended.
-pub(super) struct Watched {
-    sock: super::tls::AsyncSock,
-    opened: Arc<Opened>,
-}
-
-impl Watched {
-    /// Passes `polled` on, noting the TLS failure it carries.
-    fn note<T>(&self, polled: Poll<std::io::Result<T>>) -> Poll<std::io::Result<T>> {
-        if let Poll::Ready(Err(e)) = &polled
-            && let Some(failure) = super::tls::TlsFailure::of_io(e)
-        {
-            *self.opened.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(failure);
-        }
-        polled
-    }
-}
-
-impl tokio::io::AsyncRead for Watched {
-    fn poll_read(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let me = self.get_mut();
-        let polled = std::pin::Pin::new(&mut me.sock).poll_read(cx, buf);
-        me.note(polled)
-    }
-}
-
-impl tokio::io::AsyncWrite for Watched {
-    fn poll_write(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        let me = self.get_mut();
-        let polled = std::pin::Pin::new(&mut me.sock).poll_write(cx, buf);
-        me.note(polled)
-    }
-
-    fn poll_write_vectored(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        let me = self.get_mut();
-        let polled = std::pin::Pin::new(&mut me.sock).poll_write_vectored(cx, bufs);
-        me.note(polled)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.sock.is_write_vectored()
-    }
-
-    fn poll_flush(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        let me = self.get_mut();
-        let polled = std::pin::Pin::new(&mut me.sock).poll_flush(cx);
-        me.note(polled)
-    }
-
-    fn poll_shutdown(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.get_mut().sock).poll_shutdown(cx)
     }
 }
 
@@ -243,11 +170,10 @@ pub(super) async fn connect(
         super::connect_nodelay(addr, secure, deadline, &endpoint.tcp_info).await?;
     opened.count.fetch_add(1, Relaxed);
     *opened.took.lock().unwrap_or_else(|p| p.into_inner()) = Some(took);
-    let watched = Watched {
-        sock: stream,
-        opened,
-    };
-    let (sender, ended) = super::h2::handshake(watched).await?;
+    // The slot is the transport's, kept across its connections: a failure an earlier
+    // connection met must not explain this one's.
+    opened.noted.clear();
+    let (sender, ended) = super::h2::handshake(stream, opened.noted.clone()).await?;
     let origin = super::h2::origin(endpoint)
         .parse()
         .map_err(|_| CallError::Protocol)?;

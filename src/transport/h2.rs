@@ -10,6 +10,7 @@ use super::{
     AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
     Transport, remaining,
 };
+use super::tls::{TlsNoted, Watched};
 use bytes::Bytes;
 use hyper::header::{self, HeaderValue};
 use std::cell::Cell;
@@ -121,6 +122,8 @@ struct H2Conn {
     body: Vec<u8>,
     /// Connections opened so far.
     connects: u64,
+    /// Where the open connection notes a TLS failure.
+    noted: std::sync::Arc<TlsNoted>,
     /// `http://host:port`, the scheme and authority every request's URI starts with:
     /// HTTP/2 carries them as `:scheme` and `:authority` pseudo-headers, not as `Host`.
     origin: String,
@@ -138,6 +141,7 @@ impl H2Conn {
             sender: None,
             body: Vec::new(),
             connects: 0,
+            noted: Default::default(),
         }
     }
 
@@ -157,7 +161,9 @@ impl H2Conn {
             (slot, Some(addr)) => {
                 // Boxed, so that the calls' future does not carry (and move on every
                 // call) the kilobytes of the connect and TLS handshake's.
-                let (s, _, took) = Box::pin(connect(addr, deadline, &self.endpoint)).await?;
+                let (s, _, took, noted) =
+                    Box::pin(connect(addr, deadline, &self.endpoint)).await?;
+                self.noted = noted;
                 self.connects += 1;
                 took.record(phases);
                 connecting.set(false);
@@ -165,7 +171,9 @@ impl H2Conn {
             }
             (None, None) => unreachable!("an address is looked up when there is no connection"),
         };
-        send(sender, req, &mut self.body, phases).await
+        send(sender, req, &mut self.body, phases)
+            .await
+            .map_err(|e| self.noted.explain(e))
     }
 
     /// The reply of a finished exchange.
@@ -218,25 +226,32 @@ impl Ended {
 
 /// Opens a connection (TCP_NODELAY, then TLS with ALPN `h2` when the run asks for it) and
 /// does the HTTP/2 handshake; the connection is driven by a task on the current runtime.
-/// Returns the handle, the flag its task sets when it ends, and the connect and TLS times.
+/// Returns the handle, the flag its task sets when it ends, the connect and TLS times, and
+/// where the connection notes a TLS failure.
 pub(super) async fn connect(
     addr: SocketAddr,
     deadline: Instant,
     endpoint: &Endpoint,
-) -> Result<(Sender, Ended, super::Took), CallError> {
+) -> Result<(Sender, Ended, super::Took, std::sync::Arc<TlsNoted>), CallError> {
     let secure = endpoint.secure(super::tls::Alpn::H2);
     let (stream, took) =
         super::connect_nodelay(addr, secure, deadline, &endpoint.tcp_info).await?;
-    let (sender, ended) = handshake(stream).await?;
-    Ok((sender, ended, took))
+    let noted = std::sync::Arc::new(TlsNoted::default());
+    let (sender, ended) = handshake(stream, noted.clone()).await?;
+    Ok((sender, ended, took, noted))
 }
 
-/// The HTTP/2 handshake on a connected `stream`; the connection is then driven by a task
-/// on the current runtime, which sets the returned flag when it ends.
-pub(super) async fn handshake<T>(stream: T) -> Result<(Sender, Ended), CallError>
+/// The HTTP/2 handshake on a connected `stream`, whose TLS failures go to `noted`; the
+/// connection is then driven by a task on the current runtime, which sets the returned
+/// flag when it ends.
+pub(super) async fn handshake<T>(
+    stream: T,
+    noted: std::sync::Arc<TlsNoted>,
+) -> Result<(Sender, Ended), CallError>
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let stream = Watched::new(stream, noted);
     let (sender, conn) = ::h2::client::Builder::new()
         .initial_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)

@@ -23,9 +23,10 @@ use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The one connection of a run: its request handle, and the flag its task sets when it
-/// ends (the connection is then opened anew before the next call rather than failing it).
-pub type MuxConn = Shared<(Sender, Ended)>;
+/// The one connection of a run: its request handle, the flag its task sets when it ends
+/// (the connection is then opened anew before the next call rather than failing it), and
+/// where it notes a TLS failure.
+pub type MuxConn = Shared<(Sender, Ended, std::sync::Arc<super::tls::TlsNoted>)>;
 
 /// The blocking engine's connection thread.
 const THREAD: &str = "rpcbench-h2-mux";
@@ -73,22 +74,24 @@ impl MuxHandle {
             connects,
             ..
         } = self;
-        let ((mut sender, _), generation) = shared
+        let ((mut sender, _, noted), generation) = shared
             .get(
-                |(_, ended)| !ended.get(),
+                |(_, ended, _)| !ended.get(),
                 async || {
                     connecting.set(true);
                     let addr = mux::http_addr(endpoint, deadline, phases).await?;
-                    let (s, ended, took) = connect(addr, deadline, endpoint).await?;
+                    let (s, ended, took, noted) = connect(addr, deadline, endpoint).await?;
                     connecting.set(false);
                     *connects += 1;
                     took.record(phases);
-                    Ok((s, ended))
+                    Ok((s, ended, noted))
                 },
             )
             .await?;
         self.used = Some(generation);
-        let (seq, server) = send(&mut sender, req, &mut self.body, phases).await?;
+        let (seq, server) = send(&mut sender, req, &mut self.body, phases)
+            .await
+            .map_err(|e| noted.explain(e))?;
         Ok(Reply {
             seq,
             body: &self.body,

@@ -11,6 +11,7 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper_util::rt::TokioIo;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A current-thread runtime for one worker's hyper transport: the worker blocks on it for
@@ -23,7 +24,8 @@ pub(super) fn worker_runtime() -> Result<tokio::runtime::Runtime, OpenTransportE
 }
 
 /// The connection half of a handshake: a future that drives the socket.
-pub(super) type Conn = http1::Connection<TokioIo<super::tls::AsyncSock>, Full<Bytes>>;
+pub(super) type Conn =
+    http1::Connection<TokioIo<super::tls::Watched<super::tls::AsyncSock>>, Full<Bytes>>;
 
 /// Opens a connection (TLS with ALPN `http/1.1` on a TLS endpoint) and performs the
 /// HTTP/1.1 handshake, leaving the connection future to the caller (a one-call connection
@@ -32,13 +34,23 @@ pub(super) async fn open(
     addr: SocketAddr,
     deadline: std::time::Instant,
     endpoint: &Endpoint,
-) -> Result<(SendRequest<Full<Bytes>>, Conn, super::Took), CallError> {
+) -> Result<
+    (
+        SendRequest<Full<Bytes>>,
+        Conn,
+        super::Took,
+        Arc<super::tls::TlsNoted>,
+    ),
+    CallError,
+> {
     let secure = endpoint.secure(super::tls::Alpn::Http1);
     let (stream, took) = super::connect_nodelay(addr, secure, deadline, &endpoint.tcp_info).await?;
-    let (sender, conn) = http1::handshake(TokioIo::new(stream))
+    let noted = Arc::new(super::tls::TlsNoted::default());
+    let watched = super::tls::Watched::new(stream, noted.clone());
+    let (sender, conn) = http1::handshake(TokioIo::new(watched))
         .await
         .map_err(|e| classify(&e))?;
-    Ok((sender, conn, took))
+    Ok((sender, conn, took, noted))
 }
 
 /// What the `POST /echo` requests of one transport have in common, built once: the `Host`

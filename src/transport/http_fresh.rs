@@ -2,7 +2,6 @@
 //! call (hyper on a worker thread, the lean codec of `h1.rs` on the event loop), like PHP's
 //! `file_get_contents` in seed 004. The latency includes connect.
 
-use super::tls::TlsFailure;
 use super::h1::{AsyncH1Conn, Requests};
 use super::http::{self, worker_runtime};
 use super::{
@@ -54,7 +53,7 @@ impl Transport for HttpFresh {
         let connecting = Cell::new(true);
         let left = remaining(deadline)?;
         let (seq, server) = rt.block_on(within(left, &connecting, async {
-            let (mut sender, conn, took) = http::open(addr, deadline, endpoint).await?;
+            let (mut sender, conn, took, noted) = http::open(addr, deadline, endpoint).await?;
             *connects += 1;
             took.record(phases);
             connecting.set(false);
@@ -64,20 +63,14 @@ impl Transport for HttpFresh {
             let send = http::send(&mut sender, req, body, phases);
             tokio::pin!(send, conn);
             let mut conn_done = false;
-            // A TLS failure (an alert after the handshake: mTLS refusing the client) reaches
-            // the connection future; the request sees only that the connection ended.
-            let mut conn_failure = None;
             loop {
                 tokio::select! {
                     biased;
-                    sent = &mut send => break match (sent, conn_failure) {
-                        (Err(_), Some(failure)) => Err(CallError::Tls(failure)),
-                        (sent, _) => sent,
-                    },
-                    done = &mut conn, if !conn_done => {
-                        conn_done = true;
-                        conn_failure = done.err().and_then(|e| TlsFailure::in_chain(&e));
-                    }
+                    // A TLS failure (an alert after the handshake: mTLS refusing the
+                    // client) reaches the connection's socket; the request sees only that
+                    // the connection ended.
+                    sent = &mut send => break sent.map_err(|e| noted.explain(e)),
+                    _ = &mut conn, if !conn_done => conn_done = true,
                 }
             }
         }))?;

@@ -861,3 +861,104 @@ impl AsyncWrite for AsyncSock {
         }
     }
 }
+
+/// The TLS failure a connection's reads or writes met, for the call that saw only the
+/// connection end. A client library's connection task sees the error; the call gets a copy
+/// of the I/O error's kind and message (`h2` cannot clone the error itself) or that the
+/// connection closed (hyper), from which the failure cannot be told, so a call refused by
+/// an alert (an mTLS server under TLS 1.3, after the handshake) would count as `io` or lost.
+#[derive(Debug, Default)]
+pub(super) struct TlsNoted(std::sync::Mutex<Option<TlsFailure>>);
+
+impl TlsNoted {
+    /// What a failed call counts as: the TLS failure its connection met, when it met one,
+    /// else `e`. Every call that fails on that connection is explained by it (on a shared
+    /// connection, all the streams the alert ended).
+    pub(super) fn explain(&self, e: CallError) -> CallError {
+        match *self.0.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(failure) if !matches!(e, CallError::Tls(_)) => CallError::Tls(failure),
+            _ => e,
+        }
+    }
+
+    /// Forgets the failure: a new connection is about to use this slot.
+    pub(super) fn clear(&self) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}
+
+/// A connection's socket, telling its [`TlsNoted`] of a TLS failure on it.
+pub(super) struct Watched<S> {
+    sock: S,
+    noted: std::sync::Arc<TlsNoted>,
+}
+
+impl<S> Watched<S> {
+    pub(super) fn new(sock: S, noted: std::sync::Arc<TlsNoted>) -> Watched<S> {
+        Watched { sock, noted }
+    }
+
+    /// Passes `polled` on, noting the TLS failure it carries.
+    fn note<T>(&self, polled: Poll<std::io::Result<T>>) -> Poll<std::io::Result<T>> {
+        if let Poll::Ready(Err(e)) = &polled
+            && let Some(failure) = TlsFailure::of_io(e)
+        {
+            *self.noted.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(failure);
+        }
+        polled
+    }
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Watched<S> {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let me = self.get_mut();
+        let polled = std::pin::Pin::new(&mut me.sock).poll_read(cx, buf);
+        me.note(polled)
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Watched<S> {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let me = self.get_mut();
+        let polled = std::pin::Pin::new(&mut me.sock).poll_write(cx, buf);
+        me.note(polled)
+    }
+
+    fn poll_write_vectored(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let me = self.get_mut();
+        let polled = std::pin::Pin::new(&mut me.sock).poll_write_vectored(cx, bufs);
+        me.note(polled)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.sock.is_write_vectored()
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let me = self.get_mut();
+        let polled = std::pin::Pin::new(&mut me.sock).poll_flush(cx);
+        me.note(polled)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().sock).poll_shutdown(cx)
+    }
+}
