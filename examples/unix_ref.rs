@@ -23,6 +23,9 @@
 //! `--unix` socket, which speaks the same protocol. The last line is `mean_us <mean>`,
 //! over the N timed calls.
 
+mod common;
+
+use common::ClientArgs;
 use rpcbench::wire::{self, LEN_PREFIX, Request, Response, ResponseRef, Status};
 use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -117,24 +120,9 @@ fn serve(mut stream: UnixStream) -> std::io::Result<()> {
 
 fn client(args: &[String]) -> Result<(), String> {
     let path = &args[0];
-    let calls: u64 = args[1]
-        .parse()
-        .map_err(|e| format!("N {:?}: {e}", args[1]))?;
-    if calls == 0 {
-        return Err("N must be at least 1".into());
-    }
-    let mut payload_len = 64usize;
-    let mut warmup = 100u64;
-    let mut it = args[2..].iter();
-    while let Some(flag) = it.next() {
-        let value = it.next().ok_or(format!("{flag} needs a value"))?;
-        match flag.as_str() {
-            "--payload" => payload_len = value.parse().map_err(|e| format!("--payload: {e}"))?,
-            "--warmup" => warmup = value.parse().map_err(|e| format!("--warmup: {e}"))?,
-            _ => return Err(format!("unknown flag {flag}\n{USAGE}")),
-        }
-    }
-    let payload: Vec<u8> = (0..payload_len).map(|i| i as u8).collect();
+    let parsed = ClientArgs::parse(&args[1..], 100, USAGE)?;
+    let (calls, payload_len, warmup) = (parsed.calls, parsed.payload_len, parsed.warmup);
+    let payload = parsed.payload();
     let mut out = Vec::with_capacity(payload_len + 32);
     let mut inbuf = Vec::with_capacity(payload_len + 32);
     let mut stream = UnixStream::connect(path).map_err(|e| format!("connect {path}: {e}"))?;

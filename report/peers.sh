@@ -10,14 +10,22 @@
 #   curl-reuse      one curl process POSTing 64 bytes to the same URL 1000 times on one
 #                   connection; the mean of its per-transfer %{time_total}
 #   h2              h2load -c1 -m1 POSTing 64 bytes over HTTP/2 with prior knowledge: its
-#                   mean "time for request"
+#                   mean "time for request"; and, from the same h2load run, 1 / (requests/s)
+#                   against rpcbench's 1 / (calls/s): h2load's "time for request" starts
+#                   as its HEADERS frame is written and ends as the stream closes, so it
+#                   leaves out the client's own work before and after each request, which
+#                   rpcbench's mean (the whole call) and both sides' 1/rps count
+#                   h2_ref (examples/h2_ref.rs): a minimal client on the h2 crate alone,
+#                   rpcbench's HTTP/2 library, against the same rpcbench-echo: its mean per
+#                   call, timed as rpcbench times it; what rpcbench adds to its library
 #   h2-mux          h2load -c1 -m64 (64 streams on one connection) against rpcbench -c 64:
 #                   both as 1 / (requests/s)
 #   grpc            h2load -c1 -m1 POSTing one gRPC-framed EchoRequest (5-byte prefix and
 #                   the message: seq 1, a 64-byte payload) to /rpcbench.v1.Echo/Call with
 #                   content-type application/grpc and te: trailers: the same wire as
 #                   rpcbench's grpc transport from a minimal client; its mean "time for
-#                   request". h2load checks the HTTP status only, not grpc-status.
+#                   request". h2load checks the HTTP status only, not grpc-status. Also
+#                   1/rps against 1/rps, as for h2
 #   udp             sockperf ping-pong --udp -m 64 --full-rtt (its own UDP server, sockperf sr)
 #   unix            examples/unix_ref.rs: a blocking ping-pong client on one Unix socket
 #                   connection, against its own thread-per-connection server
@@ -60,7 +68,7 @@
 # benchmarks, not tests: host noise moves them.
 #
 # Debian packages it needs (for .ci/run): sockperf wrk apache2-utils curl nghttp2-client openssl python3
-# iproute2 util-linux (plus cargo to build rpcbench, rpcbench-echo, examples/crr_ref and examples/unix_ref).
+# iproute2 util-linux (plus cargo to build rpcbench, rpcbench-echo, examples/crr_ref, examples/unix_ref and examples/h2_ref).
 #
 # Usage: report/peers.sh [options]
 #   --pin same|cross|none   same: servers and clients on CPU 0; cross: servers on CPU 0,
@@ -79,6 +87,8 @@
 #                           127.0.0.1)
 #   --server-exec PREFIX    command prefix for the servers, e.g. "ip netns exec rb-srv"
 #   --client-exec PREFIX    command prefix for the clients, e.g. "ip netns exec rb-cli"
+#   --only LIST             measure only the pairs of these transports (comma-separated,
+#                           e.g. h2,h2-mux,grpc)
 #   --no-build              use the binaries already in target/release
 #
 # Many short connections: on loopback the kernel reuses TIME_WAIT ports (tcp_tw_reuse=2, the
@@ -117,10 +127,11 @@ server_ip=127.0.0.1
 server_exec=""
 client_exec=""
 build=1
+only=""
 while (($# > 0)); do
     case "$1" in
     --pin | --calls | --ab-requests | --curl-fetches | --seconds | --rounds | --raw | --json | \
-        --server-ip | --server-exec | --client-exec)
+        --server-ip | --server-exec | --client-exec | --only)
         (($# >= 2)) || die "$1 needs a value"
         case "$1" in
         --pin) pin=$2 ;;
@@ -132,6 +143,7 @@ while (($# > 0)); do
         --raw) raw_dir=$2 ;;
         --json) json_out=$2 ;;
         --server-ip) server_ip=$2 ;;
+        --only) only=$2 ;;
         --server-exec) server_exec=$2 ;;
         --client-exec) client_exec=$2 ;;
         esac
@@ -237,13 +249,14 @@ show() {
 if ((build)); then
     echo "building (release) ..." >&2
     cargo build --release --quiet --bin rpcbench --bin rpcbench-echo --example crr_ref \
-        --example unix_ref
+        --example unix_ref --example h2_ref
 fi
 rb_bin="$root/target/release/rpcbench"
 echo_bin="$root/target/release/rpcbench-echo"
 crr_bin="$root/target/release/examples/crr_ref"
 unix_ref_bin="$root/target/release/examples/unix_ref"
-for b in "$rb_bin" "$echo_bin" "$crr_bin" "$unix_ref_bin"; do
+h2_ref_bin="$root/target/release/examples/h2_ref"
+for b in "$rb_bin" "$echo_bin" "$crr_bin" "$unix_ref_bin" "$h2_ref_bin"; do
     [[ -x $b ]] || die "$b is missing: build it (or drop --no-build)"
 done
 
@@ -441,17 +454,15 @@ mux_streams=64
 # The name of rpcbench's files for a transport and security mode: tcp-connect_tls13.
 rb_name() { printf '%s_%s\n' "$1" "$2"; }
 
-# Runs rpcbench on one transport under one security mode (plain, tls13, ...); prints its
-# mean from the CSV row, read by column name (for h2-mux: 1e6 / calls_per_s at
-# -c $mux_streams).
+# Runs rpcbench on one transport under one security mode (plain, tls13, ...) at -c 1 (h2-mux:
+# -c $mux_streams); prints its mean call and 1e6 / calls_per_s, from the CSV row read by
+# column name.
 rb_run() {
     local transport=$1 security=$2 name mean
     name=$(rb_name "$1" "$2")
     local file="$tmp/rpcbench_$name.json" csv="$tmp/rpcbench_$name.csv"
-    local workers=1 column=mean_us
-    if [[ $transport == h2-mux ]]; then
-        workers=$mux_streams column=calls_per_s
-    fi
+    local workers=1
+    [[ $transport == h2-mux ]] && workers=$mux_streams
     local tls_args=()
     if [[ $security != plain ]]; then
         tls_args=(--security "$security" --tls-port "$echo_tls_port" --https-port
@@ -464,11 +475,12 @@ rb_run() {
     echo "  $(show "${cmd[@]}")" >&2
     "${cmd[@]}" >"$csv" || die "rpcbench $transport $security failed (exit $?)"
     keep "$file"
-    mean=$(awk -F, -v calls="$calls" -v column="$column" '
+    # Both figures: the mean call, and 1 / (calls/s), the whole loop's time per call.
+    mean=$(awk -F, -v calls="$calls" '
         NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
         $col["ok"] != calls { print "rpcbench " $1 " " $3 ": " $col["ok"] " ok of " calls " calls" > "/dev/stderr"; exit 1 }
-        column == "calls_per_s" { printf "%.3f\n", 1e6 / $col[column]; next }
-        { print $col[column] }' "$csv") || die "rpcbench $transport $security lost calls"
+        { printf "%s %.3f\n", $col["mean_us"], 1e6 / $col["calls_per_s"] }' "$csv") ||
+        die "rpcbench $transport $security lost calls"
     [[ -n $mean ]] || die "cannot read rpcbench's CSV:"$'\n'"$(cat "$csv")"
     echo "$mean"
 }
@@ -497,28 +509,24 @@ sp_udp_cmd=("${cli[@]}" sockperf ping-pong -i "$server_ip" -p "$sockperf_udp_por
     --full-rtt -t "$secs")
 peer_udp() { sockperf_run "$tmp/sockperf_udp.out" "${sp_udp_cmd[@]}"; }
 
-unix_client_cmd=("${cli[@]}" "$unix_ref_bin" client "$unix_ref_sock" "$calls")
-peer_unix() {
-    local file="$tmp/unix_ref_client.out" mean
-    echo "  $(show "${unix_client_cmd[@]}")" >&2
-    "${unix_client_cmd[@]}" >"$file" || die "unix_ref client failed"
+# Runs one of the reference clients in examples/ (the command after the output file's name
+# and the client's name); prints the `mean_us` line it ends with.
+ref_run() {
+    local file="$tmp/$1.out" name=$2 mean
+    shift 2
+    echo "  $(show "$@")" >&2
+    "$@" >"$file" || die "$name failed"
     keep "$file"
     mean=$(awk '$1 == "mean_us" { print $2 }' "$file")
-    [[ -n $mean ]] || die "cannot parse unix_ref output:"$'\n'"$(cat "$file")"
+    [[ -n $mean ]] || die "cannot parse $name output:"$'\n'"$(cat "$file")"
     echo "$mean"
 }
 
+unix_client_cmd=("${cli[@]}" "$unix_ref_bin" client "$unix_ref_sock" "$calls")
+peer_unix() { ref_run unix_ref_client "unix_ref client" "${unix_client_cmd[@]}"; }
+
 crr_client_cmd() { show "${cli[@]}" "$crr_bin" client "$host:$1" "$calls"; }
-crr_run() {
-    local port=$1 file="$tmp/crr_$2.out" mean
-    local cmd=("${cli[@]}" "$crr_bin" client "$host:$port" "$calls")
-    echo "  $(show "${cmd[@]}")" >&2
-    "${cmd[@]}" >"$file" || die "crr_ref client failed"
-    keep "$file"
-    mean=$(awk '$1 == "mean_us" { print $2 }' "$file")
-    [[ -n $mean ]] || die "cannot parse crr_ref output:"$'\n'"$(cat "$file")"
-    echo "$mean"
-}
+crr_run() { ref_run "crr_$2" "crr_ref client" "${cli[@]}" "$crr_bin" client "$host:$1" "$calls"; }
 peer_crr_own() { crr_run "$crr_port" own; }
 peer_crr_echo() { crr_run "$echo_tcp_port" echo; }
 
@@ -605,14 +613,25 @@ peer_h2load() {
 }
 # The same, posting a gRPC call.
 peer_h2load_grpc() { peer_h2load h2load_grpc "${h2load_grpc_cmd[@]}"; }
-# Many streams on one connection: 1e6 / h2load's req/s.
-peer_h2load_mux() {
-    local file="$tmp/h2load_mux.out" rps
-    h2load_run "$file" "${h2load_mux_cmd[@]}"
-    rps=$(awk '$1 == "finished" { gsub(/,/, "", $4); print $4; exit }' "$file")
-    [[ -n $rps ]] || die "cannot parse h2load output:"$'\n'"$(cat "$file")"
+# 1e6 / req/s of the h2load run whose output is FILE.
+h2load_rps_us() {
+    local rps
+    rps=$(awk '$1 == "finished" { gsub(/,/, "", $4); print $4; exit }' "$1")
+    [[ -n $rps ]] || die "cannot parse h2load output:"$'\n'"$(cat "$1")"
     awk -v r="$rps" 'BEGIN { printf "%.3f\n", 1e6 / r }'
 }
+# The whole loop's time per request (1/rps) of the h2 and grpc pairs' h2load runs: the
+# same run as their mean, which the pair before measured.
+peer_h2load_rps() { h2load_rps_us "$tmp/h2load.out"; }
+peer_h2load_grpc_rps() { h2load_rps_us "$tmp/h2load_grpc.out"; }
+# Many streams on one connection: 1e6 / h2load's req/s.
+peer_h2load_mux() {
+    h2load_run "$tmp/h2load_mux.out" "${h2load_mux_cmd[@]}"
+    h2load_rps_us "$tmp/h2load_mux.out"
+}
+# The h2 crate alone (examples/h2_ref.rs), one stream at a time on one connection: its mean.
+h2_ref_cmd=("${cli[@]}" "$h2_ref_bin" "$host:$echo_http_port" "$calls")
+peer_h2_ref() { ref_run h2_ref h2_ref "${h2_ref_cmd[@]}"; }
 
 # ---- TLS peers ----------------------------------------------------------------------------
 # openssl s_time on the raw-frames TLS port (a handshake per connection, no request) and on
@@ -683,7 +702,8 @@ h2load_tls_run() {
 peer_h2load_tls() { h2load_tls_run h2load_tls h2 "${h2load_tls_cmd[@]}"; }
 peer_h2load_h1_tls() { h2load_tls_run h2load_h1_tls http/1.1 "${h2load_h1_tls_cmd[@]}"; }
 
-# The pairs: transport, its security mode, peer name, the function measuring the peer.
+# The pairs: transport, its security mode, peer name, the function measuring the peer, and
+# rpcbench's figure compared: its mean call, or with `rps` its 1e6 / calls_per_s.
 pairs=(
     "tcp|plain|sockperf ping-pong|peer_tcp"
     "tcp-connect|plain|crr_ref (std::net client and server)|peer_crr_own"
@@ -692,8 +712,11 @@ pairs=(
     "http-fresh|plain|ab -c 1, no -k (1/rps)|peer_ab"
     "curl-reuse|plain|curl, one process (mean %{time_total})|peer_curl"
     "h2|plain|h2load -c1 -m1 (mean time for request)|peer_h2load"
-    "h2-mux|plain|h2load -c1 -m$mux_streams (1/rps; rpcbench -c $mux_streams)|peer_h2load_mux"
+    "h2|plain|h2load -c1 -m1 (1/rps; rpcbench 1/rps)|peer_h2load_rps|rps"
+    "h2|plain|h2_ref (the h2 crate alone, mean)|peer_h2_ref"
+    "h2-mux|plain|h2load -c1 -m$mux_streams (1/rps; rpcbench -c $mux_streams)|peer_h2load_mux|rps"
     "grpc|plain|h2load -c1 -m1, gRPC-framed POST (mean)|peer_h2load_grpc"
+    "grpc|plain|h2load gRPC-framed POST (1/rps; rpcbench 1/rps)|peer_h2load_grpc_rps|rps"
     "udp|plain|sockperf ping-pong --udp|peer_udp"
     "unix|plain|unix_ref (blocking Unix socket ping-pong)|peer_unix"
     "tcp-connect|tls13|openssl s_time -new (wall / connections)|peer_stime_new"
@@ -704,26 +727,23 @@ pairs=(
     "http-keepalive|tls13|h2load --h1 -c1 -m1 over TLS (mean)|peer_h2load_h1_tls"
     "h2|tls13|h2load -c1 -m1 over TLS (mean)|peer_h2load_tls"
 )
-declare -A peer_vals=() rb_vals=() rb_done=()
-for ((round = 1; round <= rounds; round++)); do
-    # Odd rounds measure the peer first, even rounds rpcbench first.
-    rb_done=()
-    for p in "${pairs[@]}"; do
-        IFS='|' read -r t sec name fn <<<"$p"
-        key="$t/$sec"
-        echo "round $round: $t ($sec) against $name ..." >&2
-        if ((round % 2 == 0)) && [[ -z ${rb_done[$key]:-} ]]; then
-            rb_vals[$key]+=" $(rb_run "$t" "$sec")"
-            rb_done[$key]=1
-        fi
-        peer_vals[$fn]+=" $("$fn")"
-        if [[ -z ${rb_done[$key]:-} ]]; then
-            rb_vals[$key]+=" $(rb_run "$t" "$sec")"
-            rb_done[$key]=1
-        fi
-    done
-done
+# One rpcbench run of a transport and security mode per round, whichever pairs read it:
+# its mean into rb_vals, its 1/rps into rb_rps.
+rb_measure() {
+    local key="$1/$2" mean rps
+    read -r mean rps < <(rb_run "$1" "$2") || die "rpcbench $1 $2 failed"
+    rb_vals[$key]+=" $mean"
+    rb_rps[$key]+=" $rps"
+    rb_done[$key]=1
+}
+# rpcbench's round figures that pair P compares: its means, or its 1/rps for an rps pair.
+rb_figures() {
+    local t sec metric
+    IFS='|' read -r t sec _ _ metric <<<"$1"
+    if [[ $metric == rps ]]; then echo "${rb_rps[$t/$sec]}"; else echo "${rb_vals[$t/$sec]}"; fi
+}
 
+# Each pair's exact commands, in the pairs' order.
 commands=(
     "server: $(show "${sp_srv_cmd[@]}"); client: $(show "${sp_cmd[@]}")"
     "server: $(show "${crr_srv_cmd[@]}"); client: $(crr_client_cmd "$crr_port")"
@@ -732,8 +752,11 @@ commands=(
     "$(show "${ab_cmd[@]}") # $(basename "$body_file"): 64 bytes"
     "$(show "${curl_cmd[@]}") # config: silent, data-binary = \"@$(basename "$body_file")\" (64 bytes), header = \"Content-Type: application/octet-stream\", write-out = \"%{http_code} %{time_total} %{num_connects}\\n\", then $curl_fetches times: url = \"$echo_url\", output = \"/dev/null\""
     "$(show "${h2load_cmd[@]}") # $(basename "$body_file"): 64 bytes"
+    "the h2 pair's h2load run: 1e6 / its req/s"
+    "$(show "${h2_ref_cmd[@]}")"
     "$(show "${h2load_mux_cmd[@]}") # $(basename "$body_file"): 64 bytes"
     "$(show "${h2load_grpc_cmd[@]}") # $(basename "$grpc_body_file"): one gRPC message, EchoRequest {seq: 1, payload: 64 bytes}"
+    "the grpc pair's h2load run: 1e6 / its req/s"
     "server: $(show "${sp_udp_srv_cmd[@]}"); client: $(show "${sp_udp_cmd[@]}")"
     "server: $(show "${unix_srv_cmd[@]}"); client: $(show "${unix_client_cmd[@]}")"
     "$(show "${stime_new_cmd[@]}")"
@@ -744,6 +767,38 @@ commands=(
     "$(show "${h2load_h1_tls_cmd[@]}") # $(basename "$body_file"): 64 bytes"
     "$(show "${h2load_tls_cmd[@]}") # $(basename "$body_file"): 64 bytes"
 )
+((${#commands[@]} == ${#pairs[@]})) || die "a pair without its command (or a command without its pair)"
+# --only: the pairs of those transports, with their commands.
+if [[ -n $only ]]; then
+    kept=() kept_commands=()
+    for i in "${!pairs[@]}"; do
+        IFS='|' read -r t _ <<<"${pairs[$i]}"
+        if [[ ,$only, == *,$t,* ]]; then
+            kept+=("${pairs[$i]}") kept_commands+=("${commands[$i]}")
+        fi
+    done
+    ((${#kept[@]} > 0)) || die "--only $only: no pair of those transports"
+    pairs=("${kept[@]}") commands=("${kept_commands[@]}")
+fi
+
+declare -A peer_vals=() rb_vals=() rb_rps=() rb_done=()
+for ((round = 1; round <= rounds; round++)); do
+    # Odd rounds measure the peer first, even rounds rpcbench first.
+    rb_done=()
+    for p in "${pairs[@]}"; do
+        IFS='|' read -r t sec name fn _ <<<"$p"
+        key="$t/$sec"
+        echo "round $round: $t ($sec) against $name ..." >&2
+        if ((round % 2 == 0)) && [[ -z ${rb_done[$key]:-} ]]; then
+            rb_measure "$t" "$sec"
+        fi
+        peer_vals[$fn]+=" $("$fn")"
+        if [[ -z ${rb_done[$key]:-} ]]; then
+            rb_measure "$t" "$sec"
+        fi
+    done
+done
+
 # ---- figures ----------------------------------------------------------------------------
 # The raw round means only; rpcbench judges them below.
 printf '%-27s %-52s  %s\n' transport peer "round means µs: rpcbench | peer"
@@ -754,19 +809,23 @@ ns() { awk '{ for (i = 1; i <= NF; i++) printf " %.3f", $i }' <<<"$1"; }
 # A pair's transport as the report names it: `tcp-connect tls13`, or `tcp` when plain.
 label() { if [[ $2 == plain ]]; then echo "$1"; else echo "$1 $2"; fi; }
 for p in "${pairs[@]}"; do
-    IFS='|' read -r t sec name fn <<<"$p"
-    printf '%-27s %-52s %s |%s\n' "$(label "$t" "$sec")" "$name" "$(ns "${rb_vals[$t/$sec]}")" \
+    IFS='|' read -r t sec name fn _ <<<"$p"
+    printf '%-27s %-52s %s |%s\n' "$(label "$t" "$sec")" "$name" "$(ns "$(rb_figures "$p")")" \
         "$(ns "${peer_vals[$fn]}")"
 done
-read -r curl_wall curl_conns < <(awk '{ w += $1; c += $2; n++ } END { printf "%.3f %d\n", w / n, c / n }' "$tmp/curl.wall")
 echo
-echo "curl-reuse peer: mean of curl's per-transfer %{time_total}; the wall time of the whole"
-echo "  curl process divided by $curl_fetches was $curl_wall µs ($curl_conns connect(s) per process)."
-curl_tls_handshake=$(awk '{ h += $1; n++ } END { printf "%.3f", h / n }' "$tmp/curl_tls.handshake")
-rb_tls_phase=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
-    { print $col["tls_mean_us"] }' "$tmp/rpcbench_$(rb_name curl-fresh tls13).csv")
-echo "curl-fresh tls13 peer: the handshake alone (%{time_appconnect} - %{time_connect}) took"
-echo "  $curl_tls_handshake µs on average; rpcbench's tls phase, $rb_tls_phase µs (last round)."
+if [[ -f $tmp/curl.wall ]]; then
+    read -r curl_wall curl_conns < <(awk '{ w += $1; c += $2; n++ } END { printf "%.3f %d\n", w / n, c / n }' "$tmp/curl.wall")
+    echo "curl-reuse peer: mean of curl's per-transfer %{time_total}; the wall time of the whole"
+    echo "  curl process divided by $curl_fetches was $curl_wall µs ($curl_conns connect(s) per process)."
+fi
+if [[ -f $tmp/curl_tls.handshake ]]; then
+    curl_tls_handshake=$(awk '{ h += $1; n++ } END { printf "%.3f", h / n }' "$tmp/curl_tls.handshake")
+    rb_tls_phase=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+        { print $col["tls_mean_us"] }' "$tmp/rpcbench_$(rb_name curl-fresh tls13).csv")
+    echo "curl-fresh tls13 peer: the handshake alone (%{time_appconnect} - %{time_connect}) took"
+    echo "  $curl_tls_handshake µs on average; rpcbench's tls phase, $rb_tls_phase µs (last round)."
+fi
 echo "load avg:   $(cut -d' ' -f1-3 /proc/loadavg) (after the runs)"
 # How busy each CPU was while the pairs ran: with --pin same, CPU 1 should be near idle; much
 # more means other tenants of the machine, which likely took CPU 0 time too.
@@ -802,13 +861,13 @@ json_nums() {
     printf '{\n  "placement": %s,\n  "pairs": [' "$(json_str "$placement")"
     sep=""
     for i in "${!pairs[@]}"; do
-        IFS='|' read -r t sec name fn <<<"${pairs[$i]}"
+        IFS='|' read -r t sec name fn _ <<<"${pairs[$i]}"
         printf '%s\n    {\n      "transport": %s,\n' "$sep" "$(json_str "$t")"
         [[ $sec == plain ]] || printf '      "security": %s,\n' "$(json_str "$sec")"
         printf '      "peer": %s,\n      "command": %s,\n' "$(json_str "$name")" \
             "$(json_str "${commands[$i]}")"
         printf '      "rpcbench_round_means_us": %s,\n      "peer_round_means_us": %s\n    }' \
-            "$(json_nums "${rb_vals[$t/$sec]}")" "$(json_nums "${peer_vals[$fn]}")"
+            "$(json_nums "$(rb_figures "${pairs[$i]}")")" "$(json_nums "${peer_vals[$fn]}")"
         sep=","
     done
     printf '\n  ]\n}\n'

@@ -175,6 +175,7 @@ fn testbed_runs_twice_reports_and_cleans_up() {
         "curl-reuse | curl",
         "tcp-connect tls13 | openssl s_time -new",
         "h2 tls13 | h2load",
+        "h2 | h2_ref",
     ] {
         assert!(
             !rows(&readme, pair).is_empty(),

@@ -10,7 +10,7 @@ use super::{
     AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
     Transport, remaining,
 };
-use super::tls::{TlsNoted, Watched};
+use super::tls::{AsyncSock, TlsNoted, Watched};
 use bytes::Bytes;
 use hyper::header::{self, HeaderValue};
 use std::cell::Cell;
@@ -40,7 +40,7 @@ impl Transport for H2 {
         let deadline = Instant::now() + self.conn.timeout;
         let H2 { rt, conn } = self;
         // The lookup runs outside our runtime: the resolver blocks on a runtime of its own.
-        let addr = match conn.sender {
+        let addr = match conn.open {
             Some(_) => None,
             None => Some(conn.endpoint.http_addr(deadline, phases)?),
         };
@@ -54,7 +54,7 @@ impl Transport for H2 {
     }
 
     fn reset(&mut self) {
-        self.conn.sender = None;
+        self.conn.open = None;
     }
 
     fn connects(&self) -> u64 {
@@ -86,7 +86,7 @@ impl AsyncTransport for AsyncH2 {
     ) -> Result<Reply<'_>, CallError> {
         let deadline = Instant::now() + self.conn.timeout;
         let AsyncH2 { timer, conn } = self;
-        let addr = match conn.sender {
+        let addr = match conn.open {
             Some(_) => None,
             None => Some(conn.endpoint.addr_async(Port::Http, deadline, phases).await?),
         };
@@ -102,7 +102,7 @@ impl AsyncTransport for AsyncH2 {
     }
 
     fn reset(&mut self) {
-        self.conn.sender = None;
+        self.conn.open = None;
     }
 
     fn connects(&self) -> u64 {
@@ -116,17 +116,14 @@ struct H2Conn {
     endpoint: Endpoint,
     /// Longest a call may take.
     timeout: Duration,
-    /// The connection's request handle, once open.
-    sender: Option<Sender>,
+    /// The open connection, once there is one.
+    open: Option<Open>,
     /// The last reply's body.
     body: Vec<u8>,
     /// Connections opened so far.
     connects: u64,
-    /// Where the open connection notes a TLS failure.
-    noted: std::sync::Arc<TlsNoted>,
-    /// `http://host:port`, the scheme and authority every request's URI starts with:
-    /// HTTP/2 carries them as `:scheme` and `:authority` pseudo-headers, not as `Host`.
-    origin: String,
+    /// Where every request's URI starts.
+    origin: Origin,
 }
 
 /// What a finished exchange hands back: the reply's seq header and its server time.
@@ -135,13 +132,12 @@ type Exchanged = (Option<u64>, Option<Duration>);
 impl H2Conn {
     fn new(endpoint: Endpoint, timeout: Duration) -> H2Conn {
         H2Conn {
-            origin: origin(&endpoint),
+            origin: Origin::new(&endpoint),
             endpoint,
             timeout,
-            sender: None,
+            open: None,
             body: Vec::new(),
             connects: 0,
-            noted: Default::default(),
         }
     }
 
@@ -155,25 +151,55 @@ impl H2Conn {
         phases: &mut Phases,
         connecting: &Cell<bool>,
     ) -> Result<Exchanged, CallError> {
-        let req = request(&self.origin, call)?;
-        let sender = match (&mut self.sender, addr) {
-            (Some(s), _) => s,
+        let req = request(&mut self.origin, call)?;
+        let open = match (&mut self.open, addr) {
+            (Some(open), _) => open,
             (slot, Some(addr)) => {
                 // Boxed, so that the calls' future does not carry (and move on every
                 // call) the kilobytes of the connect and TLS handshake's.
-                let (s, _, took, noted) =
-                    Box::pin(connect(addr, deadline, &self.endpoint)).await?;
-                self.noted = noted;
+                let (open, took) = Box::pin(Open::connect(addr, deadline, &self.endpoint)).await?;
                 self.connects += 1;
                 took.record(phases);
                 connecting.set(false);
-                slot.insert(s)
+                slot.insert(open)
             }
             (None, None) => unreachable!("an address is looked up when there is no connection"),
         };
-        send(sender, req, &mut self.body, phases)
-            .await
-            .map_err(|e| self.noted.explain(e))
+        let Open {
+            sender,
+            driver,
+            noted,
+        } = open;
+        // The connection is driven here, in the call's own future, rather than by a task
+        // of its own: no task to wake and schedule between the call and its socket.
+        let sent = send(sender, req, &mut self.body, phases);
+        let mut sent = std::pin::pin!(sent);
+        let mut drive = |cx: &mut std::task::Context<'_>| {
+            // Once the connection has ended its streams fail, so the call learns it from
+            // its own stream.
+            if let Some(d) = driver
+                && d.as_mut().poll(cx).is_ready()
+            {
+                *driver = None;
+            }
+        };
+        let mut first = true;
+        std::future::poll_fn(|cx| {
+            // The driver reads before the stream is looked at (what woke this poll is
+            // the reply), and writes after the call has queued its frames (the first).
+            if !std::mem::take(&mut first) {
+                drive(cx);
+            }
+            match sent.as_mut().poll(cx) {
+                std::task::Poll::Pending => {
+                    drive(cx);
+                    std::task::Poll::Pending
+                }
+                done => done,
+            }
+        })
+        .await
+        .map_err(|e| noted.explain(e))
     }
 
     /// The reply of a finished exchange.
@@ -183,6 +209,68 @@ impl H2Conn {
             body: &self.body,
             server,
         }
+    }
+}
+
+/// A worker's open connection: its request handle and the future that drives it.
+struct Open {
+    /// The request handle.
+    sender: Sender,
+    /// Reads and writes the connection's frames; `None` once the connection has ended.
+    driver: Option<std::pin::Pin<Box<Driver>>>,
+    /// Where the connection notes a TLS failure.
+    noted: std::sync::Arc<TlsNoted>,
+}
+
+impl Open {
+    /// Opens a connection to `addr` for one worker; returns it and what opening it took.
+    async fn connect(
+        addr: SocketAddr,
+        deadline: Instant,
+        endpoint: &Endpoint,
+    ) -> Result<(Open, super::Took), CallError> {
+        let (stream, took) = open_stream(addr, deadline, endpoint).await?;
+        let noted = std::sync::Arc::new(TlsNoted::default());
+        let (sender, driver) = handshake_driven(stream, noted.clone()).await?;
+        let open = Open {
+            sender,
+            driver: Some(Box::pin(driver)),
+            noted,
+        };
+        Ok((open, took))
+    }
+}
+
+/// The scheme and authority every request's URI starts with (`http://host:port` for the
+/// endpoint's HTTP port, an IPv6 literal in brackets; HTTP/2 carries them as `:scheme`
+/// and `:authority` pseudo-headers, not as `Host`), and the last URI made from it: a
+/// run's calls mostly ask for the same path, so the URI is parsed once, not per call.
+pub(super) struct Origin {
+    base: String,
+    last: Option<(String, hyper::Uri)>,
+}
+
+impl Origin {
+    pub(super) fn new(endpoint: &Endpoint) -> Origin {
+        Origin {
+            base: origin(endpoint),
+            last: None,
+        }
+    }
+
+    /// The URI of `call`'s `/echo` request.
+    fn uri(&mut self, call: &Call<'_>) -> Result<hyper::Uri, CallError> {
+        let path = Endpoint::echo_path(call);
+        if let Some((last, uri)) = &self.last
+            && *last == path
+        {
+            return Ok(uri.clone());
+        }
+        let uri: hyper::Uri = format!("{}{path}", self.base)
+            .parse()
+            .map_err(|_| CallError::Protocol)?;
+        self.last = Some((path, uri.clone()));
+        Ok(uri)
     }
 }
 
@@ -233,12 +321,42 @@ pub(super) async fn connect(
     deadline: Instant,
     endpoint: &Endpoint,
 ) -> Result<(Sender, Ended, super::Took, std::sync::Arc<TlsNoted>), CallError> {
-    let secure = endpoint.secure(super::tls::Alpn::H2);
-    let (stream, took) =
-        super::connect_nodelay(addr, secure, deadline, &endpoint.tcp_info).await?;
+    let (stream, took) = open_stream(addr, deadline, endpoint).await?;
     let noted = std::sync::Arc::new(TlsNoted::default());
     let (sender, ended) = handshake(stream, noted.clone()).await?;
     Ok((sender, ended, took, noted))
+}
+
+/// A connected socket to `addr` (TCP_NODELAY, then TLS with ALPN `h2` when the run asks
+/// for it), and what connecting took.
+async fn open_stream(
+    addr: SocketAddr,
+    deadline: Instant,
+    endpoint: &Endpoint,
+) -> Result<(AsyncSock, super::Took), CallError> {
+    let secure = endpoint.secure(super::tls::Alpn::H2);
+    super::connect_nodelay(addr, secure, deadline, &endpoint.tcp_info).await
+}
+
+/// The future that drives a connection over `T`: it reads and writes its frames.
+pub(super) type Driver<T = AsyncSock> = ::h2::client::Connection<Watched<T>, Bytes>;
+
+/// The HTTP/2 handshake on a connected `stream`, whose TLS failures go to `noted`;
+/// returns the request handle and the connection's driver, for the caller to poll.
+async fn handshake_driven<T>(
+    stream: T,
+    noted: std::sync::Arc<TlsNoted>,
+) -> Result<(Sender, Driver<T>), CallError>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let stream = Watched::new(stream, noted);
+    ::h2::client::Builder::new()
+        .initial_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .handshake::<_, Bytes>(stream)
+        .await
+        .map_err(|e| classify(&e))
 }
 
 /// The HTTP/2 handshake on a connected `stream`, whose TLS failures go to `noted`; the
@@ -251,13 +369,7 @@ pub(super) async fn handshake<T>(
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let stream = Watched::new(stream, noted);
-    let (sender, conn) = ::h2::client::Builder::new()
-        .initial_window_size(STREAM_WINDOW)
-        .initial_connection_window_size(CONNECTION_WINDOW)
-        .handshake::<_, Bytes>(stream)
-        .await
-        .map_err(|e| classify(&e))?;
+    let (sender, conn) = handshake_driven(stream, noted).await?;
     let ended = Ended::default();
     let flag = ended.clone();
     tokio::spawn(async move {
@@ -269,9 +381,8 @@ where
 }
 
 /// `POST /echo` for `call`, with its seq header, and its payload.
-pub(super) fn request(origin: &str, call: &Call<'_>) -> Result<Req, CallError> {
-    let uri = format!("{origin}{}", Endpoint::echo_path(call));
-    let mut req = hyper::Request::post(uri)
+pub(super) fn request(origin: &mut Origin, call: &Call<'_>) -> Result<Req, CallError> {
+    let mut req = hyper::Request::post(origin.uri(call)?)
         .body(())
         .map_err(|_| CallError::Protocol)?;
     let headers = req.headers_mut();

@@ -13,7 +13,7 @@
 //! runtime for its call. Either way, the worker whose call opened the connection counts
 //! the connect.
 
-use super::h2::{Ended, Sender, connect, origin, request, send};
+use super::h2::{Ended, Origin, Sender, connect, request, send};
 use super::mux::{self, Shared};
 use super::{
     AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
@@ -37,7 +37,8 @@ struct MuxHandle {
     shared: Arc<MuxConn>,
     endpoint: Endpoint,
     timeout: Duration,
-    origin: String,
+    /// Where every request's URI starts.
+    origin: Origin,
     /// The last reply's body.
     body: Vec<u8>,
     /// Connections this worker opened (the first call of the run opens it).
@@ -50,7 +51,7 @@ impl MuxHandle {
     fn new(endpoint: Endpoint, timeout: Duration) -> MuxHandle {
         MuxHandle {
             shared: endpoint.shared.get::<MuxConn>(),
-            origin: origin(&endpoint),
+            origin: Origin::new(&endpoint),
             endpoint,
             timeout,
             body: Vec::new(),
@@ -67,7 +68,7 @@ impl MuxHandle {
         phases: &mut Phases,
         connecting: &Cell<bool>,
     ) -> Result<Reply<'_>, CallError> {
-        let req = request(&self.origin, call)?;
+        let req = request(&mut self.origin, call)?;
         let MuxHandle {
             shared,
             endpoint,
