@@ -1,6 +1,7 @@
-//! A minimal HTTP/2 client on the `h2` crate alone, the library rpcbench's `h2` transport
-//! is built on: to tell what rpcbench adds to a call from what its HTTP/2 library costs.
-//! No runner, no histogram, no phases, no timeouts: the canonical `h2` client loop (the
+//! A minimal HTTP/2 client on the `h2` crate's own client API, the one rpcbench's `h2-mux`
+//! and gRPC transports use (its `h2` transport drives the crate's frame layer itself): to
+//! tell what the crate's stream state machine costs a call from what rpcbench adds. No
+//! runner, no histogram, no phases, no timeouts: the canonical `h2` client loop (the
 //! connection driven by a task of its own on a current-thread runtime), nothing else.
 //!
 //! ```text

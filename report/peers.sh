@@ -15,9 +15,11 @@
 #                   as its HEADERS frame is written and ends as the stream closes, so it
 #                   leaves out the client's own work before and after each request, which
 #                   rpcbench's mean (the whole call) and both sides' 1/rps count
-#                   h2_ref (examples/h2_ref.rs): a minimal client on the h2 crate alone,
-#                   rpcbench's HTTP/2 library, against the same rpcbench-echo: its mean per
-#                   call, timed as rpcbench times it; what rpcbench adds to its library
+#                   h2_ref (examples/h2_ref.rs): a minimal client on the h2 crate's own
+#                   client API (which h2-mux and grpc use) against the same rpcbench-echo:
+#                   its mean per call, timed as rpcbench times it; rpcbench's h2 drives the
+#                   crate's frame layer itself, and this shows what leaving out the
+#                   crate's stream state machine saves
 #   h2-mux          h2load -c1 -m64 (64 streams on one connection) against rpcbench -c 64:
 #                   both as 1 / (requests/s)
 #   grpc            h2load -c1 -m1 POSTing one gRPC-framed EchoRequest (5-byte prefix and
@@ -629,7 +631,7 @@ peer_h2load_mux() {
     h2load_run "$tmp/h2load_mux.out" "${h2load_mux_cmd[@]}"
     h2load_rps_us "$tmp/h2load_mux.out"
 }
-# The h2 crate alone (examples/h2_ref.rs), one stream at a time on one connection: its mean.
+# The h2 crate's client (examples/h2_ref.rs), one stream at a time on one connection: its mean.
 h2_ref_cmd=("${cli[@]}" "$h2_ref_bin" "$host:$echo_http_port" "$calls")
 peer_h2_ref() { ref_run h2_ref h2_ref "${h2_ref_cmd[@]}"; }
 
@@ -713,7 +715,7 @@ pairs=(
     "curl-reuse|plain|curl, one process (mean %{time_total})|peer_curl"
     "h2|plain|h2load -c1 -m1 (mean time for request)|peer_h2load"
     "h2|plain|h2load -c1 -m1 (1/rps; rpcbench 1/rps)|peer_h2load_rps|rps"
-    "h2|plain|h2_ref (the h2 crate alone, mean)|peer_h2_ref"
+    "h2|plain|h2_ref (the h2 crate's client, mean)|peer_h2_ref"
     "h2-mux|plain|h2load -c1 -m$mux_streams (1/rps; rpcbench -c $mux_streams)|peer_h2load_mux|rps"
     "grpc|plain|h2load -c1 -m1, gRPC-framed POST (mean)|peer_h2load_grpc"
     "grpc|plain|h2load gRPC-framed POST (1/rps; rpcbench 1/rps)|peer_h2load_grpc_rps|rps"

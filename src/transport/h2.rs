@@ -1,15 +1,20 @@
 //! `h2`: HTTP/2 with prior knowledge (no upgrade, no TLS), one connection per worker and
 //! one stream at a time: `POST /echo` as on HTTP/1.1, each call a new stream on the
-//! worker's kept connection (the `h2` crate, hyper's HTTP/2 engine).
+//! worker's kept connection, driven frame by frame by the call ([`super::h2_wire`], on
+//! the `h2` crate's frame layer).
 //!
-//! Both engines share [`H2Conn`]: the blocking one drives it on the worker's own
-//! current-thread runtime, the event loop as one of its connection tasks.
+//! Both engines share [`H2Conn`]: the blocking one runs its calls on the worker's own
+//! current-thread runtime, the event loop in one of its connection tasks.
+//!
+//! This file also holds what `h2-mux` and the gRPC transports share, whose connections
+//! carry many streams: the `h2` crate's client ([`connect`], [`send`]).
 
 use super::http::{self, worker_runtime};
 use super::{
     AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
     Transport, remaining,
 };
+use super::h2_wire::{Exchanged, Wire};
 use super::tls::{AsyncSock, TlsNoted, Watched};
 use bytes::Bytes;
 use hyper::header::{self, HeaderValue};
@@ -117,7 +122,7 @@ struct H2Conn {
     /// Longest a call may take.
     timeout: Duration,
     /// The open connection, once there is one.
-    open: Option<Open>,
+    open: Option<Wire<AsyncSock>>,
     /// The last reply's body.
     body: Vec<u8>,
     /// Connections opened so far.
@@ -125,9 +130,6 @@ struct H2Conn {
     /// Where every request's URI starts.
     origin: Origin,
 }
-
-/// What a finished exchange hands back: the reply's seq header and its server time.
-type Exchanged = (Option<u64>, Option<Duration>);
 
 impl H2Conn {
     fn new(endpoint: Endpoint, timeout: Duration) -> H2Conn {
@@ -151,55 +153,35 @@ impl H2Conn {
         phases: &mut Phases,
         connecting: &Cell<bool>,
     ) -> Result<Exchanged, CallError> {
-        let req = request(&mut self.origin, call)?;
-        let open = match (&mut self.open, addr) {
-            (Some(open), _) => open,
+        let uri = self.origin.uri(call)?;
+        let wire = match (&mut self.open, addr) {
+            (Some(wire), _) => wire,
             (slot, Some(addr)) => {
                 // Boxed, so that the calls' future does not carry (and move on every
                 // call) the kilobytes of the connect and TLS handshake's.
-                let (open, took) = Box::pin(Open::connect(addr, deadline, &self.endpoint)).await?;
+                let (wire, took) = Box::pin(open_wire(addr, deadline, &self.endpoint)).await?;
                 self.connects += 1;
                 took.record(phases);
                 connecting.set(false);
-                slot.insert(open)
+                slot.insert(wire)
             }
             (None, None) => unreachable!("an address is looked up when there is no connection"),
         };
-        let Open {
-            sender,
-            driver,
-            noted,
-        } = open;
-        // The connection is driven here, in the call's own future, rather than by a task
-        // of its own: no task to wake and schedule between the call and its socket.
-        let sent = send(sender, req, &mut self.body, phases);
-        let mut sent = std::pin::pin!(sent);
-        let mut drive = |cx: &mut std::task::Context<'_>| {
-            // Once the connection has ended its streams fail, so the call learns it from
-            // its own stream.
-            if let Some(d) = driver
-                && d.as_mut().poll(cx).is_ready()
-            {
-                *driver = None;
-            }
-        };
-        let mut first = true;
-        std::future::poll_fn(|cx| {
-            // The driver reads before the stream is looked at (what woke this poll is
-            // the reply), and writes after the call has queued its frames (the first).
-            if !std::mem::take(&mut first) {
-                drive(cx);
-            }
-            match sent.as_mut().poll(cx) {
-                std::task::Poll::Pending => {
-                    drive(cx);
-                    std::task::Poll::Pending
-                }
-                done => done,
-            }
-        })
-        .await
-        .map_err(|e| noted.explain(e))
+        let done = wire
+            .call(
+                uri,
+                request_headers(call),
+                Bytes::copy_from_slice(call.payload),
+                &mut self.body,
+                phases,
+            )
+            .await;
+        if !wire.usable() {
+            // The server sent GOAWAY, or the stream ids are spent: the next call opens a
+            // new connection.
+            self.open = None;
+        }
+        done
     }
 
     /// The reply of a finished exchange.
@@ -212,33 +194,15 @@ impl H2Conn {
     }
 }
 
-/// A worker's open connection: its request handle and the future that drives it.
-struct Open {
-    /// The request handle.
-    sender: Sender,
-    /// Reads and writes the connection's frames; `None` once the connection has ended.
-    driver: Option<std::pin::Pin<Box<Driver>>>,
-    /// Where the connection notes a TLS failure.
-    noted: std::sync::Arc<TlsNoted>,
-}
-
-impl Open {
-    /// Opens a connection to `addr` for one worker; returns it and what opening it took.
-    async fn connect(
-        addr: SocketAddr,
-        deadline: Instant,
-        endpoint: &Endpoint,
-    ) -> Result<(Open, super::Took), CallError> {
-        let (stream, took) = open_stream(addr, deadline, endpoint).await?;
-        let noted = std::sync::Arc::new(TlsNoted::default());
-        let (sender, driver) = handshake_driven(stream, noted.clone()).await?;
-        let open = Open {
-            sender,
-            driver: Some(Box::pin(driver)),
-            noted,
-        };
-        Ok((open, took))
-    }
+/// Opens a worker's connection to `addr`; returns it and what opening it took.
+async fn open_wire(
+    addr: SocketAddr,
+    deadline: Instant,
+    endpoint: &Endpoint,
+) -> Result<(Wire<AsyncSock>, super::Took), CallError> {
+    let (stream, took) = open_stream(addr, deadline, endpoint).await?;
+    let wire = Wire::open(stream, std::sync::Arc::new(TlsNoted::default())).await?;
+    Ok((wire, took))
 }
 
 /// The scheme and authority every request's URI starts with (`http://host:port` for the
@@ -338,27 +302,6 @@ async fn open_stream(
     super::connect_nodelay(addr, secure, deadline, &endpoint.tcp_info).await
 }
 
-/// The future that drives a connection over `T`: it reads and writes its frames.
-pub(super) type Driver<T = AsyncSock> = ::h2::client::Connection<Watched<T>, Bytes>;
-
-/// The HTTP/2 handshake on a connected `stream`, whose TLS failures go to `noted`;
-/// returns the request handle and the connection's driver, for the caller to poll.
-async fn handshake_driven<T>(
-    stream: T,
-    noted: std::sync::Arc<TlsNoted>,
-) -> Result<(Sender, Driver<T>), CallError>
-where
-    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-{
-    let stream = Watched::new(stream, noted);
-    ::h2::client::Builder::new()
-        .initial_window_size(STREAM_WINDOW)
-        .initial_connection_window_size(CONNECTION_WINDOW)
-        .handshake::<_, Bytes>(stream)
-        .await
-        .map_err(|e| classify(&e))
-}
-
 /// The HTTP/2 handshake on a connected `stream`, whose TLS failures go to `noted`; the
 /// connection is then driven by a task on the current runtime, which sets the returned
 /// flag when it ends.
@@ -369,7 +312,13 @@ pub(super) async fn handshake<T>(
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let (sender, conn) = handshake_driven(stream, noted).await?;
+    let stream = Watched::new(stream, noted);
+    let (sender, conn) = ::h2::client::Builder::new()
+        .initial_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .handshake::<_, Bytes>(stream)
+        .await
+        .map_err(|e| classify(&e))?;
     let ended = Ended::default();
     let flag = ended.clone();
     tokio::spawn(async move {
@@ -385,7 +334,13 @@ pub(super) fn request(origin: &mut Origin, call: &Call<'_>) -> Result<Req, CallE
     let mut req = hyper::Request::post(origin.uri(call)?)
         .body(())
         .map_err(|_| CallError::Protocol)?;
-    let headers = req.headers_mut();
+    *req.headers_mut() = request_headers(call);
+    Ok((req, Bytes::copy_from_slice(call.payload)))
+}
+
+/// A call's request headers: its seq and the payload's content type.
+fn request_headers(call: &Call<'_>) -> hyper::HeaderMap {
+    let mut headers = hyper::HeaderMap::with_capacity(2);
     // Never indexed by HPACK: a new value in every request, as the server's reply
     // headers (see `server::http::reply::unindexed`).
     let mut seq = HeaderValue::from(call.seq);
@@ -395,7 +350,7 @@ pub(super) fn request(origin: &mut Origin, call: &Call<'_>) -> Result<Req, CallE
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/octet-stream"),
     );
-    Ok((req, Bytes::copy_from_slice(call.payload)))
+    headers
 }
 
 /// Sends `req` as a new stream and reads the whole reply into `body`. Returns the seq

@@ -21,6 +21,7 @@
 mod buf;
 mod curl;
 mod h1;
+mod h2_wire;
 mod http;
 mod mux;
 pub mod tls;
