@@ -197,6 +197,12 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Wire<T> {
             data.set_end_stream(payload.is_empty());
             self.queue(data.into()).await?;
         }
+        if !payload.is_empty() {
+            // The server answered before taking the whole request (RFC 9113 §8.1): the
+            // rest is not sent, and the stream is closed on this side too.
+            self.queue(frame::Reset::new(id, Reason::CANCEL).into())
+                .await?;
+        }
         self.flush().await?;
         let mut first = true;
         while !stream.ended {
@@ -505,7 +511,12 @@ mod tests {
             &mut body,
             &mut phases,
         );
-        let (result, server) = tokio::join!(call, script);
+        // Bounded: a client that misses what a case waits for fails it, not hangs it.
+        let (result, server) = tokio::time::timeout(Duration::from_secs(10), async {
+            tokio::join!(call, script)
+        })
+        .await
+        .expect("the call or the server's script is stuck");
         (result, body, server)
     }
 
@@ -729,6 +740,40 @@ mod tests {
             };
             let (result, _, _) = call_with(&mut wire, 1, b"", script).await;
             assert_eq!(result, Err(CallError::HttpStatus(503)));
+
+            // A reply before the whole request was taken: the client stops sending and
+            // resets its side of the stream.
+            let (mut wire, mut server) = pair().await;
+            let script = async {
+                let mut settings = frame::Settings::default();
+                settings.set_initial_window_size(Some(10));
+                send(&mut server, settings.into()).await;
+                let (id, seq) = request(&mut server).await;
+                let (mut got, mut replied) = (0, false);
+                loop {
+                    match next(&mut server).await {
+                        Frame::Data(d) => {
+                            got += d.payload().len();
+                            if !replied {
+                                // The client is now stopped by a window: 10 bytes on the
+                                // stream, once it reads these SETTINGS.
+                                send(&mut server, head(id, 413, seq, true)).await;
+                                replied = true;
+                            }
+                        }
+                        Frame::Reset(r) => {
+                            assert_eq!(r.stream_id(), id);
+                            assert_eq!(r.reason(), Reason::CANCEL);
+                            break;
+                        }
+                        f => panic!("{f:?}"),
+                    }
+                }
+                assert!(got < 200_000, "the client sent the whole request");
+                server
+            };
+            let (result, _, _) = call_with(&mut wire, 1, &[0; 200_000], script).await;
+            assert_eq!(result, Err(CallError::HttpStatus(413)));
         });
     }
 }
