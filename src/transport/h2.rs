@@ -14,7 +14,7 @@ use super::{
     AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
     Transport, remaining,
 };
-use super::h2_wire::{Exchanged, Wire};
+use super::h2_wire::{CONNECTION_WINDOW, Exchanged, STREAM_WINDOW, Wire};
 use super::tls::{AsyncSock, TlsNoted, Watched};
 use bytes::Bytes;
 use hyper::header::{self, HeaderValue};
@@ -258,11 +258,6 @@ pub(super) type Sender = ::h2::client::SendRequest<Bytes>;
 
 /// A request's head and its body, sent as one HEADERS and one DATA frame.
 pub(super) type Req = (hyper::Request<()>, Bytes);
-
-/// Flow-control windows, as hyper's client sets them by default: 2 MiB per stream and
-/// 5 MiB per connection, so that a large payload is not paced by window updates.
-const STREAM_WINDOW: u32 = 2 << 20;
-const CONNECTION_WINDOW: u32 = 5 << 20;
 
 /// Set when a connection's task has ended (the server closed it, or it failed): a shared
 /// connection is then opened anew before the next call rather than failing it.

@@ -42,9 +42,10 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// The receive windows this client offers: 2 MiB per stream, 5 MiB for the connection,
-/// as hyper's client sets them, so that a large reply is not paced by window updates.
-const STREAM_WINDOW: u32 = 2 << 20;
-const CONNECTION_WINDOW: u32 = 5 << 20;
+/// as hyper's client sets them, so that a large reply is not paced by window updates;
+/// the `h2` crate's client (h2-mux, gRPC) offers the same.
+pub(super) const STREAM_WINDOW: u32 = 2 << 20;
+pub(super) const CONNECTION_WINDOW: u32 = 5 << 20;
 
 /// The window every stream and the connection start with (RFC 9113 §6.9.2).
 const DEFAULT_WINDOW: i64 = 65_535;
@@ -142,10 +143,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Wire<T> {
         body: &mut Vec<u8>,
         phases: &mut Phases,
     ) -> Result<Exchanged, CallError> {
-        let noted = self.noted.clone();
-        self.exchange(uri, headers, payload, body, phases)
-            .await
-            .map_err(|e| noted.explain(e))
+        let done = self.exchange(uri, headers, payload, body, phases).await;
+        done.map_err(|e| self.noted.explain(e))
     }
 
     async fn exchange(
