@@ -1,29 +1,28 @@
-//! `grpc`: the unary method `rpcbench.v1.Echo/Call` with tonic, one HTTP/2 connection per
-//! worker, one call at a time, on the worker's own current-thread runtime as `h2` does.
+//! `grpc`: the unary method `rpcbench.v1.Echo/Call`, one HTTP/2 connection per worker, one
+//! call at a time: gRPC's wire format (a length-prefixed protobuf message each way, the
+//! status in the trailers) on the connection the `h2` transport drives frame by frame
+//! ([`super::h2_wire`], through [`H2Conn`]), so that a call costs what its bytes cost.
 //!
-//! The call is the one message each way that the generated client's `call` sends, made
-//! one level down (`tonic::client::Grpc::server_streaming`), so that the arrival of the
-//! reply's headers can be timed as the first byte; the reply's trailers are then read for
-//! `grpc-status` and `server-timing`.
+//! A call writes HEADERS (`content-type: application/grpc`, `te: trailers`) and the
+//! message's DATA frame in one write, reads the reply's head (its first byte), its one
+//! message and its trailers, and takes `grpc-status` and `server-timing` from the
+//! trailers, or from the head of a trailers-only reply. On tonic's client this cost
+//! 1.5× h2load's gRPC call (`report/peers.sh`): its codec, body and `h2` stream machinery
+//! ran per call for a message of a few dozen bytes.
 //!
-//! tonic's client (its codec, framing, metadata and status handling) runs over
-//! [`H2Service`], a connection of the `h2` crate driven directly, as the `h2` transport
-//! drives it, rather than over tonic's `Channel`. A `Channel` sends every call through a
-//! `Buffer` task and hyper's client, which writes a request's HEADERS and its DATA frame
-//! in two writes (waking the server twice per call); gRPC clients in C and Go (and h2load)
-//! send them in one. `H2Service` queues both before the connection's task next writes.
-//!
-//! The helpers the other gRPC transports share (the connection, the request, the error
-//! kinds) live here too, as `h2.rs` holds what `h2-mux` uses.
+//! What the other gRPC transports share (tonic's client on the `h2` crate's connection,
+//! whose streams `grpc-mux` and `grpc-stream` multiplex or keep open, the request, the
+//! error kinds) lives here too, as `h2.rs` holds what `h2-mux` uses.
 
+use super::h2::H2Conn;
+use super::h2_wire::{Outgoing, Replied};
 use super::http::{self, worker_runtime};
-use super::{
-    Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, remaining,
-};
+use super::{Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply, Transport};
 use crate::proto::{CALL_PATH, EchoReply, EchoRequest};
-use bytes::Bytes;
+use bytes::{BufMut, Bytes};
+use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::http::uri::PathAndQuery;
-use std::cell::Cell;
+use prost::Message as _;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -36,16 +35,15 @@ use tonic::codegen::{BoxFuture, Service};
 /// the connection has ended.
 pub(super) type Client = tonic::client::Grpc<H2Service>;
 
+/// The length prefix of a gRPC message: a compressed flag and a 4-byte length.
+const PREFIX: usize = 5;
+
 /// The `grpc` transport.
 pub struct Grpc {
+    /// The worker's runtime: a call blocks on it.
     rt: tokio::runtime::Runtime,
-    endpoint: Endpoint,
-    timeout: Duration,
-    client: Option<(Client, super::h2::Ended)>,
-    /// The connections this worker opened, and the time of the last connect.
-    opened: Arc<Opened>,
-    /// Connections already counted in a call's phases.
-    seen: u64,
+    /// The connection and what its calls need.
+    conn: H2Conn,
     /// The last reply's payload.
     body: Bytes,
 }
@@ -57,57 +55,16 @@ impl Transport for Grpc {
     fn open(endpoint: Endpoint, timeout: Duration) -> Result<Grpc, OpenTransportError> {
         Ok(Grpc {
             rt: worker_runtime()?,
-            endpoint,
-            timeout,
-            client: None,
-            opened: Arc::default(),
-            seen: 0,
+            conn: H2Conn::new(endpoint, timeout),
             body: Bytes::new(),
         })
     }
 
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
-        let deadline = Instant::now() + self.timeout;
-        let req = request(call);
-        let Grpc {
-            rt,
-            endpoint,
-            client,
-            opened,
-            body,
-            ..
-        } = self;
-        // A connection the server closed between calls is opened anew, as a channel
-        // would, rather than failing the next call.
-        if client.as_ref().is_some_and(|(_, ended)| ended.get()) {
-            *client = None;
-        }
-        // The lookup runs outside our runtime: the resolver blocks on a runtime of its own.
-        let addr = match client {
-            Some(_) => None,
-            None => Some(endpoint.http_addr(deadline, phases)?),
-        };
-        let connecting = Cell::new(addr.is_some());
-        let result = rt.block_on(super::within(remaining(deadline)?, &connecting, async {
-            let (client, _) = match (client, addr) {
-                (Some(c), _) => c,
-                (slot, Some(addr)) => {
-                    let conn = Box::pin(connect(endpoint, addr, opened.clone(), deadline)).await?;
-                    connecting.set(false);
-                    slot.insert(conn)
-                }
-                (None, None) => unreachable!("an address is looked up when there is no connection"),
-            };
-            unary(client, req, phases).await
-        }));
-        // A connect made during this call is this call's connect phase.
-        let now = opened.count.load(Relaxed);
-        if now != self.seen {
-            self.seen = now;
-            opened.record(phases);
-        }
-        let (reply, server) = result.map_err(|e| opened.explain(e))?;
-        *body = reply.payload;
+        let req = unary_request(self.conn.origin.uri(CALL_PATH)?, call)?;
+        let replied = self.conn.call_blocking(&self.rt, req, phases)?;
+        let (reply, server) = unary_reply(&replied, &self.conn.body)?;
+        self.body = reply.payload;
         Ok(Reply {
             seq: Some(reply.seq),
             body: &self.body,
@@ -116,12 +73,71 @@ impl Transport for Grpc {
     }
 
     fn reset(&mut self) {
-        self.client = None;
+        self.conn.open = None;
     }
 
     fn connects(&self) -> u64 {
-        self.opened.count.load(Relaxed)
+        self.conn.connects
     }
+}
+
+/// The unary request of `call` to `uri`: gRPC's headers and the length-prefixed message.
+fn unary_request(uri: hyper::Uri, call: &Call<'_>) -> Result<Outgoing, CallError> {
+    let msg = request(call);
+    let len = msg.encoded_len();
+    let mut payload = bytes::BytesMut::with_capacity(PREFIX + len);
+    payload.put_u8(0);
+    payload.put_u32(u32::try_from(len).map_err(|_| CallError::Protocol)?);
+    msg.encode(&mut payload).map_err(|_| CallError::Protocol)?;
+    let mut headers = HeaderMap::with_capacity(3);
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
+    headers.insert(header::TE, HeaderValue::from_static("trailers"));
+    headers.insert(
+        header::USER_AGENT,
+        HeaderValue::from_static(concat!("rpcbench/", env!("CARGO_PKG_VERSION"))),
+    );
+    Ok(Outgoing {
+        uri,
+        headers,
+        payload: payload.freeze(),
+    })
+}
+
+/// The reply of a unary call from what came back on its stream (`body`, its DATA): the
+/// message and the server time of its trailers. The status is the trailers' (or, in a
+/// trailers-only reply, the head's); an error status is the call's error; a reply that
+/// is not gRPC, has no status, or has other than one uncompressed message breaks the
+/// protocol.
+fn unary_reply(
+    replied: &Replied,
+    body: &[u8],
+) -> Result<(EchoReply, Option<Duration>), CallError> {
+    let grpc = replied
+        .head
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+    if !grpc {
+        return Err(CallError::Protocol);
+    }
+    let end = replied.trailers.as_ref().unwrap_or(&replied.head);
+    let status = end
+        .get("grpc-status")
+        .and_then(|v| v.to_str().ok()?.parse::<u8>().ok())
+        .ok_or(CallError::Protocol)?;
+    if status != 0 {
+        return Err(CallError::GrpcStatus(status));
+    }
+    // One message: no compression was asked for, and its length is the rest of the body.
+    let (prefix, msg) = body.split_at_checked(PREFIX).ok_or(CallError::Protocol)?;
+    let len = u32::from_be_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]);
+    if prefix[0] != 0 || msg.len() as u64 != u64::from(len) {
+        return Err(CallError::Protocol);
+    }
+    let reply = EchoReply::decode(msg).map_err(|_| CallError::Protocol)?;
+    checked(reply).map(|r| (r, http::server_timing(end)))
 }
 
 /// Connections a transport opened, counted by [`connect`].
@@ -457,6 +473,74 @@ mod tests {
         assert_eq!(code_kind(0), None);
         assert_eq!(CallError::GrpcStatus(17).kind(), "grpc_17");
         assert!(!CallError::GrpcStatus(14).is_lost());
+    }
+
+    /// A unary reply's head, body and trailers: an ok message, an error status in either
+    /// place, and each way a reply can break gRPC's framing.
+    #[test]
+    fn unary_replies_are_read_or_refused() {
+        let fields = |pairs: &[(&'static str, &'static str)]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.insert(*k, HeaderValue::from_static(v));
+            }
+            h
+        };
+        let grpc = [("content-type", "application/grpc+proto")];
+        let replied = |head: &[(&'static str, &'static str)],
+                       trailers: Option<&[(&'static str, &'static str)]>| Replied {
+            head: fields(head),
+            trailers: trailers.map(fields),
+        };
+        let msg = EchoReply {
+            seq: 9,
+            payload: Bytes::from_static(b"hello"),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let framed = |flag: u8, declared: usize, msg: &[u8]| {
+            let mut b = vec![flag];
+            b.extend_from_slice(&(declared as u32).to_be_bytes());
+            b.extend_from_slice(msg);
+            b
+        };
+        let ok = framed(0, msg.len(), &msg);
+        let timed = [("grpc-status", "0"), ("server-timing", "app;dur=0.25")];
+        let (reply, server) = unary_reply(&replied(&grpc, Some(&timed)), &ok).unwrap();
+        assert_eq!((reply.seq, &reply.payload[..]), (9, &b"hello"[..]));
+        assert_eq!(server, Some(Duration::from_micros(250)));
+
+        let refused = |r: Replied, body: &[u8]| unary_reply(&r, body).unwrap_err();
+        // A trailers-only reply, and a status in the trailers after the message.
+        let only = [grpc[0], ("grpc-status", "14"), ("grpc-message", "down")];
+        assert_eq!(refused(replied(&only, None), b""), CallError::GrpcStatus(14));
+        let eight = [("grpc-status", "8")];
+        assert_eq!(
+            refused(replied(&grpc, Some(&eight)), &ok),
+            CallError::GrpcStatus(8)
+        );
+        let fine = [("grpc-status", "0")];
+        for (head, trailers, body) in [
+            // Not gRPC.
+            (&[("content-type", "text/plain")][..], Some(&fine[..]), ok.clone()),
+            // No status, or one that is not a number.
+            (&grpc[..], Some(&[][..]), ok.clone()),
+            (&grpc[..], Some(&[("grpc-status", "x")][..]), ok.clone()),
+            // No message, a short prefix, a compressed one, a length that is not the rest.
+            (&grpc[..], Some(&fine[..]), Vec::new()),
+            (&grpc[..], Some(&fine[..]), vec![0, 0, 0]),
+            (&grpc[..], Some(&fine[..]), framed(1, msg.len(), &msg)),
+            (&grpc[..], Some(&fine[..]), framed(0, msg.len() + 1, &msg)),
+            (&grpc[..], Some(&fine[..]), [ok.clone(), ok.clone()].concat()),
+            // A message that is not an EchoReply.
+            (&grpc[..], Some(&fine[..]), framed(0, 2, &[0xff, 0xff])),
+        ] {
+            assert_eq!(
+                refused(replied(head, trailers), &body),
+                CallError::Protocol,
+                "{head:?} {trailers:?} {body:?}"
+            );
+        }
     }
 
     #[test]

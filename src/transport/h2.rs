@@ -6,15 +6,16 @@
 //! Both engines share [`H2Conn`]: the blocking one runs its calls on the worker's own
 //! current-thread runtime, the event loop in one of its connection tasks.
 //!
-//! This file also holds what `h2-mux` and the gRPC transports share, whose connections
-//! carry many streams: the `h2` crate's client ([`connect`], [`send`]).
+//! `grpc` makes its calls on an [`H2Conn`] too. This file also holds what `h2-mux`,
+//! `grpc-mux` and `grpc-stream` share, whose connections carry many streams or keep one
+//! open: the `h2` crate's client ([`connect`], [`send`]).
 
 use super::http::{self, worker_runtime};
 use super::{
     AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
     Transport, remaining,
 };
-use super::h2_wire::{CONNECTION_WINDOW, Exchanged, STREAM_WINDOW, Wire};
+use super::h2_wire::{CONNECTION_WINDOW, Outgoing, Replied, STREAM_WINDOW, Wire};
 use super::tls::{AsyncSock, TlsNoted, Watched};
 use bytes::Bytes;
 use hyper::header::{self, HeaderValue};
@@ -42,20 +43,9 @@ impl Transport for H2 {
     }
 
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
-        let deadline = Instant::now() + self.conn.timeout;
-        let H2 { rt, conn } = self;
-        // The lookup runs outside our runtime: the resolver blocks on a runtime of its own.
-        let addr = match conn.open {
-            Some(_) => None,
-            None => Some(conn.endpoint.http_addr(deadline, phases)?),
-        };
-        let connecting = Cell::new(addr.is_some());
-        let done = rt.block_on(super::within(
-            remaining(deadline)?,
-            &connecting,
-            conn.exchange(call, addr, deadline, phases, &connecting),
-        ))?;
-        Ok(conn.reply(done))
+        let req = echo_request(&mut self.conn.origin, call)?;
+        let done = self.conn.call_blocking(&self.rt, req, phases)?;
+        Ok(self.conn.reply(&done))
     }
 
     fn reset(&mut self) {
@@ -91,6 +81,7 @@ impl AsyncTransport for AsyncH2 {
     ) -> Result<Reply<'_>, CallError> {
         let deadline = Instant::now() + self.conn.timeout;
         let AsyncH2 { timer, conn } = self;
+        let req = echo_request(&mut conn.origin, call)?;
         let addr = match conn.open {
             Some(_) => None,
             None => Some(conn.endpoint.addr_async(Port::Http, deadline, phases).await?),
@@ -100,10 +91,10 @@ impl AsyncTransport for AsyncH2 {
             .within(
                 deadline,
                 &connecting,
-                conn.exchange(call, addr, deadline, phases, &connecting),
+                conn.exchange(req, addr, deadline, phases, &connecting),
             )
             .await?;
-        Ok(conn.reply(done))
+        Ok(conn.reply(&done))
     }
 
     fn reset(&mut self) {
@@ -115,24 +106,25 @@ impl AsyncTransport for AsyncH2 {
     }
 }
 
-/// One worker's HTTP/2 connection and what its calls need, whichever engine runs them.
-struct H2Conn {
+/// One worker's HTTP/2 connection and what its calls need, whichever engine runs them;
+/// `grpc` makes its calls on one too.
+pub(super) struct H2Conn {
     /// Where the calls go.
     endpoint: Endpoint,
     /// Longest a call may take.
-    timeout: Duration,
+    pub timeout: Duration,
     /// The open connection, once there is one.
-    open: Option<Wire<AsyncSock>>,
+    pub open: Option<Wire<AsyncSock>>,
     /// The last reply's body.
-    body: Vec<u8>,
+    pub body: Vec<u8>,
     /// Connections opened so far.
-    connects: u64,
+    pub connects: u64,
     /// Where every request's URI starts.
-    origin: Origin,
+    pub origin: Origin,
 }
 
 impl H2Conn {
-    fn new(endpoint: Endpoint, timeout: Duration) -> H2Conn {
+    pub fn new(endpoint: Endpoint, timeout: Duration) -> H2Conn {
         H2Conn {
             origin: Origin::new(&endpoint),
             endpoint,
@@ -143,17 +135,38 @@ impl H2Conn {
         }
     }
 
+    /// Makes `req` on the blocking engine: on `rt`, the worker's runtime, within the
+    /// call's timeout (a lookup, when there is no connection, before it: the resolver
+    /// blocks on a runtime of its own).
+    pub fn call_blocking(
+        &mut self,
+        rt: &tokio::runtime::Runtime,
+        req: Outgoing,
+        phases: &mut Phases,
+    ) -> Result<Replied, CallError> {
+        let deadline = Instant::now() + self.timeout;
+        let addr = match self.open {
+            Some(_) => None,
+            None => Some(self.endpoint.http_addr(deadline, phases)?),
+        };
+        let connecting = Cell::new(addr.is_some());
+        rt.block_on(super::within(
+            remaining(deadline)?,
+            &connecting,
+            self.exchange(req, addr, deadline, phases, &connecting),
+        ))
+    }
+
     /// Opens the connection to `addr` when there is none (`addr` is then the looked-up
-    /// address), and makes the call as a new stream on it.
+    /// address), and makes `req` as a new stream on it.
     async fn exchange(
         &mut self,
-        call: &Call<'_>,
+        req: Outgoing,
         addr: Option<SocketAddr>,
         deadline: Instant,
         phases: &mut Phases,
         connecting: &Cell<bool>,
-    ) -> Result<Exchanged, CallError> {
-        let uri = self.origin.uri(call)?;
+    ) -> Result<Replied, CallError> {
         let wire = match (&mut self.open, addr) {
             (Some(wire), _) => wire,
             (slot, Some(addr)) => {
@@ -167,15 +180,7 @@ impl H2Conn {
             }
             (None, None) => unreachable!("an address is looked up when there is no connection"),
         };
-        let done = wire
-            .call(
-                uri,
-                request_headers(call),
-                Bytes::copy_from_slice(call.payload),
-                &mut self.body,
-                phases,
-            )
-            .await;
+        let done = wire.call(req, &mut self.body, phases).await;
         if !wire.usable() {
             // The server sent GOAWAY, or the stream ids are spent: the next call opens a
             // new connection.
@@ -184,12 +189,13 @@ impl H2Conn {
         done
     }
 
-    /// The reply of a finished exchange.
-    fn reply(&self, (seq, server): Exchanged) -> Reply<'_> {
+    /// The reply of a finished `/echo` exchange: the body, and the seq and server time
+    /// the reply's head carried.
+    fn reply(&self, replied: &Replied) -> Reply<'_> {
         Reply {
-            seq,
+            seq: http::header_seq(&replied.head),
             body: &self.body,
-            server,
+            server: http::server_timing(&replied.head),
         }
     }
 }
@@ -222,18 +228,17 @@ impl Origin {
         }
     }
 
-    /// The URI of `call`'s `/echo` request.
-    fn uri(&mut self, call: &Call<'_>) -> Result<hyper::Uri, CallError> {
-        let path = Endpoint::echo_path(call);
+    /// The URI of `path` at the origin.
+    pub(super) fn uri(&mut self, path: &str) -> Result<hyper::Uri, CallError> {
         if let Some((last, uri)) = &self.last
-            && *last == path
+            && last == path
         {
             return Ok(uri.clone());
         }
         let uri: hyper::Uri = format!("{}{path}", self.base)
             .parse()
             .map_err(|_| CallError::Protocol)?;
-        self.last = Some((path, uri.clone()));
+        self.last = Some((path.to_string(), uri.clone()));
         Ok(uri)
     }
 }
@@ -324,13 +329,27 @@ where
     Ok((sender, ended))
 }
 
-/// `POST /echo` for `call`, with its seq header, and its payload.
+/// `POST /echo` for `call`: its URI, its seq header and its payload.
+fn echo_request(origin: &mut Origin, call: &Call<'_>) -> Result<Outgoing, CallError> {
+    Ok(Outgoing {
+        uri: origin.uri(&Endpoint::echo_path(call))?,
+        headers: request_headers(call),
+        payload: Bytes::copy_from_slice(call.payload),
+    })
+}
+
+/// The same request for the `h2` crate's client.
 pub(super) fn request(origin: &mut Origin, call: &Call<'_>) -> Result<Req, CallError> {
-    let mut req = hyper::Request::post(origin.uri(call)?)
+    let Outgoing {
+        uri,
+        headers,
+        payload,
+    } = echo_request(origin, call)?;
+    let mut req = hyper::Request::post(uri)
         .body(())
         .map_err(|_| CallError::Protocol)?;
-    *req.headers_mut() = request_headers(call);
-    Ok((req, Bytes::copy_from_slice(call.payload)))
+    *req.headers_mut() = headers;
+    Ok((req, payload))
 }
 
 /// A call's request headers: its seq and the payload's content type.

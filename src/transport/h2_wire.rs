@@ -1,5 +1,5 @@
 //! One HTTP/2 connection that carries one stream at a time, driven frame by frame by the
-//! call itself: the `h2` transport's engine.
+//! call itself: the engine of the `h2` and `grpc` transports.
 //!
 //! It sits on the `h2` crate's frame layer ([`h2::Codec`]: framing, HPACK, CONTINUATION,
 //! frame validation, from the crate's `unstable` API) and leaves out the crate's stream
@@ -35,7 +35,7 @@ use bytes::Bytes;
 use h2::frame::{self, Frame, Reason, StreamId};
 use hyper::header::HeaderMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 /// The client connection preface (RFC 9113 §3.4).
@@ -80,8 +80,20 @@ pub(super) struct Wire<T> {
     noted: Arc<TlsNoted>,
 }
 
-/// What a finished call hands back: the reply's seq header and its server time.
-pub(super) type Exchanged = (Option<u64>, Option<Duration>);
+/// One request: a `POST` of `payload` to `uri` with `headers`.
+pub(super) struct Outgoing {
+    pub uri: hyper::Uri,
+    pub headers: HeaderMap,
+    pub payload: Bytes,
+}
+
+/// What a finished call hands back (its body went to the caller's buffer): the reply's
+/// header fields and its trailers, if it had any.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct Replied {
+    pub head: HeaderMap,
+    pub trailers: Option<HeaderMap>,
+}
 
 /// The call under way: its stream and what has come back on it so far.
 struct Stream<'a> {
@@ -92,8 +104,8 @@ struct Stream<'a> {
     owed: u32,
     /// The final status, once the reply's head has come.
     status: Option<u16>,
-    seq: Option<u64>,
-    server: Option<Duration>,
+    /// What came back: the head's fields and the trailers.
+    replied: Replied,
     body: &'a mut Vec<u8>,
     /// The server ended the stream.
     ended: bool,
@@ -133,28 +145,28 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Wire<T> {
         !self.done && self.next_id.is_some() && self.padded < MAX_PADDED_FRAMES
     }
 
-    /// Makes one call: `POST` of `payload` to `uri` with `headers`, on a new stream; reads
-    /// the whole reply into `body`. Returns the reply's seq header and server time.
+    /// Makes one call: `req` on a new stream; reads the whole reply into `body`. Returns
+    /// the reply's head and trailers when its status is 200, else `HttpStatus`.
     pub(super) async fn call(
         &mut self,
-        uri: hyper::Uri,
-        headers: HeaderMap,
-        payload: Bytes,
+        req: Outgoing,
         body: &mut Vec<u8>,
         phases: &mut Phases,
-    ) -> Result<Exchanged, CallError> {
-        let done = self.exchange(uri, headers, payload, body, phases).await;
+    ) -> Result<Replied, CallError> {
+        let done = self.exchange(req, body, phases).await;
         done.map_err(|e| self.noted.explain(e))
     }
 
     async fn exchange(
         &mut self,
-        uri: hyper::Uri,
-        headers: HeaderMap,
-        mut payload: Bytes,
+        Outgoing {
+            uri,
+            headers,
+            mut payload,
+        }: Outgoing,
         body: &mut Vec<u8>,
         phases: &mut Phases,
-    ) -> Result<Exchanged, CallError> {
+    ) -> Result<Replied, CallError> {
         let id = self.next_id.ok_or(CallError::Closed)?;
         self.next_id = id.next_id().ok();
         body.clear();
@@ -163,8 +175,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Wire<T> {
             send_window: self.stream_initial,
             owed: 0,
             status: None,
-            seq: None,
-            server: None,
+            replied: Replied::default(),
             body,
             ended: false,
         };
@@ -212,7 +223,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Wire<T> {
             }
         }
         match stream.status {
-            Some(200) => Ok((stream.seq, stream.server)),
+            Some(200) => Ok(stream.replied),
             Some(status) => Err(CallError::HttpStatus(status)),
             None => Err(CallError::Protocol),
         }
@@ -367,12 +378,12 @@ fn on_headers(head: frame::Headers, stream: &mut Stream<'_>) -> Result<(), CallE
     let end = head.is_end_stream();
     if stream.status.is_some() {
         // Trailers end the stream.
+        if !end {
+            return Err(CallError::Protocol);
+        }
         stream.ended = true;
-        return if end {
-            Ok(())
-        } else {
-            Err(CallError::Protocol)
-        };
+        stream.replied.trailers = Some(head.into_parts().1);
+        return Ok(());
     }
     let (pseudo, fields) = head.into_parts();
     let status = pseudo.status.ok_or(CallError::Protocol)?.as_u16();
@@ -385,8 +396,7 @@ fn on_headers(head: frame::Headers, stream: &mut Stream<'_>) -> Result<(), CallE
         };
     }
     stream.status = Some(status);
-    stream.seq = super::http::header_seq(&fields);
-    stream.server = super::http::server_timing(&fields);
+    stream.replied.head = fields;
     stream.ended = end;
     Ok(())
 }
@@ -408,6 +418,7 @@ mod tests {
     //! writes frames with the same frame layer (padded DATA, which it cannot write, by
     //! hand), so each test sends exactly the frames a case needs.
     use super::*;
+    use std::time::Duration;
     use tokio::io::{AsyncReadExt, DuplexStream};
     use tokio_stream::StreamExt;
 
@@ -497,19 +508,21 @@ mod tests {
         seq: u64,
         payload: &[u8],
         script: F,
-    ) -> (Result<Exchanged, CallError>, Vec<u8>, S) {
+    ) -> (Result<Option<u64>, CallError>, Vec<u8>, S) {
         let mut body = Vec::new();
         let mut phases = Phases::default();
-        let mut fields = HeaderMap::new();
-        fields.insert(SEQ, seq.into());
-        let uri: hyper::Uri = "http://test/echo".parse().unwrap();
-        let call = wire.call(
-            uri,
-            fields,
-            Bytes::copy_from_slice(payload),
-            &mut body,
-            &mut phases,
-        );
+        let mut headers = HeaderMap::new();
+        headers.insert(SEQ, seq.into());
+        let req = Outgoing {
+            uri: "http://test/echo".parse().unwrap(),
+            headers,
+            payload: Bytes::copy_from_slice(payload),
+        };
+        // The reply's seq header stands for what came back.
+        let call = async {
+            let replied = wire.call(req, &mut body, &mut phases).await?;
+            Ok(super::super::http::header_seq(&replied.head))
+        };
         // Bounded: a client that misses what a case waits for fails it, not hangs it.
         let (result, server) = tokio::time::timeout(Duration::from_secs(10), async {
             tokio::join!(call, script)
@@ -606,7 +619,7 @@ mod tests {
                 server
             };
             let (result, body, _server) = call_with(&mut wire, 7, &payload, script).await;
-            assert_eq!(result, Ok((Some(7), None)));
+            assert_eq!(result, Ok(Some(7)));
             assert_eq!(body, payload);
             assert!(wire.usable());
             assert_eq!(wire.padded, 1);
@@ -650,8 +663,59 @@ mod tests {
                 server
             };
             let (result, body, _server) = call_with(&mut wire, 1, b"x", script).await;
-            assert_eq!(result, Ok((Some(1), None)));
+            assert_eq!(result, Ok(Some(1)));
             assert_eq!(body.len(), 3 << 20);
+        });
+    }
+
+    /// Trailers after the body, and a head that ends the stream (gRPC's trailers-only
+    /// reply): each comes back as sent.
+    #[test]
+    fn trailers_and_a_head_that_ends_the_stream() {
+        rt().block_on(async {
+            let (mut wire, mut server) = pair().await;
+            let mut trailers = HeaderMap::new();
+            trailers.insert("grpc-status", "0".parse().unwrap());
+            let script = async {
+                let (id, seq) = request(&mut server).await;
+                send(&mut server, head(id, 200, seq, false)).await;
+                send(&mut server, data(id, b"body", false)).await;
+                let mut t = frame::Headers::trailers(id, trailers.clone());
+                t.set_end_stream();
+                send(&mut server, t.into()).await;
+                let (id, seq) = request(&mut server).await;
+                send(&mut server, head(id, 200, seq, true)).await;
+                server
+            };
+            let mut phases = Phases::default();
+            let (mut first, mut second) = (Vec::new(), Vec::new());
+            let req = |seq: u64| {
+                let mut headers = HeaderMap::new();
+                headers.insert(SEQ, seq.into());
+                Outgoing {
+                    uri: "http://test/echo".parse().unwrap(),
+                    headers,
+                    payload: Bytes::new(),
+                }
+            };
+            let calls = async {
+                let a = wire.call(req(1), &mut first, &mut phases).await;
+                let b = wire.call(req(2), &mut second, &mut phases).await;
+                (a, b)
+            };
+            let ((a, b), _server) = tokio::time::timeout(Duration::from_secs(10), async {
+                tokio::join!(calls, script)
+            })
+            .await
+            .expect("stuck");
+            let a = a.unwrap();
+            assert_eq!(a.trailers, Some(trailers));
+            assert_eq!(a.head[SEQ], "1");
+            assert_eq!(first, b"body");
+            let b = b.unwrap();
+            assert_eq!(b.trailers, None);
+            assert_eq!(b.head[SEQ], "2");
+            assert!(second.is_empty());
         });
     }
 
@@ -690,7 +754,7 @@ mod tests {
                 server
             };
             let (result, _, mut server) = call_with(&mut wire, 2, b"", script).await;
-            assert_eq!(result, Ok((Some(2), None)));
+            assert_eq!(result, Ok(Some(2)));
             let script = async {
                 let _ = request(&mut server).await;
                 send(

@@ -160,7 +160,7 @@ registry! {
     H2 = h2::{H2, AsyncH2}, "h2";
     /// HTTP/2 with all workers sharing one connection, each call a concurrent stream.
     H2Mux = h2_mux::{H2Mux, AsyncH2Mux}, "h2-mux";
-    /// gRPC unary `rpcbench.v1.Echo/Call` (tonic), one channel per worker.
+    /// gRPC unary `rpcbench.v1.Echo/Call`, one HTTP/2 connection per worker.
     Grpc = grpc::{Grpc}, "grpc";
     /// gRPC unary calls with all workers sharing one channel (one HTTP/2 connection).
     GrpcMux = grpc_mux::{GrpcMux}, "grpc-mux";
