@@ -16,7 +16,7 @@
 #                   leaves out the client's own work before and after each request, which
 #                   rpcbench's mean (the whole call) and both sides' 1/rps count
 #                   h2_ref (examples/h2_ref.rs): a minimal client on the h2 crate's own
-#                   client API (which h2-mux, grpc-mux and grpc-stream use) against the
+#                   client API (which grpc-mux and grpc-stream use) against the
 #                   same rpcbench-echo: its mean per call, timed as rpcbench times it; rpcbench's h2 drives the
 #                   crate's frame layer itself, and this shows what leaving out the
 #                   crate's stream state machine saves

@@ -6,9 +6,10 @@
 //! Both engines share [`H2Conn`]: the blocking one runs its calls on the worker's own
 //! current-thread runtime, the event loop in one of its connection tasks.
 //!
-//! `grpc` makes its calls on an [`H2Conn`] too. This file also holds what `h2-mux`,
-//! `grpc-mux` and `grpc-stream` share, whose connections carry many streams or keep one
-//! open: the `h2` crate's client ([`connect`], [`send`]).
+//! `grpc` makes its calls on an [`H2Conn`] too; `h2-mux` opens its socket and makes its
+//! requests here ([`open_stream`], [`echo_request`]) for its own connection
+//! ([`super::h2_mux_wire`]). This file also holds what `grpc-mux` and `grpc-stream` use,
+//! whose streams tonic drives: the `h2` crate's client connection ([`handshake`]).
 
 use super::http::{self, worker_runtime};
 use super::{
@@ -261,9 +262,6 @@ pub(super) fn origin(endpoint: &Endpoint) -> String {
 /// HEADERS writev, then a 73-byte DATA writev), which woke the server twice per call.
 pub(super) type Sender = ::h2::client::SendRequest<Bytes>;
 
-/// A request's head and its body, sent as one HEADERS and one DATA frame.
-pub(super) type Req = (hyper::Request<()>, Bytes);
-
 /// Set when a connection's task has ended (the server closed it, or it failed): a shared
 /// connection is then opened anew before the next call rather than failing it.
 #[derive(Clone, Default)]
@@ -276,24 +274,9 @@ impl Ended {
     }
 }
 
-/// Opens a connection (TCP_NODELAY, then TLS with ALPN `h2` when the run asks for it) and
-/// does the HTTP/2 handshake; the connection is driven by a task on the current runtime.
-/// Returns the handle, the flag its task sets when it ends, the connect and TLS times, and
-/// where the connection notes a TLS failure.
-pub(super) async fn connect(
-    addr: SocketAddr,
-    deadline: Instant,
-    endpoint: &Endpoint,
-) -> Result<(Sender, Ended, super::Took, std::sync::Arc<TlsNoted>), CallError> {
-    let (stream, took) = open_stream(addr, deadline, endpoint).await?;
-    let noted = std::sync::Arc::new(TlsNoted::default());
-    let (sender, ended) = handshake(stream, noted.clone()).await?;
-    Ok((sender, ended, took, noted))
-}
-
 /// A connected socket to `addr` (TCP_NODELAY, then TLS with ALPN `h2` when the run asks
 /// for it), and what connecting took.
-async fn open_stream(
+pub(super) async fn open_stream(
     addr: SocketAddr,
     deadline: Instant,
     endpoint: &Endpoint,
@@ -330,26 +313,12 @@ where
 }
 
 /// `POST /echo` for `call`: its URI, its seq header and its payload.
-fn echo_request(origin: &mut Origin, call: &Call<'_>) -> Result<Outgoing, CallError> {
+pub(super) fn echo_request(origin: &mut Origin, call: &Call<'_>) -> Result<Outgoing, CallError> {
     Ok(Outgoing {
         uri: origin.uri(&Endpoint::echo_path(call))?,
         headers: request_headers(call),
         payload: Bytes::copy_from_slice(call.payload),
     })
-}
-
-/// The same request for the `h2` crate's client.
-pub(super) fn request(origin: &mut Origin, call: &Call<'_>) -> Result<Req, CallError> {
-    let Outgoing {
-        uri,
-        headers,
-        payload,
-    } = echo_request(origin, call)?;
-    let mut req = hyper::Request::post(uri)
-        .body(())
-        .map_err(|_| CallError::Protocol)?;
-    *req.headers_mut() = headers;
-    Ok((req, payload))
 }
 
 /// A call's request headers: its seq and the payload's content type.
@@ -365,46 +334,6 @@ fn request_headers(call: &Call<'_>) -> hyper::HeaderMap {
         HeaderValue::from_static("application/octet-stream"),
     );
     headers
-}
-
-/// Sends `req` as a new stream and reads the whole reply into `body`. Returns the seq
-/// header and the server time the reply carried.
-pub(super) async fn send(
-    sender: &mut Sender,
-    (req, payload): Req,
-    body: &mut Vec<u8>,
-    phases: &mut Phases,
-) -> Result<(Option<u64>, Option<Duration>), CallError> {
-    std::future::poll_fn(|cx| sender.poll_ready(cx))
-        .await
-        .map_err(|e| classify(&e))?;
-    let sent = Instant::now();
-    let empty = payload.is_empty();
-    let (resp, mut stream) = sender
-        .send_request(req, empty)
-        .map_err(|e| classify(&e))?;
-    if !empty {
-        // Queued beside the HEADERS frame before the connection task next writes; h2
-        // buffers what the window does not take yet.
-        stream.send_data(payload, true).map_err(|e| classify(&e))?;
-    }
-    let resp = resp.await.map_err(|e| classify(&e))?;
-    phases.first_byte = Some(sent.elapsed());
-    let status = resp.status().as_u16();
-    let seq = http::header_seq(resp.headers());
-    let server = http::server_timing(resp.headers());
-    let mut incoming = resp.into_body();
-    body.clear();
-    while let Some(chunk) = incoming.data().await {
-        let chunk = chunk.map_err(|e| classify(&e))?;
-        // Hand the window back, so that a reply larger than it keeps coming.
-        let _ = incoming.flow_control().release_capacity(chunk.len());
-        body.extend_from_slice(&chunk);
-    }
-    if status != 200 {
-        return Err(CallError::HttpStatus(status));
-    }
-    Ok((seq, server))
 }
 
 /// What an HTTP/2 failure means for the call: an I/O error as such; the connection going

@@ -12,8 +12,13 @@
 //! its own, one thread that drives it for all workers, and each worker blocks on that
 //! runtime for its call. Either way, the worker whose call opened the connection counts
 //! the connect.
+//!
+//! The connection is [`MuxWire`]: the frame layer of the `h2` crate driven by a task of
+//! rpcbench's own, which reads and writes for every stream in one pass.
 
-use super::h2::{Ended, Origin, Sender, connect, request, send};
+use super::h2::{Origin, echo_request, open_stream};
+use super::h2_mux_wire::MuxWire;
+use super::http;
 use super::mux::{self, Shared};
 use super::{
     AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
@@ -23,10 +28,9 @@ use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The one connection of a run: its request handle, the flag its task sets when it ends
-/// (the connection is then opened anew before the next call rather than failing it), and
-/// where it notes a TLS failure.
-pub type MuxConn = Shared<(Sender, Ended, std::sync::Arc<super::tls::TlsNoted>)>;
+/// The one connection of a run: opened anew before the next call, rather than failing it,
+/// once it has ended or taken a GOAWAY.
+pub type MuxConn = Shared<Arc<MuxWire>>;
 
 /// The blocking engine's connection thread.
 const THREAD: &str = "rpcbench-h2-mux";
@@ -68,35 +72,36 @@ impl MuxHandle {
         phases: &mut Phases,
         connecting: &Cell<bool>,
     ) -> Result<Reply<'_>, CallError> {
-        let req = request(&mut self.origin, call)?;
+        let req = echo_request(&mut self.origin, call)?;
         let MuxHandle {
             shared,
             endpoint,
             connects,
             ..
         } = self;
-        let ((mut sender, _, noted), generation) = shared
+        let (wire, generation) = shared
             .get(
-                |(_, ended, _)| !ended.get(),
+                |wire| wire.usable(),
                 async || {
                     connecting.set(true);
                     let addr = mux::http_addr(endpoint, deadline, phases).await?;
-                    let (s, ended, took, noted) = connect(addr, deadline, endpoint).await?;
+                    let (sock, took) = open_stream(addr, deadline, endpoint).await?;
+                    let wire = MuxWire::open(sock, Arc::default()).await?;
                     connecting.set(false);
                     *connects += 1;
                     took.record(phases);
-                    Ok((s, ended, noted))
+                    Ok(wire)
                 },
             )
             .await?;
         self.used = Some(generation);
-        let (seq, server) = send(&mut sender, req, &mut self.body, phases)
-            .await
-            .map_err(|e| noted.explain(e))?;
+        let done = wire.call(req, std::mem::take(&mut self.body)).await?;
+        phases.first_byte = done.first_byte;
+        self.body = done.body;
         Ok(Reply {
-            seq,
+            seq: http::header_seq(&done.replied.head),
             body: &self.body,
-            server,
+            server: http::server_timing(&done.replied.head),
         })
     }
 }

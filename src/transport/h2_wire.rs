@@ -48,18 +48,18 @@ pub(super) const STREAM_WINDOW: u32 = 2 << 20;
 pub(super) const CONNECTION_WINDOW: u32 = 5 << 20;
 
 /// The window every stream and the connection start with (RFC 9113 §6.9.2).
-const DEFAULT_WINDOW: i64 = 65_535;
+pub(super) const DEFAULT_WINDOW: i64 = 65_535;
 
 /// The largest a flow-control window may be (RFC 9113 §6.9.1).
-const MAX_WINDOW: i64 = (1 << 31) - 1;
+pub(super) const MAX_WINDOW: i64 = (1 << 31) - 1;
 
 /// What a padded DATA frame is credited beyond its data: the padding length byte and
 /// the most padding there can be.
-const MOST_PADDING: u32 = 256;
+pub(super) const MOST_PADDING: u32 = 256;
 
 /// Padded frames after which the connection is reopened: by then the server's view of
 /// the connection window has grown by at most 256 MiB over the 5 MiB offered.
-const MAX_PADDED_FRAMES: u32 = 1 << 20;
+pub(super) const MAX_PADDED_FRAMES: u32 = 1 << 20;
 
 /// One open connection.
 pub(super) struct Wire<T> {
@@ -116,20 +116,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Wire<T> {
     /// client's SETTINGS and the connection's window; the server's SETTINGS are read with
     /// the first call's frames.
     pub(super) async fn open(sock: T, noted: Arc<TlsNoted>) -> Result<Wire<T>, CallError> {
-        let mut sock = Watched::new(sock, noted.clone());
-        let mut settings = frame::Settings::default();
-        settings.set_enable_push(false);
-        settings.set_initial_window_size(Some(STREAM_WINDOW));
-        let mut head = bytes::BytesMut::with_capacity(64);
-        head.extend_from_slice(PREFACE);
-        settings.encode(&mut head);
-        frame::WindowUpdate::new(StreamId::zero(), CONNECTION_WINDOW - DEFAULT_WINDOW as u32)
-            .encode(&mut head);
-        sock.write_all(&head)
-            .await
-            .map_err(|e| noted.explain(CallError::from_io(&e)))?;
         Ok(Wire {
-            codec: h2::Codec::new(sock),
+            codec: start(sock, noted.clone()).await?,
             next_id: Some(StreamId::from(1)),
             send_window: DEFAULT_WINDOW,
             stream_initial: DEFAULT_WINDOW,
@@ -342,22 +330,84 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Wire<T> {
         if settings.is_ack() {
             return Ok(());
         }
-        if let Some(size) = settings.initial_window_size() {
-            // A change applies to open streams too (RFC 9113 §6.9.2).
-            let size = i64::from(size);
-            stream.send_window += size - self.stream_initial;
-            self.stream_initial = size;
-            if stream.send_window > MAX_WINDOW {
-                return Err(CallError::Protocol);
-            }
-        }
-        if let Some(size) = settings.max_frame_size() {
-            self.codec.set_max_send_frame_size(size as usize);
-        }
-        if let Some(size) = settings.header_table_size() {
-            self.codec.set_send_header_table_size(size as usize);
+        stream.send_window += apply_settings(&mut self.codec, &settings, &mut self.stream_initial);
+        if stream.send_window > MAX_WINDOW {
+            return Err(CallError::Protocol);
         }
         self.answer(frame::Settings::ack().into()).await
+    }
+}
+
+/// Starts a client connection on `sock` (connected, TLS done, its failures noted in
+/// `noted`): writes the preface, this client's SETTINGS and the connection's window, and
+/// returns the frame layer over it.
+pub(super) async fn start<T: AsyncRead + AsyncWrite + Unpin>(
+    sock: T,
+    noted: Arc<TlsNoted>,
+) -> Result<h2::Codec<Watched<T>, Bytes>, CallError> {
+    let mut sock = Watched::new(sock, noted.clone());
+    let mut settings = frame::Settings::default();
+    settings.set_enable_push(false);
+    settings.set_initial_window_size(Some(STREAM_WINDOW));
+    let mut head = bytes::BytesMut::with_capacity(64);
+    head.extend_from_slice(PREFACE);
+    settings.encode(&mut head);
+    frame::WindowUpdate::new(StreamId::zero(), CONNECTION_WINDOW - DEFAULT_WINDOW as u32)
+        .encode(&mut head);
+    sock.write_all(&head)
+        .await
+        .map_err(|e| noted.explain(CallError::from_io(&e)))?;
+    Ok(h2::Codec::new(sock))
+}
+
+/// Applies the server's `settings` (not an acknowledgement) to the frame layer and to
+/// `stream_initial`, the send window new streams start with; returns how far the send
+/// window of every open stream moves with it (RFC 9113 §6.9.2).
+pub(super) fn apply_settings<T: AsyncRead + AsyncWrite + Unpin>(
+    codec: &mut h2::Codec<T, Bytes>,
+    settings: &frame::Settings,
+    stream_initial: &mut i64,
+) -> i64 {
+    if let Some(size) = settings.max_frame_size() {
+        codec.set_max_send_frame_size(size as usize);
+    }
+    if let Some(size) = settings.header_table_size() {
+        codec.set_send_header_table_size(size as usize);
+    }
+    settings.initial_window_size().map_or(0, |size| {
+        let delta = i64::from(size) - *stream_initial;
+        *stream_initial = i64::from(size);
+        delta
+    })
+}
+
+/// What a HEADERS frame on a call's open stream is.
+pub(super) enum Head {
+    /// A 1xx head: the final one follows.
+    Informational,
+    /// The reply's head: its status, its fields, and whether it ends the stream.
+    Final(u16, HeaderMap, bool),
+    /// The trailers, which end the stream.
+    Trailers(HeaderMap),
+}
+
+/// Reads `head`, a HEADERS frame of a stream whose final head has (`have_status`) or has
+/// not come yet.
+pub(super) fn read_head(head: frame::Headers, have_status: bool) -> Result<Head, CallError> {
+    let end = head.is_end_stream();
+    if have_status {
+        return if end {
+            Ok(Head::Trailers(head.into_parts().1))
+        } else {
+            Err(CallError::Protocol)
+        };
+    }
+    let (pseudo, fields) = head.into_parts();
+    let status = pseudo.status.ok_or(CallError::Protocol)?.as_u16();
+    match (status, end) {
+        (100..200, false) => Ok(Head::Informational),
+        (100..200, true) => Err(CallError::Protocol),
+        _ => Ok(Head::Final(status, fields, end)),
     }
 }
 
@@ -375,36 +425,25 @@ fn on_headers(head: frame::Headers, stream: &mut Stream<'_>) -> Result<(), CallE
     if stream.ended {
         return Err(CallError::Protocol);
     }
-    let end = head.is_end_stream();
-    if stream.status.is_some() {
-        // Trailers end the stream.
-        if !end {
-            return Err(CallError::Protocol);
+    match read_head(head, stream.status.is_some())? {
+        Head::Informational => {}
+        Head::Final(status, fields, end) => {
+            stream.status = Some(status);
+            stream.replied.head = fields;
+            stream.ended = end;
         }
-        stream.ended = true;
-        stream.replied.trailers = Some(head.into_parts().1);
-        return Ok(());
+        Head::Trailers(fields) => {
+            stream.replied.trailers = Some(fields);
+            stream.ended = true;
+        }
     }
-    let (pseudo, fields) = head.into_parts();
-    let status = pseudo.status.ok_or(CallError::Protocol)?.as_u16();
-    if (100..200).contains(&status) {
-        // An informational head; the final one follows.
-        return if end {
-            Err(CallError::Protocol)
-        } else {
-            Ok(())
-        };
-    }
-    stream.status = Some(status);
-    stream.replied.head = fields;
-    stream.ended = end;
     Ok(())
 }
 
 /// What a frame-layer error means for the call: an I/O error as such, the server's
 /// GOAWAY as `Closed`, anything else (a malformed frame, a bad header block) a protocol
 /// error.
-fn from_proto(e: &h2::proto::Error) -> CallError {
+pub(super) fn from_proto(e: &h2::proto::Error) -> CallError {
     match e {
         h2::proto::Error::Io(kind, _) => CallError::from_io(&std::io::Error::from(*kind)),
         h2::proto::Error::GoAway(_, Reason::NO_ERROR, _) => CallError::Closed,
@@ -413,23 +452,30 @@ fn from_proto(e: &h2::proto::Error) -> CallError {
 }
 
 #[cfg(test)]
-mod tests {
-    //! The client against a scripted server on an in-memory pipe: the server side reads and
-    //! writes frames with the same frame layer (padded DATA, which it cannot write, by
-    //! hand), so each test sends exactly the frames a case needs.
+pub(super) mod script {
+    //! A scripted HTTP/2 server for the clients' tests: it reads and writes frames with
+    //! the same frame layer, so each test sends exactly the frames a case needs.
     use super::*;
-    use std::time::Duration;
     use tokio::io::{AsyncReadExt, DuplexStream};
     use tokio_stream::StreamExt;
 
-    type Server = h2::Codec<DuplexStream, Bytes>;
+    pub(in crate::transport) type Server = h2::Codec<DuplexStream, Bytes>;
 
-    const SEQ: &str = crate::wire::SEQ_HEADER;
+    pub(in crate::transport) const SEQ: &str = crate::wire::SEQ_HEADER;
 
-    /// A client wire and the server's end, the preface and the client's first frames read.
-    async fn pair() -> (Wire<DuplexStream>, Server) {
-        let (client, mut server) = tokio::io::duplex(1 << 22);
-        let wire = Wire::open(client, Arc::default()).await.unwrap();
+    /// A client opened by `open` on an in-memory pipe, and the server's end, the client's
+    /// preface and first frames read.
+    pub(in crate::transport) async fn pair_with<W>(
+        open: impl AsyncFnOnce(DuplexStream, Arc<TlsNoted>) -> Result<W, CallError>,
+    ) -> (W, Server) {
+        let (client, server) = tokio::io::duplex(1 << 22);
+        let wire = open(client, Arc::default()).await.unwrap();
+        (wire, accept(server).await)
+    }
+
+    /// The server's end of a new connection, the client's preface and first frames read
+    /// and checked.
+    async fn accept(mut server: DuplexStream) -> Server {
         let mut preface = [0; PREFACE.len()];
         server.read_exact(&mut preface).await.unwrap();
         assert_eq!(preface, PREFACE);
@@ -448,10 +494,10 @@ mod tests {
             }
             f => panic!("{f:?}"),
         }
-        (wire, server)
+        server
     }
 
-    async fn send(server: &mut Server, f: Frame<Bytes>) {
+    pub(in crate::transport) async fn send(server: &mut Server, f: Frame<Bytes>) {
         std::future::poll_fn(|cx| server.poll_ready(cx))
             .await
             .unwrap();
@@ -460,7 +506,7 @@ mod tests {
     }
 
     /// The next frame that is not a SETTINGS acknowledgement.
-    async fn next(server: &mut Server) -> Frame {
+    pub(in crate::transport) async fn next(server: &mut Server) -> Frame {
         loop {
             match server.next().await.unwrap().unwrap() {
                 Frame::Settings(s) if s.is_ack() => continue,
@@ -470,7 +516,7 @@ mod tests {
     }
 
     /// Reads a request's HEADERS; returns its stream and seq.
-    async fn request(server: &mut Server) -> (StreamId, u64) {
+    pub(in crate::transport) async fn request(server: &mut Server) -> (StreamId, u64) {
         match next(server).await {
             Frame::Headers(h) => {
                 let id = h.stream_id();
@@ -482,7 +528,12 @@ mod tests {
     }
 
     /// A reply's head: `status` with the seq header.
-    fn head(id: StreamId, status: u16, seq: u64, end: bool) -> Frame<Bytes> {
+    pub(in crate::transport) fn head(
+        id: StreamId,
+        status: u16,
+        seq: u64,
+        end: bool,
+    ) -> Frame<Bytes> {
         let mut fields = HeaderMap::new();
         fields.insert(SEQ, seq.into());
         let mut h = frame::Headers::new(
@@ -496,10 +547,44 @@ mod tests {
         h.into()
     }
 
-    fn data(id: StreamId, bytes: &[u8], end: bool) -> Frame<Bytes> {
+    pub(in crate::transport) fn data(id: StreamId, bytes: &[u8], end: bool) -> Frame<Bytes> {
         let mut d = frame::Data::new(id, Bytes::copy_from_slice(bytes));
         d.set_end_stream(end);
         d.into()
+    }
+
+    /// The request of call `seq`: `POST /echo` of `payload` with its seq header.
+    pub(in crate::transport) fn echo(seq: u64, payload: &[u8]) -> Outgoing {
+        let mut headers = HeaderMap::new();
+        headers.insert(SEQ, seq.into());
+        Outgoing {
+            uri: "http://test/echo".parse().unwrap(),
+            headers,
+            payload: Bytes::copy_from_slice(payload),
+        }
+    }
+
+    pub(in crate::transport) fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The client against a scripted server on an in-memory pipe: the server side reads and
+    //! writes frames with the same frame layer (padded DATA, which it cannot write, by
+    //! hand), so each test sends exactly the frames a case needs.
+    use super::script::*;
+    use super::*;
+    use std::time::Duration;
+    use tokio::io::DuplexStream;
+    use tokio_stream::StreamExt;
+
+    async fn pair() -> (Wire<DuplexStream>, Server) {
+        pair_with(Wire::open).await
     }
 
     /// Runs one call on `wire` while `script` plays the server.
@@ -511,13 +596,7 @@ mod tests {
     ) -> (Result<Option<u64>, CallError>, Vec<u8>, S) {
         let mut body = Vec::new();
         let mut phases = Phases::default();
-        let mut headers = HeaderMap::new();
-        headers.insert(SEQ, seq.into());
-        let req = Outgoing {
-            uri: "http://test/echo".parse().unwrap(),
-            headers,
-            payload: Bytes::copy_from_slice(payload),
-        };
+        let req = echo(seq, payload);
         // The reply's seq header stands for what came back.
         let call = async {
             let replied = wire.call(req, &mut body, &mut phases).await?;
@@ -530,13 +609,6 @@ mod tests {
         .await
         .expect("the call or the server's script is stuck");
         (result, body, server)
-    }
-
-    fn rt() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
     }
 
     /// Small windows and frames from the server's SETTINGS, a PING, an informational head
@@ -689,15 +761,7 @@ mod tests {
             };
             let mut phases = Phases::default();
             let (mut first, mut second) = (Vec::new(), Vec::new());
-            let req = |seq: u64| {
-                let mut headers = HeaderMap::new();
-                headers.insert(SEQ, seq.into());
-                Outgoing {
-                    uri: "http://test/echo".parse().unwrap(),
-                    headers,
-                    payload: Bytes::new(),
-                }
-            };
+            let req = |seq| echo(seq, b"");
             let calls = async {
                 let a = wire.call(req(1), &mut first, &mut phases).await;
                 let b = wire.call(req(2), &mut second, &mut phases).await;

@@ -21,6 +21,7 @@
 mod buf;
 mod curl;
 mod h1;
+mod h2_mux_wire;
 mod h2_wire;
 mod http;
 mod mux;
