@@ -113,7 +113,7 @@ pub(super) struct H2Conn {
     /// Where the calls go.
     endpoint: Endpoint,
     /// Longest a call may take.
-    pub timeout: Duration,
+    timeout: Duration,
     /// The open connection, once there is one.
     pub open: Option<Wire<AsyncSock>>,
     /// The last reply's body.
