@@ -9,8 +9,14 @@ use prost::Message as _;
 
 /// Refuses to build without the system libcurl. Without it the curl crate quietly builds
 /// a bundled libcurl (no TLS, another version), so the `curl-*` figures would depend on
-/// which machine built rpcbench (issue #12); found by pkg-config, curl-sys links the
-/// system one, so this check is what makes the bundled path impossible.
+/// which machine built rpcbench (issue #12).
+///
+/// Two checks, because one cannot see the other's case. pkg-config tells whether the
+/// system libcurl is there now. But curl-sys's build script runs once and its output is
+/// cached: a first build without `libcurl4-openssl-dev` builds the bundled copy, and a
+/// build after installing the package keeps it. curl-sys says that it built the bundled
+/// copy (`cargo:static=1`), which cargo hands to the build scripts of the packages that
+/// depend on it directly as `DEP_CURL_STATIC` (why curl-sys is a direct dependency).
 fn require_system_libcurl() {
     let found = std::process::Command::new("pkg-config")
         .args(["--exists", "libcurl"])
@@ -20,6 +26,13 @@ fn require_system_libcurl() {
         panic!(
             "the system libcurl was not found by pkg-config: install libcurl4-openssl-dev and \
              pkg-config (Debian), or set PKG_CONFIG_PATH; rpcbench does not build a bundled libcurl"
+        );
+    }
+    if std::env::var_os("DEP_CURL_STATIC").is_some() {
+        panic!(
+            "curl-sys built its bundled libcurl in an earlier build (before the system libcurl \
+             was installed) and keeps it: run `cargo clean -p curl-sys`, then build again, so \
+             that rpcbench links the system libcurl"
         );
     }
 }

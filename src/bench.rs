@@ -9,6 +9,8 @@
 //! bar and the exit status; tests call this directly.
 
 use crate::dnsdiag::conf::ResolvConf;
+use crate::placement::{PlaceThreadsError, Placed, Placement, PlacementRecord};
+use crate::preflight::ServerIdentity;
 use crate::report::{ConfigRecord, Environment, Report, RunRecord, rfc3339_now};
 use crate::resolve::{
     AddrMode, Family, Names, ResolveNameError, ResolverAddr, SYSTEM_RESOLV_CONF, read_resolv_conf,
@@ -19,7 +21,7 @@ use crate::server::dns::{DEFAULT_DNS_NAME, DnsConfig};
 use crate::server::stats::StatsSnapshot;
 use crate::server::{ServerConfig, ServerHandle, StartHandleError};
 use crate::transport::tls::{BuildTlsError, Security, TlsClient, TlsOptions};
-use crate::transport::{Endpoint, TransportKind};
+use crate::transport::{Endpoint, Port, TransportKind};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -60,7 +62,8 @@ pub struct BenchSpec {
     /// The resolver configuration whose search list `uncached-search` follows (default:
     /// /etc/resolv.conf, the one `system` follows).
     pub resolv_conf: Option<std::path::PathBuf>,
-    /// How many times the whole list runs.
+    /// How many rounds the calls (or the duration) are split into; the whole list runs
+    /// once per round.
     pub rounds: u32,
     /// The command line, recorded in the report.
     pub command: Vec<String>,
@@ -82,7 +85,28 @@ pub struct BenchSpec {
     /// The round-trip time of the link between client and server, when known
     /// (`--link-rtt`): recorded on every run as `link_rtt_us`, for the round-trip model.
     pub link_rtt: Option<Duration>,
+    /// Where rpcbench places its own threads (`--placement`): by default the client and
+    /// the embedded server on one CPU ([`crate::placement`]).
+    pub placement: Placement,
+    /// The workers of the shared-connection transports (`h2-mux`, `grpc-mux`) and of
+    /// their unshared twins beside them, when `-c` was not given: at the default `-c 1`
+    /// there is nothing to multiplex, so the default run measures them where streams
+    /// share a connection ([`MUX_CONCURRENCY`]). `None` runs them at `run.concurrency`.
+    pub mux_concurrency: Option<usize>,
+    /// Probe the target's ports before the first call and stop when one the run needs is
+    /// not rpcbench-echo of this wire ([`crate::preflight`]); `--no-preflight` turns it
+    /// off. Never done for the embedded server, which this process starts itself.
+    pub preflight: bool,
 }
+
+/// Rounds when `--rounds` is not given: three interleaved rounds give each mean a
+/// run-to-run spread (the ± column) at the price of opening each connection three times.
+pub const DEFAULT_ROUNDS: u32 = 3;
+
+/// The workers the default run gives the shared-connection transports and their twins:
+/// enough streams in flight on one connection for multiplexing to show what it saves or
+/// costs, few enough for a run of 1000 calls to keep every worker busy.
+pub const MUX_CONCURRENCY: usize = 16;
 
 /// Watches a run from outside, e.g. to draw a progress bar. Every method has a do-nothing
 /// default, and `()` watches nothing.
@@ -151,6 +175,34 @@ pub enum RunBenchError {
     /// A generated client certificate could not be made.
     #[error("cannot generate a client certificate")]
     GenerateCert(#[from] rcgen::Error),
+    /// The threads could not be placed as `--placement` asks.
+    #[error(transparent)]
+    Place(#[from] PlaceThreadsError),
+    /// The preflight found ports the run needs that are not rpcbench-echo of this wire;
+    /// nothing was measured.
+    #[error(transparent)]
+    TargetNotReady(Box<TargetNotReady>),
+}
+
+/// What the preflight found that stops a run: the target, the findings, and the command
+/// that starts the server the run needs.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}", self.lines().join("; "))]
+pub struct TargetNotReady {
+    /// The target as the lines name it: the name, with its address when it is a name.
+    pub target: String,
+    /// The listeners that did not pass, each stopping the run.
+    pub findings: Vec<crate::preflight::Finding>,
+    /// `rpcbench-echo` with the listeners the run needs, on the target's machine.
+    pub start: crate::preflight::StartCommand,
+}
+
+impl TargetNotReady {
+    /// One line per case: the ports, what was seen, and what to do.
+    pub fn lines(&self) -> Vec<String> {
+        let findings: Vec<&crate::preflight::Finding> = self.findings.iter().collect();
+        crate::render::preflight::problem_lines(&self.target, &findings, &self.start)
+    }
 }
 
 /// The distinct reasons of skipped modes, joined: modes that failed the same way (`ip` and
@@ -181,6 +233,15 @@ pub fn run(spec: &BenchSpec, observer: &mut dyn Observer) -> Result<BenchOutcome
     let started = rfc3339_now();
     let runs = session.run(spec, &spec.run, observer, None)?;
     let server = session.server_stats(spec.run.timeout);
+    if let Some(stats) = server.as_ref().filter(|_| !session.version_said) {
+        let identity = ServerIdentity {
+            version: stats.settings.version.clone(),
+            wire: stats.settings.wire,
+        };
+        if let Some(line) = crate::render::preflight::version_warning(&identity) {
+            tracing::warn!("{line}");
+        }
+    }
     let report = session.report(spec, started, server, &runs);
     let notes = session.notes(spec);
     let skipped = session.close();
@@ -196,11 +257,20 @@ pub fn run(spec: &BenchSpec, observer: &mut dyn Observer) -> Result<BenchOutcome
 /// run opens one for its runs; a sweep keeps one for all its steps.
 pub struct Session {
     embedded: Option<ServerHandle>,
+    /// Where the session's threads run; gives the opening thread its CPU mask back when
+    /// the session is closed (after the embedded server has stopped).
+    placed: Placed,
     /// The embedded server's Unix socket directory; dropped after the server, which
     /// removes its socket first.
     _socket_dir: Option<SocketDir>,
     plan: Plan,
     skipped: Vec<SkippedMode>,
+    /// True when the server's version was read and said before the run (by the
+    /// preflight), or cannot differ (the embedded server): not to be said again after it.
+    version_said: bool,
+    /// True when the preflight found `/stats` unreadable (and said so): the run does not
+    /// ask again.
+    no_stats: bool,
 }
 
 /// A private temporary directory (mode 0700) for the embedded server's Unix socket,
@@ -234,7 +304,13 @@ impl Drop for SocketDir {
 impl Session {
     /// Starts the embedded server when there is no target, and checks the name once in
     /// every mode, all at once, within one `--timeout`.
+    ///
+    /// The threads are placed first ([`crate::placement`]): the opening thread takes the
+    /// server's CPU while the embedded server starts, so that every thread the server
+    /// makes inherits it, then the client's CPU, which the resolvers checked here and the
+    /// run's workers inherit.
     pub fn open(spec: &BenchSpec) -> Result<Session, RunBenchError> {
+        let placed = Placed::new(spec.placement, spec.target.is_none())?;
         let (embedded, socket_dir) = match spec.target {
             None => {
                 let dir = SocketDir::create().map_err(|e| {
@@ -254,28 +330,93 @@ impl Session {
             Some((handle, client)) => (Some(handle), client),
             None => (None, None),
         };
+        placed.enter_client()?;
         let (mut plan, skipped) = Plan::new(spec, embedded.as_ref())?;
         plan.tls = tls_options(spec, embedded.as_ref(), client_cert.as_ref())?;
-        Ok(Session {
+        let mut session = Session {
+            version_said: embedded.is_some(),
+            no_stats: false,
             embedded,
+            placed,
             _socket_dir: socket_dir,
             plan,
             skipped,
-        })
+        };
+        if session.embedded.is_none() && spec.preflight {
+            session.preflight(spec)?;
+        }
+        Ok(session)
     }
 
-    /// The modes `kind` runs in, of `modes`: every one, but `unix` only in `ip` (a path
-    /// has no name to look up, so the other modes would be the same run under another
-    /// label), and neither `unix` nor `udp` when the target has no address for it.
+    /// Probes every listener the run needs, and the HTTP one for `/stats`, before any
+    /// call ([`crate::preflight`]). A listener the run needs that did not pass (or a
+    /// server whose wire differs) stops it with [`RunBenchError::TargetNotReady`]; the
+    /// HTTP listener when only `/stats` is read there, and a server of another version
+    /// on the same wire, are one warning each.
+    fn preflight(&mut self, spec: &BenchSpec) -> Result<(), RunBenchError> {
+        use crate::preflight::{Address, Listener, StartCommand};
+        let plan = &self.plan;
+        let Some(ip) = plan.stats_ip else {
+            return Ok(());
+        };
+        let probes = plan.probes(spec, ip);
+        let calls = |l: Listener| probes.iter().any(|p| p.listener == l && p.needed);
+        let tls = match (security_modes(spec).iter().find(|s| s.is_tls()), &plan.tls) {
+            (Some(&security), Some(options)) if calls(Listener::Tls) || calls(Listener::Https) => {
+                Some(TlsClient::new(security, &plan.name, options)?)
+            }
+            _ => None,
+        };
+        let host = match plan.name.parse::<IpAddr>() {
+            Ok(IpAddr::V6(v6)) => format!("[{v6}]"),
+            _ => plan.name.clone(),
+        };
+        let found = crate::preflight::check(&probes, &host, tls.as_deref());
+        tracing::debug!("preflight of {} ports took {:?}", probes.len(), found.took);
+        let target = if plan.name.parse::<IpAddr>().is_ok() {
+            plan.name.clone()
+        } else {
+            format!("{} ({ip})", plan.name)
+        };
+        let blocking: Vec<crate::preflight::Finding> =
+            found.blocking().into_iter().cloned().collect();
+        if !blocking.is_empty() {
+            let listeners: Vec<(Listener, Address)> =
+                probes.iter().map(|p| (p.listener, p.at.clone())).collect();
+            return Err(RunBenchError::TargetNotReady(Box::new(TargetNotReady {
+                target,
+                findings: blocking,
+                start: StartCommand::new(ip, &listeners),
+            })));
+        }
+        for finding in found.findings.iter().filter(|f| !f.blocks()) {
+            tracing::warn!(
+                "{}",
+                crate::render::preflight::stats_warning(&target, finding)
+            );
+            self.no_stats = true;
+        }
+        if let Some(server) = &found.server {
+            if let Some(line) = crate::render::preflight::version_warning(server) {
+                tracing::warn!("{line}");
+            }
+            self.version_said = true;
+        }
+        Ok(())
+    }
+
+    /// The modes `kind` runs in, of `modes`: every one, but a transport on a Unix socket
+    /// only in `ip` (a path has no name to look up, so the other modes would be the same
+    /// run under another label), and none on a listener the target has no address for.
     fn modes_for(&self, kind: TransportKind, modes: &[AddrMode]) -> Vec<AddrMode> {
-        match kind {
-            TransportKind::Unix if self.plan.unix.is_none() => Vec::new(),
-            TransportKind::Unix => modes
+        match kind.port() {
+            Port::Unix if self.plan.unix.is_none() => Vec::new(),
+            Port::Unix => modes
                 .iter()
                 .copied()
                 .filter(|&m| m == AddrMode::Ip)
                 .collect(),
-            TransportKind::Udp if self.plan.udp_port.is_none() => Vec::new(),
+            Port::Udp if self.plan.udp_port.is_none() => Vec::new(),
             _ => modes.to_vec(),
         }
     }
@@ -293,12 +434,12 @@ impl Session {
             let left_out: Vec<String> = spec
                 .transports
                 .iter()
-                .filter(|&&k| !runs_secured(k, security))
+                .filter(|&&k| !k.runs_secured(security))
                 .map(|k| k.to_string())
                 .collect();
             if !left_out.is_empty() {
                 notes.push(format!(
-                    "{} not run in security mode {security}: udp and unix stay plain (DTLS is out of scope), and curl-fresh cannot resume (libcurl keeps TLS sessions per handle)",
+                    "{} not run in security mode {security}: datagrams and Unix sockets stay plain (DTLS is out of scope), and a new libcurl handle per call cannot resume (libcurl keeps TLS sessions per handle)",
                     left_out.join(", ")
                 ));
             }
@@ -314,16 +455,16 @@ impl Session {
             // The default modes are not the user's choice: the table's `unix ip` row
             // says what ran. Modes asked for by name and left out are said.
             let unasked =
-                spec.names.is_none() && kind == TransportKind::Unix && self.plan.unix.is_some();
+                spec.names.is_none() && kind.port() == Port::Unix && self.plan.unix.is_some();
             if left_out.is_empty() || unasked {
                 continue;
             }
-            notes.push(match kind {
-                TransportKind::Unix if self.plan.unix.is_none() => {
-                    "unix not run: a target's Unix socket is on its own host; give its path with --unix PATH".to_string()
+            notes.push(match kind.port() {
+                Port::Unix if self.plan.unix.is_none() => {
+                    format!("{kind} not run: a target's Unix socket is on its own host; give its path with --unix PATH")
                 }
-                TransportKind::Udp if self.plan.udp_port.is_none() => {
-                    "udp not run: give the target's UDP port with --udp-port N (rpcbench-echo --udp ADDR)".to_string()
+                Port::Udp if self.plan.udp_port.is_none() => {
+                    format!("{kind} not run: give the target's UDP port with --udp-port N (rpcbench-echo --udp ADDR)")
                 }
                 _ => format!(
                     "{kind} not run in mode {}: a socket path has no name to look up, so only mode ip applies",
@@ -332,6 +473,11 @@ impl Session {
             });
         }
         notes
+    }
+
+    /// Where the session's threads were placed.
+    pub fn placement(&self) -> &PlacementRecord {
+        self.placed.record()
     }
 
     /// How reports name the target.
@@ -365,10 +511,33 @@ impl Session {
             .filter(|m| spec.names.as_ref().is_none_or(|n| n.contains(m)))
             .collect();
         let securities = security_modes(spec);
-        let mut jobs: Vec<(TransportKind, AddrMode, Security)> = Vec::new();
+        let mux = spec.mux_concurrency.filter(|&m| m != config.concurrency);
+        let mut jobs: Vec<Job> = Vec::new();
         for &sec in &securities {
-            for &k in spec.transports.iter().filter(|&&k| runs_secured(k, sec)) {
-                jobs.extend(self.modes_for(k, &modes).into_iter().map(|m| (k, m, sec)));
+            for &k in spec.transports.iter().filter(|&&k| k.runs_secured(sec)) {
+                let workers = match (mux, k.shared()) {
+                    (Some(m), true) => m,
+                    _ => config.concurrency,
+                };
+                jobs.extend(self.modes_for(k, &modes).into_iter().map(|mode| Job {
+                    kind: k,
+                    mode,
+                    security: sec,
+                    workers,
+                }));
+                // The twin at the same concurrency, by IP, so that the multiplexing
+                // finding compares like with like.
+                if let (Some(m), Some(twin)) = (mux, k.unshared_twin())
+                    && twin.runs_secured(sec)
+                    && modes.contains(&AddrMode::Ip)
+                {
+                    jobs.push(Job {
+                        kind: twin,
+                        mode: AddrMode::Ip,
+                        security: sec,
+                        workers: m,
+                    });
+                }
             }
         }
         run_jobs(&jobs, spec, config, self, observer, step)
@@ -379,6 +548,7 @@ impl Session {
     pub fn server_stats(&self, timeout: Duration) -> Option<StatsSnapshot> {
         match &self.embedded {
             Some(e) => Some(e.stats()),
+            None if self.no_stats => None,
             None => fetch_server_stats(&self.plan, timeout),
         }
     }
@@ -404,10 +574,12 @@ impl Session {
             .iter()
             .map(|run| RunRecord {
                 link_rtt_us: spec.link_rtt.map(|d| d.as_secs_f64() * 1e6),
+                mux_comparison: spec.mux_concurrency == Some(run.workers)
+                    && run.workers != spec.run.concurrency,
                 ..RunRecord::new(run)
             })
             .collect();
-        Report {
+        let mut report = Report {
             rpcbench: env!("CARGO_PKG_VERSION").to_string(),
             started,
             target: plan.label.clone(),
@@ -425,15 +597,24 @@ impl Session {
             environment: Environment::detect(),
             server,
             path_rtt_estimate: crate::tcpinfo::path_rtt_of_runs(&runs),
+            placement: Some(self.placed.record().clone()),
             runs,
-        }
+            physics: Vec::new(),
+            coherent: None,
+        };
+        report.physics = crate::physics::checks(&report);
+        report.coherent =
+            (!report.physics.is_empty()).then(|| report.physics.iter().all(|c| c.pass));
+        report
     }
 
-    /// Stops the embedded server; returns the modes that were left out.
+    /// Stops the embedded server, then gives the thread its CPU mask back; returns the
+    /// modes that were left out.
     pub fn close(self) -> Vec<SkippedMode> {
         if let Some(e) = self.embedded {
             let _ = e.shutdown(EMBEDDED_SHUTDOWN_GRACE);
         }
+        drop(self.placed);
         self.skipped
     }
 }
@@ -628,6 +809,56 @@ impl Plan {
         Ok((plan, skipped))
     }
 
+    /// What the preflight probes at `ip`: every listener a transport of `spec` calls (in
+    /// any of its security modes), and the HTTP one, for `/stats`, marked not needed when
+    /// none calls it; `udp` and `unix` only when the target has them.
+    fn probes(&self, spec: &BenchSpec, ip: IpAddr) -> Vec<crate::preflight::Probe> {
+        use crate::preflight::{Address, Listener, Probe};
+        let at = |port: u16| Address::Socket(SocketAddr::new(ip, port));
+        let mut needed: Vec<Listener> = Vec::new();
+        for &security in &security_modes(spec) {
+            for &kind in spec
+                .transports
+                .iter()
+                .filter(|&&k| k.runs_secured(security))
+            {
+                let listener = Listener::of(kind, security.is_tls());
+                let located = match listener {
+                    Listener::Udp => self.udp_port.is_some(),
+                    Listener::Unix => self.unix.is_some(),
+                    _ => true,
+                };
+                if located && !needed.contains(&listener) {
+                    needed.push(listener);
+                }
+            }
+        }
+        let mut probes: Vec<Probe> = needed
+            .iter()
+            .map(|&listener| Probe {
+                listener,
+                at: match listener {
+                    Listener::Tcp => at(self.tcp_port),
+                    Listener::Http => at(self.http_port),
+                    Listener::Udp => at(self.udp_port.unwrap_or_default()),
+                    Listener::Tls => at(self.tls_port),
+                    Listener::Https => at(self.https_port),
+                    Listener::Unix => Address::Path(self.unix.clone().unwrap_or_default()),
+                },
+                needed: true,
+            })
+            .collect();
+        if !needed.contains(&Listener::Http) {
+            probes.push(Probe {
+                listener: Listener::Http,
+                at: at(self.http_port),
+                needed: false,
+            });
+        }
+        probes.sort_by_key(|p| p.listener);
+        probes
+    }
+
     /// Resolves the name once in every mode, all at once, so the whole check takes one
     /// `--timeout` at most. A mode the name does not resolve in is taken out of the run:
     /// every one of its calls would fail the same way, each waiting up to `--timeout`.
@@ -756,24 +987,19 @@ fn security_modes(spec: &BenchSpec) -> Vec<Security> {
     }
 }
 
-/// True when `kind` runs in `security`: every transport in `plain`; in a TLS mode,
-/// every one that opens TCP connections (not `unix` nor `udp`: DTLS is out of scope, and
-/// a Unix socket never leaves the host), and libcurl only where it can honour the mode
-/// (`curl-fresh` opens a new handle per call, and libcurl keeps its TLS sessions per
-/// handle, so it cannot resume).
-pub fn runs_secured(kind: TransportKind, security: Security) -> bool {
-    match kind {
-        _ if !security.is_tls() => true,
-        TransportKind::Unix | TransportKind::Udp => false,
-        TransportKind::CurlFresh => !security.resumes(),
-        _ => true,
-    }
+/// One (transport, address mode, security mode) run at a number of workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Job {
+    kind: TransportKind,
+    mode: AddrMode,
+    security: Security,
+    workers: usize,
 }
 
 /// Runs every (transport, address mode) job `rounds` times, reversing the order every
 /// other round so drift over time hits each alike, and merges the rounds per job.
 fn run_jobs(
-    jobs: &[(TransportKind, AddrMode, Security)],
+    jobs: &[Job],
     spec: &BenchSpec,
     config: &RunConfig,
     session: &Session,
@@ -788,17 +1014,40 @@ fn run_jobs(
         } else {
             (0..jobs.len()).rev().collect()
         };
-        for i in order {
-            let (kind, mode, security) = jobs[i];
+        for (n, i) in order.into_iter().enumerate() {
+            let Job {
+                kind,
+                mode,
+                security,
+                workers,
+            } = jobs[i];
+            // This round's share of the calls, or of the time.
+            let config = &RunConfig {
+                concurrency: workers,
+                calls: round_share(config.calls, spec.rounds, round),
+                duration: config.duration.map(|d| d / spec.rounds),
+                ..config.clone()
+            };
             let endpoint = plan.endpoint(mode, security, spec)?;
             let done = Arc::new(AtomicU64::new(0));
-            let modes = match security {
+            let mut modes = match security {
                 Security::Plain => mode.to_string(),
                 _ => format!("{mode} {security}"),
             };
+            if Some(workers) == spec.mux_concurrency && workers != spec.run.concurrency {
+                modes.push_str(&format!(" c{workers}"));
+            }
+            // Where the run is: `[12/41] tcp ip · round 2/3`.
+            let at = jobs.len() * round as usize + n + 1;
+            let of = jobs.len() * spec.rounds as usize;
+            let rounds = if spec.rounds > 1 {
+                format!(" · round {}/{}", round + 1, spec.rounds)
+            } else {
+                String::new()
+            };
             let label = match step {
-                Some(step) => format!("{kind} {modes} · {step}"),
-                None => format!("{kind} {modes}"),
+                Some(step) => format!("[{at}/{of}] {kind} {modes} · {step}"),
+                None => format!("[{at}/{of}] {kind} {modes}{rounds}"),
             };
             observer.job_started(&label, config, done.clone());
             // The responder's count around the run: what one lookup really asked, also
@@ -821,6 +1070,13 @@ fn run_jobs(
         }
     }
     Ok(merged.into_iter().flatten().collect())
+}
+
+/// Round `round`'s share of `calls` split over `rounds`: the remainder goes to the first
+/// rounds, so the shares add up to `calls`.
+fn round_share(calls: u64, rounds: u32, round: u32) -> u64 {
+    let rounds = u64::from(rounds.max(1));
+    calls / rounds + u64::from(u64::from(round) < calls % rounds)
 }
 
 /// Asks a remote server for its counters and settings (`GET /stats`); `None` when it

@@ -1,7 +1,9 @@
-//! `rpcbench compare BASE.json NEW.json`: p50 and p99 of every matching (transport, address
-//! mode) row, old against new, for users who run rpcbench in their CI.
+//! `rpcbench compare BASE.json NEW.json`: p50 and p99 of every matching (transport, modes)
+//! row, old against new, for users who run rpcbench in their CI. Rows match on the
+//! transport and the whole mode label: the address mode, the security mode, and the
+//! workers of the default run's multiplexing comparison (`ip tls13`, `ip c16`).
 
-use crate::report::Report;
+use crate::report::{Report, RunRecord};
 use crate::resolve::AddrMode;
 use crate::transport::TransportKind;
 use std::io::{self, Write};
@@ -11,6 +13,8 @@ use std::io::{self, Write};
 pub struct CompareRow {
     pub transport: TransportKind,
     pub addr_mode: AddrMode,
+    /// The run's mode label ([`crate::report::RunRecord::mode_label`]), which rows match on.
+    pub mode: String,
     /// (base, new) in µs.
     pub p50: (f64, f64),
     pub p99: (f64, f64),
@@ -41,19 +45,20 @@ pub struct Comparison {
     pub unmatched: Vec<String>,
 }
 
-/// Matches the rows of two reports by transport and address mode.
+/// Matches the rows of two reports by transport and mode label.
 pub fn compare(base: &Report, new: &Report) -> Comparison {
+    let same = |a: &RunRecord, b: &RunRecord| {
+        a.transport == b.transport && a.mode_label() == b.mode_label()
+    };
     let mut out = Comparison::default();
     for n in &new.runs {
-        let key = format!("{} ({})", n.transport, n.addr_mode);
-        let b = base
-            .runs
-            .iter()
-            .find(|b| b.transport == n.transport && b.addr_mode == n.addr_mode);
+        let key = format!("{} ({})", n.transport, n.mode_label());
+        let b = base.runs.iter().find(|b| same(b, n));
         match (b.and_then(|b| b.latency_us), n.latency_us) {
             (Some(bl), Some(nl)) if bl.p50 > 0.0 && bl.p99 > 0.0 => out.rows.push(CompareRow {
                 transport: n.transport,
                 addr_mode: n.addr_mode,
+                mode: n.mode_label(),
                 p50: (bl.p50, nl.p50),
                 p99: (bl.p99, nl.p99),
             }),
@@ -61,13 +66,12 @@ pub fn compare(base: &Report, new: &Report) -> Comparison {
         }
     }
     for b in &base.runs {
-        if !new
-            .runs
-            .iter()
-            .any(|n| n.transport == b.transport && n.addr_mode == b.addr_mode)
-        {
-            out.unmatched
-                .push(format!("{} ({}) (only in base)", b.transport, b.addr_mode));
+        if !new.runs.iter().any(|n| same(b, n)) {
+            out.unmatched.push(format!(
+                "{} ({}) (only in base)",
+                b.transport,
+                b.mode_label()
+            ));
         }
     }
     out
@@ -92,7 +96,7 @@ pub fn write(c: &Comparison, fail_above: Option<f64>, out: &mut dyn Write) -> io
             out,
             "| {} | {} | {:.3} | {:.3} | {:.2} | {:+.1}% | {:.3} | {:.3} | {:.2} | {:+.1}% | {verdict} |",
             r.transport,
-            r.addr_mode,
+            r.mode,
             r.p50.0 / 1e3,
             r.p50.1 / 1e3,
             r.p50_ratio(),

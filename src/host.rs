@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Where Linux keeps this process's state as `Name: value` lines (`man 5 proc`).
 const SELF_STATUS: &str = "/proc/self/status";
+/// The calling thread's state, in the same format.
+const THREAD_SELF_STATUS: &str = "/proc/thread-self/status";
 /// This process's state as one line of fields (`man 5 proc`): the start time is there.
 const SELF_STAT: &str = "/proc/self/stat";
 /// This process's open file descriptors, one entry each.
@@ -169,6 +171,62 @@ fn start_time_s() -> f64 {
     })
 }
 
+/// The facts of a machine a peer reports about itself: the server's in `/stats`, so a
+/// client's report names both ends of a run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HostFacts {
+    /// [`hostname`].
+    pub hostname: String,
+    /// [`kernel`].
+    pub kernel: String,
+    /// [`cpus`]: the CPUs the process may run on.
+    pub cpus: usize,
+}
+
+impl HostFacts {
+    /// This machine's facts.
+    pub fn detect() -> HostFacts {
+        HostFacts {
+            hostname: hostname(),
+            kernel: kernel(),
+            cpus: cpus(),
+        }
+    }
+}
+
+/// The addresses another host may call this one at: every address of an interface that is
+/// up, but not loopback, nor IPv6 link-local (which needs the caller to name its own
+/// interface too); IPv4 first. Empty when none can be read.
+pub fn interface_addrs() -> Vec<std::net::IpAddr> {
+    use nix::net::if_::InterfaceFlags;
+    use std::net::IpAddr;
+    let Ok(interfaces) = nix::ifaddrs::getifaddrs() else {
+        return Vec::new();
+    };
+    let mut addrs: Vec<IpAddr> = interfaces
+        .filter(|i| {
+            i.flags.contains(InterfaceFlags::IFF_UP)
+                && !i.flags.contains(InterfaceFlags::IFF_LOOPBACK)
+        })
+        .filter_map(|i| {
+            let a = i.address?;
+            a.as_sockaddr_in()
+                .map(|v4| IpAddr::V4(v4.ip()))
+                .or_else(|| a.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip())))
+        })
+        .filter(|ip| match ip {
+            IpAddr::V4(v4) => !v4.is_loopback() && !v4.is_unspecified(),
+            // fe80::/10: link-local.
+            IpAddr::V6(v6) => {
+                !v6.is_loopback() && !v6.is_unspecified() && (v6.segments()[0] & 0xffc0) != 0xfe80
+            }
+        })
+        .collect();
+    addrs.sort_by_key(|ip| (ip.is_ipv6(), *ip));
+    addrs.dedup();
+    addrs
+}
+
 /// The host name (`gethostname`).
 pub fn hostname() -> String {
     nix::unistd::gethostname()
@@ -194,10 +252,16 @@ pub fn cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// The CPUs this process may run on (`Cpus_allowed_list`, e.g. `0` or `0-1`): how it was
-/// pinned, which a latency figure cannot be read without.
+/// The CPUs the calling thread may run on (`Cpus_allowed_list`, e.g. `0` or `0-1`): how
+/// it was pinned, which a latency figure cannot be read without. The thread's, not the
+/// process's main thread's: rpcbench places the client's and the embedded server's
+/// threads apart ([`crate::placement`]), and each side reads its own.
 pub fn cpu_affinity() -> String {
-    self_status("Cpus_allowed_list").unwrap_or_default()
+    std::fs::read_to_string(THREAD_SELF_STATUS)
+        .ok()
+        .and_then(|s| status_field(&s, "Cpus_allowed_list").map(str::to_string))
+        .or_else(|| self_status("Cpus_allowed_list"))
+        .unwrap_or_default()
 }
 
 /// The value of the `name:` line of `/proc/self/status`, trimmed; `None` when the file or

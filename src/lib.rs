@@ -6,6 +6,8 @@
 //!   and the seq header.
 //! - [`proto`]: the gRPC service `rpcbench.v1.Echo`, generated from `proto/rpcbench.proto`.
 //! - [`host`]: facts of the machine this process runs on (name, kernel, CPUs, pinning).
+//! - [`placement`]: where rpcbench's own threads run (`--placement`): client and embedded
+//!   server on one CPU by default.
 //! - [`server`]: the echo server, one file per listener (`tcp.rs`, `unix.rs`, `udp.rs`,
 //!   `http/`, `grpc.rs`, `dns.rs`), counters.
 //! - [`transport`]: the client transports, one file each, behind one small trait.
@@ -19,6 +21,8 @@
 //!   what to change; `conf.rs` reads resolv.conf as glibc does.
 //! - [`model`]: the round-trip model `mean ≈ c + k × RTT`: the round trips each protocol
 //!   needs, k and c fitted over runs at several link RTTs, what-if projections.
+//! - [`physics`]: orderings the protocols fix (modes agree for kept connections, unix no
+//!   slower than tcp, ...), checked in every run against each figure's noise.
 //! - [`report`]: the serialisable result (JSON) that every renderer reads.
 //! - [`render`]: one renderer per output format (table, json, csv, markdown), and `units.rs`.
 //! - [`site`]: the comparison report: findings (also after the table), truth checks, peers,
@@ -31,6 +35,9 @@
 //!   serves the results on `GET /metrics` for Prometheus.
 //! - [`sys`]: the few system calls no safe crate wraps (`TCP_INFO`); the only `unsafe` code.
 //! - [`tcpinfo`]: `TCP_INFO` of a run's connections: retransmits, RTTs, the path RTT estimate.
+//! - [`preflight`]: before a run against a target, one probe of each port the run needs:
+//!   refused, no answer, another server, or rpcbench-echo of another version.
+//! - [`logs`]: warnings on stderr as one plain line; `RUST_LOG` and `-v` for full records.
 //! - [`cli`]: command-line front ends for both binaries (`bin/` only calls into here).
 //!
 //! The README documents the protocol byte by byte and every flag.
@@ -45,8 +52,12 @@ pub mod compare;
 pub mod dnsdiag;
 pub mod host;
 pub mod link;
+pub mod logs;
 pub mod measure;
 pub mod model;
+pub mod physics;
+pub mod placement;
+pub mod preflight;
 pub mod proto;
 pub mod render;
 pub mod report;
@@ -60,12 +71,4 @@ pub mod tcpinfo;
 pub mod transport;
 pub mod wire;
 
-/// Sends logs to stderr, filtered by `RUST_LOG` (default: warnings and errors).
-pub fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
-}
+pub use logs::init_tracing;

@@ -8,7 +8,7 @@
 //! function per axis, transport, address mode and security mode), fits `k` and `c` by least
 //! squares from runs at two or more link RTTs (`--link-rtt`, [`fit_reports`]), and projects
 //! each transport's mean at other RTTs ([`projections`]). A measured `k` more than
-//! [`K_GAP`] from the expected one is a finding ([`k_findings`]).
+//! [`K_GAP`] from the expected one is a finding ([`round_trip_gaps`]).
 
 use crate::report::{Report, RunRecord};
 use crate::resolve::AddrMode;
@@ -26,21 +26,11 @@ pub const WHAT_IF_RTTS_US: [f64; 4] = [100.0, 1_000.0, 10_000.0, 50_000.0];
 /// virtual machine takes to wake after each idle wait stay below it at RTTs of 10 ms.
 pub const K_GAP: f64 = 0.1;
 
-/// Round trips one call of `kind` waits for on a plain connection by IP: `None` where the
-/// call never crosses a network (`unix`).
-///
-/// A persistent transport sends its request and waits for the reply: one. A transport that
-/// connects per call first waits for the SYN-ACK, then for the reply: two; its close does
-/// not block (the FIN goes out and the call ends). HTTP/2 and gRPC open their connection
-/// (and its SETTINGS exchange) in the warm-up, and a call is one stream: one.
+/// Round trips one call of `kind` waits for on a plain connection by IP, as the transport
+/// says ([`crate::transport::Facts::round_trips`]); `None` where the call never crosses a
+/// network (`unix`).
 pub fn base_round_trips(kind: TransportKind) -> Option<f64> {
-    use TransportKind as T;
-    match kind {
-        T::Tcp | T::HttpKeepalive | T::CurlReuse | T::Udp => Some(1.0),
-        T::H2 | T::H2Mux | T::Grpc | T::GrpcMux | T::GrpcStream => Some(1.0),
-        T::TcpConnect | T::HttpFresh | T::CurlFresh => Some(2.0),
-        T::Unix => None,
-    }
+    kind.facts().round_trips
 }
 
 /// Round trips to the resolver that one call of `kind` adds under `mode`: one per new
@@ -212,24 +202,34 @@ pub fn apply_fits(report: &mut Report, fits: &[Fit]) {
     }
 }
 
-/// The findings of the fits: each `k` more than [`K_GAP`] from the protocol's.
-pub fn k_findings(fits: &[Fit]) -> Vec<String> {
+/// A transport and mode whose fitted round trips per call miss the protocol's by more
+/// than [`K_GAP`]: above, something adds a wait on some calls; below, a cache or a reused
+/// connection where a new one was expected, or a link RTT recorded wrong.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoundTripGap {
+    pub key: ModelKey,
+    /// The fitted round trips per call.
+    pub fitted: f64,
+    /// The protocol's.
+    pub expected: f64,
+}
+
+impl RoundTripGap {
+    /// True when the fit found more round trips than the protocol needs.
+    pub fn above(&self) -> bool {
+        self.fitted > self.expected
+    }
+}
+
+/// The fits whose `k` is more than [`K_GAP`] from the protocol's.
+pub fn round_trip_gaps(fits: &[Fit]) -> Vec<RoundTripGap> {
     fits.iter()
         .filter_map(|f| {
             let gap = f.gap()?;
-            (gap.abs() > K_GAP).then(|| {
-                let expected = f.expected.unwrap_or_default();
-                let why = if gap > 0.0 {
-                    "something adds a wait on some calls: Nagle holding a small write until the delayed ACK of the previous one, a missing TCP_NODELAY, an `Expect: 100-continue`, or a write split in two that the other side answers separately; on a loaded virtual machine also the cost of waking a vCPU after each idle wait, which a larger RTT makes smaller in k"
-                } else {
-                    "fewer round trips than the protocol needs: a cache or a connection reused where a new one was expected, or a link RTT recorded wrong (`--link-rtt`)"
-                };
-                format!(
-                    "{} ({}) makes {:.2} round trips per call where the protocol needs {expected}: {why}.",
-                    f.key.transport,
-                    f.key.mode_label(),
-                    f.round_trips_per_call,
-                )
+            (gap.abs() > K_GAP).then(|| RoundTripGap {
+                key: f.key,
+                fitted: f.round_trips_per_call,
+                expected: f.expected.unwrap_or_default(),
             })
         })
         .collect()

@@ -41,6 +41,20 @@ pub struct Report {
     /// Absent when neither was measured, and in reports from before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path_rtt_estimate: Option<crate::tcpinfo::PathRttEstimate>,
+    /// Where rpcbench placed its own threads (`--placement`): the CPU of the client's
+    /// and of the embedded server's; absent in reports from before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<crate::placement::PlacementRecord>,
+    /// The run's physics checks ([`crate::physics`]): orderings the protocols fix, each
+    /// against the noise of its figures. Empty when none applied, and in reports from
+    /// before them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub physics: Vec<PhysicsCheck>,
+    /// False when a physics check failed: the figures contradict each other beyond their
+    /// noise, and should not be read as they stand. `null` when no check applied, and in
+    /// reports from before them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coherent: Option<bool>,
 }
 
 /// The settings of the run.
@@ -159,6 +173,12 @@ pub struct RunRecord {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub insecure: bool,
     pub workers: usize,
+    /// True for a run made at the default run's multiplexing concurrency rather than at
+    /// `-c` (`h2-mux` and `grpc-mux`, and their unshared twins beside them, at 16
+    /// workers: at `-c 1` there is nothing to multiplex); its mode label then says the
+    /// workers (`ip c16`). Left out when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mux_comparison: bool,
     /// The engine that made the calls: `blocking` (a thread per worker) or `evloop` (a few
     /// event-loop threads, many connections each). `null` in reports from before it.
     #[serde(default)]
@@ -205,6 +225,16 @@ pub struct RunRecord {
     pub calls_per_s: f64,
     /// Latency of ok calls, from each call's actual start; `null` when none succeeded.
     pub latency_us: Option<Summary>,
+    /// The mean latency of each round merged into this run, µs, in the order they ran;
+    /// empty in reports from before it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub round_means_us: Vec<f64>,
+    /// The noise of the mean, as a fraction of it (0.03: ±3%): the larger of how far a
+    /// round's mean lies from the merged mean and the 95% confidence half-width of the
+    /// mean over the calls ([`spread`]). Two means closer than their spreads added are no
+    /// measurable difference. `null` when no call succeeded, and in reports from before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<f64>,
     /// Under `--rate`: latency of ok calls from when each was due on the schedule, so a
     /// call that started late because the one before it was slow is charged the wait
     /// (coordinated omission corrected, as wrk2 does); never below `latency_us` at any
@@ -316,11 +346,15 @@ impl RunRecord {
     /// The address mode, and the security mode after it when that is not `plain`
     /// (`ip tls13`): how tables and messages name a run's modes.
     pub fn mode_label(&self) -> String {
-        if self.security.is_tls() {
+        let mut label = if self.security.is_tls() {
             format!("{} {}", self.addr_mode, self.security)
         } else {
             self.addr_mode.to_string()
+        };
+        if self.mux_comparison {
+            label.push_str(&format!(" c{}", self.workers));
         }
+        label
     }
 
     /// Summarises a merged transport run.
@@ -334,6 +368,7 @@ impl RunRecord {
             tls: run.tls.clone(),
             insecure: run.insecure,
             workers: run.workers,
+            mux_comparison: false,
             engine: Some(run.engine),
             threads: run.threads,
             concurrency_achieved: run.achieved_concurrency(),
@@ -357,6 +392,11 @@ impl RunRecord {
                 0.0
             },
             latency_us: t.latency.summary(),
+            round_means_us: run.round_means_us.clone(),
+            spread: t
+                .latency
+                .summary()
+                .and_then(|l| spread(l.mean, l.stddev, t.latency.len(), &run.round_means_us)),
             latency_intended_us: t.latency_intended.as_ref().and_then(Hist::summary),
             percentiles_us: if t.latency.is_empty() {
                 Vec::new()
@@ -433,6 +473,84 @@ impl Report {
     }
 }
 
+/// What a check holds the figures to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Rule {
+    /// A persistent (or shared) connection's mean does not depend on the address mode: its
+    /// lookup is in the warm-up.
+    ModesAgree,
+    /// `unix` is no slower than `tcp`: the same frames without the TCP/IP stack.
+    UnixNotSlowerThanTcp,
+    /// A kept connection is no slower than its fresh twin, which does the same call and
+    /// also connects and closes.
+    KeptNotSlowerThanFresh,
+    /// A fresh call by IP is no slower than one that asks DNS first (`uncached`).
+    IpNotSlowerThanLookup,
+    /// A fresh call in plain is no slower than one that also does a TLS handshake.
+    PlainNotSlowerThanTls,
+}
+
+impl Rule {
+    /// Every rule, in the order checks are listed (and the README lists them).
+    pub const ALL: [Rule; 5] = [
+        Rule::ModesAgree,
+        Rule::UnixNotSlowerThanTcp,
+        Rule::KeptNotSlowerThanFresh,
+        Rule::IpNotSlowerThanLookup,
+        Rule::PlainNotSlowerThanTls,
+    ];
+}
+
+/// One figure a check reads: which run, its mean and its noise.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Figure {
+    pub transport: TransportKind,
+    /// The run's mode label (`ip`, `uncached tls13`, `ip c16`).
+    pub mode: String,
+    pub mean_us: f64,
+    /// The median, µs.
+    pub p50_us: f64,
+    /// The mean's noise as a fraction ([`RunRecord::spread`]); `null` when unknown.
+    pub spread: Option<f64>,
+}
+
+/// One physics check of a run ([`crate::physics`]): `faster` must not be slower than `slower` beyond their
+/// noise, mean and median both (for [`Rule::ModesAgree`], the fastest and slowest modes by
+/// mean must not differ beyond it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhysicsCheck {
+    pub rule: Rule,
+    /// The figure that must be the faster (or, for modes, the fastest mode).
+    pub faster: Figure,
+    /// The figure that must be the slower (or, for modes, the slowest mode).
+    pub slower: Figure,
+    pub pass: bool,
+}
+
+/// The z-score of a two-sided 95% confidence interval of a mean.
+const Z_95: f64 = 1.96;
+
+/// The noise of a mean of `n` calls with standard deviation `stddev`, as a fraction of the
+/// mean: the larger of the rounds' worst distance from the merged mean (run-to-run noise:
+/// the placement, the CPU's clock, a neighbour, which change between rounds and which a
+/// confidence interval over the calls of one round cannot see) and the 95% confidence
+/// half-width of the mean (`1.96 σ / √n`, the noise of a mean of few or scattered calls).
+/// `None` for a mean of no calls.
+pub fn spread(mean: f64, stddev: f64, n: u64, round_means: &[f64]) -> Option<f64> {
+    if n == 0 || mean <= 0.0 {
+        return None;
+    }
+    let interval = Z_95 * stddev / (n as f64).sqrt() / mean;
+    let rounds = round_means
+        .iter()
+        .map(|m| (m - mean).abs() / mean)
+        .fold(0.0, f64::max);
+    Some(interval.max(rounds))
+}
+
 /// Now as RFC 3339 (UTC, second precision), without a date crate: days since the epoch to
 /// a civil date is a dozen lines (Howard Hinnant's `civil_from_days`).
 pub fn rfc3339_now() -> String {
@@ -476,5 +594,16 @@ mod tests {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(rfc3339(1_796_007_661), "2026-11-30T03:01:01Z");
+    }
+
+    #[test]
+    fn spread_is_the_worse_of_rounds_and_interval() {
+        // Rounds 90 and 110 around 100: ±10%, wider than the interval of 10,000 calls.
+        let s = spread(100.0, 20.0, 10_000, &[90.0, 110.0]).unwrap();
+        assert!((s - 0.10).abs() < 1e-9, "{s}");
+        // One round of 4 scattered calls: the interval, 1.96 × 50 / 2 / 100.
+        let s = spread(100.0, 50.0, 4, &[100.0]).unwrap();
+        assert!((s - 0.49).abs() < 1e-9, "{s}");
+        assert_eq!(spread(100.0, 1.0, 0, &[]), None);
     }
 }

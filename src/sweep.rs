@@ -272,6 +272,10 @@ pub struct SweepReport {
     pub slo: Option<SloRecord>,
     pub step_duration_s: f64,
     pub environment: Environment,
+    /// Where rpcbench placed its own threads (`--placement`); absent in sweeps from
+    /// before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<crate::placement::PlacementRecord>,
     pub series: Vec<Series>,
 }
 
@@ -296,6 +300,7 @@ pub fn run(spec: &SweepSpec, observer: &mut dyn Observer) -> Result<SweepReport,
         }
     }
     let target = session.label().to_string();
+    let placement = session.placement().clone();
     let _ = session.close();
     Ok(SweepReport {
         rpcbench: env!("CARGO_PKG_VERSION").to_string(),
@@ -310,6 +315,7 @@ pub fn run(spec: &SweepSpec, observer: &mut dyn Observer) -> Result<SweepReport,
         slo: spec.slo.map(SloRecord::from),
         step_duration_s: spec.step_duration.as_secs_f64(),
         environment: Environment::detect(),
+        placement: Some(placement),
         series,
     })
 }

@@ -279,34 +279,44 @@ pub fn path_rtt_of_runs(runs: &[crate::report::RunRecord]) -> Option<PathRttEsti
     path_rtt_estimate(tcp, persistent)
 }
 
-/// The sentence that explains a fresh-connection run's tail by its lost SYNs, when it
-/// has both: connections that retransmitted their SYN, and a max at or past the SYN
-/// timeout. `None` otherwise.
-pub fn syn_retry_finding(run: &crate::report::RunRecord) -> Option<String> {
+/// Connections of one run that retransmitted their SYN, and what that did to its tail.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SynRetries {
+    pub transport: crate::transport::TransportKind,
+    pub connections: u64,
+    pub connections_sampled: u64,
+    pub syn_retransmits: u64,
+    /// The kernel's first SYN retransmission timeout, µs.
+    pub timeout_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+}
+
+impl SynRetries {
+    /// True when the p99 itself is those retries (at least a SYN timeout); otherwise only
+    /// the slowest calls (fewer than 1%) waited.
+    pub fn in_p99(&self) -> bool {
+        self.p99_us >= self.timeout_us
+    }
+}
+
+/// A run's SYN retries, when some connection retried its SYN and a call waited a whole
+/// SYN timeout for it.
+pub fn syn_retries(run: &crate::report::RunRecord) -> Option<SynRetries> {
     let info = run.tcp_info.as_ref()?;
     let latency = run.latency_us.as_ref()?;
     if info.syn_retransmitting_connections == 0 || latency.max < SYN_TIMEOUT_US {
         return None;
     }
-    let tail = if latency.p99 >= SYN_TIMEOUT_US {
-        format!("p99 {:.0} ms is those retries", latency.p99 / 1000.0)
-    } else {
-        format!(
-            "the max {:.0} ms is one of those retries (p99 {:.1} ms is below the timeout: \
-             fewer than 1% of calls waited)",
-            latency.max / 1000.0,
-            latency.p99 / 1000.0
-        )
-    };
-    Some(format!(
-        "{}: {} of {} connections retransmitted their SYN ({} SYN retransmits; {:.0} s \
-         timeout each); {tail}",
-        run.transport,
-        info.syn_retransmitting_connections,
-        info.connections_sampled,
-        info.syn_retransmits,
-        SYN_TIMEOUT_US / 1e6,
-    ))
+    Some(SynRetries {
+        transport: run.transport,
+        connections: info.syn_retransmitting_connections,
+        connections_sampled: info.connections_sampled,
+        syn_retransmits: info.syn_retransmits,
+        timeout_us: SYN_TIMEOUT_US,
+        p99_us: latency.p99,
+        max_us: latency.max,
+    })
 }
 
 #[cfg(test)]

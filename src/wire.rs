@@ -19,6 +19,14 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The wire's version: what a client and a server must agree on to call each other (the
+/// frame layout, the fields of [`Request`] and [`Response`], the HTTP routes and
+/// [`SEQ_HEADER`], the reply [`pattern`]). rpcbench-echo reports it in `/stats`; the
+/// client's preflight refuses a server whose wire differs, and only notes a server of
+/// another version on the same wire. Raise it with any change that makes an older client
+/// and a newer server misread each other.
+pub const WIRE_VERSION: u32 = 1;
+
 /// Size of the big-endian length prefix in front of every frame body.
 pub const LEN_PREFIX: usize = 4;
 
@@ -79,6 +87,19 @@ pub struct Response {
     pub payload: Vec<u8>,
 }
 
+/// A [`Request`] decoded in place: the payload borrows the receive buffer.
+///
+/// Same bytes on the wire as [`Request`]; the server uses it so that an echo's reply is
+/// written from the request's own bytes, not from a copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub struct RequestRef<'a> {
+    pub seq: u64,
+    pub reply_len: Option<u32>,
+    pub delay_us: u32,
+    #[serde(borrow, with = "serde_bytes")]
+    pub payload: &'a [u8],
+}
+
 /// A [`Response`] decoded in place: the payload borrows the receive buffer.
 ///
 /// Same bytes on the wire as [`Response`]; the client uses it so that verifying a reply
@@ -106,6 +127,9 @@ pub enum Status {
     /// larger than the request datagram, so answering would make the server an
     /// amplifier for a spoofed source. The reply carries an empty payload.
     ReplyAboveRequest = 3,
+    /// The request frame did not fit in what was left of the server's buffer budget
+    /// (`--max-buffered`): it was read and dropped. Try again later.
+    OverBudget = 4,
 }
 
 /// Why bytes on the wire could not be turned into a message.
@@ -137,6 +161,50 @@ pub fn encode_frame<T: Serialize>(msg: &T, out: &mut Vec<u8>) {
     *out = postcard::to_extend(msg, buf).expect("serialising into a Vec cannot fail");
     let body_len = (out.len() - start - LEN_PREFIX) as u32;
     out[start..start + LEN_PREFIX].copy_from_slice(&body_len.to_be_bytes());
+}
+
+/// Appends the start of a frame holding a [`Response`] whose payload is `payload_len`
+/// bytes: the length prefix, the fields before the payload, and the payload's length. The
+/// payload's bytes, written next, complete the frame, so a large payload can be written
+/// from wherever it is (the static pattern, the request's buffer) without a copy.
+pub fn encode_response_head(
+    seq: u64,
+    status: u8,
+    server_ns: u64,
+    payload_len: usize,
+    out: &mut Vec<u8>,
+) {
+    let start = out.len();
+    out.extend_from_slice(&[0; LEN_PREFIX]);
+    let buf = std::mem::take(out);
+    *out = postcard::to_extend(&(seq, status, server_ns), buf)
+        .expect("serialising into a Vec cannot fail");
+    // postcard writes a byte string's length as an unsigned LEB128 varint.
+    let mut n = payload_len as u64;
+    loop {
+        let byte = (n & 0x7F) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(byte);
+            break;
+        }
+        out.push(byte | 0x80);
+    }
+    let body_len = (out.len() - start - LEN_PREFIX + payload_len) as u32;
+    out[start..start + LEN_PREFIX].copy_from_slice(&body_len.to_be_bytes());
+}
+
+/// The `seq` of a request frame body from its first bytes (it is the first field, an
+/// unsigned LEB128 varint of at most 10 bytes); `None` when they do not hold one.
+pub fn request_seq(body_start: &[u8]) -> Option<u64> {
+    let mut seq = 0u64;
+    for (i, &byte) in body_start.iter().take(10).enumerate() {
+        seq |= u64::from(byte & 0x7F).checked_shl(7 * i as u32)?;
+        if byte & 0x80 == 0 {
+            return Some(seq);
+        }
+    }
+    None
 }
 
 /// Checks a length prefix; returns the body length when it is acceptable.
@@ -206,10 +274,11 @@ pub fn pattern_static(seq: u64, len: usize) -> Option<&'static [u8]> {
     Some(&PATTERN_TABLE[start..start + len])
 }
 
-/// The pattern for `seq` in runs of at most [`PATTERN_STATIC_MAX`] bytes, `len` in all.
+/// The pattern for `seq` in runs of at most [`PATTERN_STATIC_MAX`] bytes, `len` in all,
+/// borrowed from the static table: how a server writes a pattern reply without making it.
 /// Every run but the last is a whole [`PATTERN_STATIC_MAX`], a multiple of 256, so each
 /// run starts where the pattern for `seq` itself starts.
-fn pattern_runs(seq: u64, len: usize) -> impl Iterator<Item = &'static [u8]> {
+pub fn pattern_runs(seq: u64, len: usize) -> impl Iterator<Item = &'static [u8]> {
     let whole = len / PATTERN_STATIC_MAX;
     let full = pattern_static(seq, PATTERN_STATIC_MAX).expect("a run fits in the table");
     let last = pattern_static(seq, len % PATTERN_STATIC_MAX).expect("a run fits in the table");
@@ -322,6 +391,50 @@ mod tests {
             decode_frame::<Request>(&[0, 0, 0, 5, 1, 0, 0, 0, 9], 100),
             Err(DecodeFrameError::TrailingBytes(1))
         ));
+    }
+
+    #[test]
+    fn a_response_head_and_its_payload_make_the_frame() {
+        for len in [0usize, 1, 127, 128, 300, 70_000] {
+            let resp = Response {
+                seq: u64::MAX - 1,
+                status: Status::Ok as u8,
+                server_ns: 123_456,
+                payload: vec![9; len],
+            };
+            let mut whole = Vec::new();
+            encode_frame(&resp, &mut whole);
+            let mut streamed = Vec::new();
+            encode_response_head(resp.seq, resp.status, resp.server_ns, len, &mut streamed);
+            streamed.extend_from_slice(&resp.payload);
+            assert_eq!(streamed, whole, "len {len}");
+        }
+    }
+
+    #[test]
+    fn a_request_is_read_in_place_and_its_seq_from_its_start() {
+        let req = Request {
+            seq: 300_000_000_000,
+            reply_len: Some(5),
+            delay_us: 7,
+            payload: b"abc".to_vec(),
+        };
+        let mut frame = Vec::new();
+        encode_frame(&req, &mut frame);
+        let body = &frame[LEN_PREFIX..];
+        let read: RequestRef = decode_body(body).unwrap();
+        assert_eq!(
+            (read.seq, read.reply_len, read.delay_us),
+            (req.seq, Some(5), 7)
+        );
+        assert_eq!(read.payload, b"abc");
+        assert_eq!(request_seq(&body[..6]), Some(req.seq));
+        assert_eq!(
+            request_seq(&body[..2]),
+            None,
+            "cut in the middle of the varint"
+        );
+        assert_eq!(request_seq(&[0xFF; 12]), None);
     }
 
     #[test]

@@ -911,7 +911,7 @@ fn no_server_binary_exits_1() {
     let (udp_port, stale) = closed_udp_and_unix();
     let (tcp_port, http_port) = (tcp.port().to_string(), http.port().to_string());
     let udp_port = udp_port.to_string();
-    let (status, out, err, took) = Client::start(&[
+    let args = [
         "--target",
         "127.0.0.1",
         "--tcp-port",
@@ -930,14 +930,31 @@ fn no_server_binary_exits_1() {
         "1s",
         "--format",
         "json",
-    ])
-    .finish();
+    ];
+    // The preflight says so before any call: the ports in one line, the stale socket
+    // (refused too) in the same, and no report.
+    let (status, out, err, took) = Client::start(&args).finish();
+    assert_eq!(status.code(), Some(1), "status {status:?}; stderr: {err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "rpcbench: 127.0.0.1 tcp port {tcp_port}, http port {http_port}, udp port {udp_port} and unix socket {}: connection refused",
+            stale.1.display()
+        )),
+        "{err}"
+    );
+    // Without it, every call of every transport is counted as refused.
+    let (status, out, err, took) =
+        Client::start(&[&args[..], &["--no-preflight"]].concat()).finish();
     assert_eq!(status.code(), Some(1), "status {status:?}; stderr: {err}");
     assert!(took < Duration::from_secs(10), "took {took:?}");
     let report: serde_json::Value =
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("JSON: {e}: {out}"));
     let runs = report["runs"].as_array().expect("runs");
-    assert_eq!(runs.len(), TransportKind::ALL.len(), "{out}");
+    // Every transport, and h2 and grpc again at the multiplexing comparison's workers.
+    assert_eq!(runs.len(), TransportKind::ALL.len() + 2, "{out}");
     for run in runs {
         assert_eq!(num(run, "calls"), 20, "{run}");
         assert_eq!(num(run, "ok"), 0, "{run}");

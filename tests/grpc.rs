@@ -192,24 +192,28 @@ fn the_embedded_server_serves_the_grpc_transports() {
     let runs = report["runs"].as_array().expect("runs");
     // One run per transport and address mode.
     assert!(runs.len() >= 3, "{text}");
+    // Each round opens its own connections.
+    let rounds = report["config"]["rounds"].as_u64().expect("rounds");
     for r in runs {
         let name = r["transport"].as_str().unwrap();
         assert_eq!(r["ok"].as_u64(), Some(200), "{r}");
-        let connects = if name.ends_with("-mux") { 1 } else { 3 };
+        let connects = rounds * if name.ends_with("-mux") { 1 } else { 3 };
         assert_eq!(r["connects"].as_u64(), Some(connects), "{r}");
     }
     // The findings weigh the shared channel against h2-mux and against a channel each.
     let report: rpcbench::report::Report = serde_json::from_str(&text).expect("a Report");
+    use rpcbench::site::findings::Finding;
     let findings = rpcbench::site::findings(&report, &[], None);
     let grpc_mux = findings
         .iter()
-        .find(|f| f.contains("gRPC on one shared channel (3 worker(s), grpc-mux,"))
+        .find_map(|f| match f {
+            Finding::Multiplexing { grpc, .. } => grpc.as_ref(),
+            _ => None,
+        })
         .unwrap_or_else(|| panic!("{findings:#?}"));
-    assert!(
-        grpc_mux.contains("against h2-mux (the same shared connection without gRPC)")
-            && grpc_mux.contains("; grpc (a channel per worker)"),
-        "{grpc_mux}"
-    );
+    assert_eq!(grpc_mux.workers, 3);
+    let against: Vec<_> = grpc_mux.against.iter().map(|(f, _)| f.transport).collect();
+    assert_eq!(against, [TransportKind::H2Mux, TransportKind::Grpc]);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 //! TLS end to end: every TLS mode on every TCP transport against the embedded server,
 //! and the server's handshake counters proving what kind of handshakes happened.
 
+use rpcbench::transport::TransportKind;
 use serde_json::Value;
 use std::process::Command;
 
@@ -34,7 +35,9 @@ fn every_transport(mode: &str, version: &str) {
         TCP_TRANSPORTS,
     ]);
     let runs = report["runs"].as_array().unwrap();
-    let expected = if mode.ends_with("-resume") { 10 } else { 11 };
+    // Every transport, and h2 and grpc again beside h2-mux and grpc-mux at the
+    // multiplexing comparison's workers.
+    let expected = if mode.ends_with("-resume") { 12 } else { 13 };
     assert_eq!(
         runs.len(),
         expected,
@@ -94,13 +97,19 @@ fn handshake_counters_match_connects() {
             let report = run(&["-n", "300", "--security", mode, "--transports", transport]);
             let r = &report["runs"][0];
             let connects = r["connects"].as_u64().unwrap();
+            // Each round starts a client of its own, whose first handshake is full.
+            let rounds = report["config"]["rounds"].as_u64().unwrap();
             let hs = &report["server"][listener];
             let (full, resumed) = (
                 hs["full"].as_u64().unwrap(),
                 hs["resumed"].as_u64().unwrap(),
             );
             if mode.ends_with("-resume") {
-                assert_eq!((full, resumed), (1, connects - 1), "{transport} {mode}");
+                assert_eq!(
+                    (full, resumed),
+                    (rounds, connects - rounds),
+                    "{transport} {mode}"
+                );
             } else {
                 assert_eq!((full, resumed), (connects, 0), "{transport} {mode}");
             }
@@ -136,7 +145,7 @@ fn datagrams_and_unix_stay_plain() {
 /// beside them in the report.
 #[test]
 fn findings_price_tls_from_the_runs() {
-    use rpcbench::render::units::{duration, ratio};
+    use rpcbench::site::findings::{Delta, Finding, TlsPrice, Versus};
     let report = run(&[
         "-n",
         "200",
@@ -149,72 +158,114 @@ fn findings_price_tls_from_the_runs() {
         "tcp,tcp-connect",
     ]);
     let report: rpcbench::report::Report = serde_json::from_value(report).unwrap();
-    let mean = |t: &str, s: &str| {
-        let r = report
+    let run_of = |t: TransportKind, s: &str| {
+        report
             .runs
             .iter()
-            .find(|r| r.transport.to_string() == t && r.security.name() == s)
-            .unwrap_or_else(|| panic!("a run of {t} {s}"));
-        r.latency_us.unwrap().mean
+            .find(|r| r.transport == t && r.security.name() == s)
+            .unwrap_or_else(|| panic!("a run of {t} {s}"))
+    };
+    let mean = |t, s: &str| run_of(t, s).latency_us.unwrap().mean;
+    // What a finding must say a pair differs by: the difference of the means, or none
+    // when they lie within their noise (the runs' own spreads).
+    let differ = |t, a: &str, b: &str| rpcbench::physics::runs_differ(run_of(t, a), run_of(t, b));
+    let delta = |t, a: &str, b: &str| {
+        if differ(t, a, b) {
+            Delta::By(mean(t, a) - mean(t, b))
+        } else {
+            Delta::NoDifference
+        }
+    };
+    let versus = |t, a: &str, b: &str| {
+        if differ(t, a, b) {
+            Versus::Times(mean(t, a) / mean(t, b))
+        } else {
+            Versus::NoDifference
+        }
     };
     let findings = rpcbench::site::findings(&report, &[], None);
-    let sentence = |start: &str| {
+    let tc = TransportKind::TcpConnect;
+    let only = |parts: &[TlsPrice]| -> TlsPrice {
+        assert_eq!(
+            parts.len(),
+            1,
+            "tcp-connect is the one fresh transport: {parts:?}"
+        );
+        parts[0]
+    };
+    let find = |pick: &dyn Fn(&Finding) -> bool| {
         findings
             .iter()
-            .find(|f| f.starts_with(start))
-            .unwrap_or_else(|| panic!("a finding starting {start:?} in {findings:#?}"))
+            .find(|f| pick(f))
+            .unwrap_or_else(|| panic!("{findings:#?}"))
             .clone()
     };
-    let plain = mean("tcp-connect", "plain");
-    let full = mean("tcp-connect", "tls13");
-    let resumed = mean("tcp-connect", "tls13-resume");
-    let handshake = sentence("A full TLS 1.3 handshake adds per fresh call:");
-    assert!(
-        handshake.contains(&format!(
-            "tcp-connect {} ({} plain, {} tls13",
-            duration(full - plain),
-            duration(plain),
-            duration(full)
-        )),
-        "{handshake}"
+    let Finding::TlsHandshake(handshake) = find(&|f| matches!(f, Finding::TlsHandshake(_))) else {
+        unreachable!()
+    };
+    let h = only(&handshake);
+    assert_eq!(
+        (h.transport, h.base_us, h.priced_us, h.delta),
+        (
+            tc,
+            mean(tc, "plain"),
+            mean(tc, "tls13"),
+            delta(tc, "tls13", "plain")
+        )
     );
-    assert!(handshake.contains("the handshake itself"), "{handshake}");
-    let resume = sentence("Resuming the previous session wins back per fresh call:");
-    assert!(
-        resume.contains(&format!("tcp-connect {}", duration(full - resumed))),
-        "{resume}"
+    assert!(h.handshake_us.is_some_and(|t| t > 0.0), "{h:?}");
+    let Finding::TlsResumption(resumed) = find(&|f| matches!(f, Finding::TlsResumption(_))) else {
+        unreachable!()
+    };
+    let r = only(&resumed);
+    assert_eq!(
+        (r.base_us, r.priced_us, r.delta),
+        (
+            mean(tc, "tls13"),
+            mean(tc, "tls13-resume"),
+            delta(tc, "tls13", "tls13-resume")
+        )
     );
-    let versions = sentence("TLS 1.2 against TLS 1.3 per fresh call");
-    let full12 = ratio(mean("tcp-connect", "tls12") / full);
-    let resumed12 = ratio(mean("tcp-connect", "tls12-resume") / resumed);
-    assert!(
-        versions.contains(&format!("tcp-connect {full12}× full, {resumed12}× resumed")),
-        "{versions}"
+    let Finding::TlsVersions(versions) = find(&|f| matches!(f, Finding::TlsVersions(_))) else {
+        unreachable!()
+    };
+    assert_eq!(versions.len(), 1);
+    assert_eq!(
+        (versions[0].full, versions[0].resumed),
+        (
+            Some(versus(tc, "tls12", "tls13")),
+            Some(versus(tc, "tls12-resume", "tls13-resume"))
+        )
     );
-    let mtls = sentence("A client certificate (mutual TLS) adds per fresh call:");
-    let m = mean("tcp-connect", "mtls");
-    assert!(
-        mtls.contains(&format!(
-            "tcp-connect {} (mtls {})",
-            duration(m - full),
-            duration(m)
-        )),
-        "{mtls}"
+    let Finding::ClientCertificate(mtls) = find(&|f| matches!(f, Finding::ClientCertificate(_)))
+    else {
+        unreachable!()
+    };
+    let m = only(&mtls);
+    assert_eq!(
+        (m.base_us, m.priced_us, m.delta),
+        (
+            mean(tc, "tls13"),
+            mean(tc, "mtls"),
+            delta(tc, "mtls", "tls13")
+        )
     );
-    let kept = sentence("On a kept-alive connection");
-    assert!(
-        kept.contains(&format!("tcp {} against", duration(mean("tcp", "tls13")))),
-        "{kept}"
+    let Finding::TlsKept(kept) = find(&|f| matches!(f, Finding::TlsKept(_))) else {
+        unreachable!()
+    };
+    let k = only(&kept);
+    let tcp = TransportKind::Tcp;
+    assert_eq!(
+        (k.transport, k.base_us, k.priced_us),
+        (tcp, mean(tcp, "plain"), mean(tcp, "tls13"))
     );
-    // The plain sentences read the plain runs, not the TLS ones beside them.
-    let reuse = sentence("Reusing a connection");
-    assert!(
-        reuse.contains(&format!(
-            "tcp {} against tcp-connect {}",
-            duration(mean("tcp", "plain")),
-            duration(plain)
-        )),
-        "{reuse}"
+    // The plain findings read the plain runs, not the TLS ones beside them.
+    let Finding::Reuse(reuse) = find(&|f| matches!(f, Finding::Reuse(_))) else {
+        unreachable!()
+    };
+    assert_eq!(
+        (reuse[0].kept.mean_us, reuse[0].fresh.mean_us),
+        (mean(tcp, "plain"), mean(tc, "plain"))
     );
 }
 

@@ -96,6 +96,8 @@ pub struct AgentConfig {
     pub max_peers: usize,
     /// Most probe calls under way at once.
     pub max_in_flight: usize,
+    /// The largest reply payload a probe accepts; `None`: its own echo.
+    pub max_reply: Option<u32>,
 }
 
 /// Why the agent could not start.
@@ -125,13 +127,6 @@ pub enum RunAgentError {
     Signal(#[source] std::io::Error),
 }
 
-/// True for a transport the agent can probe with: it has an event-loop side and calls
-/// the TCP or HTTP port that a peer entry gives.
-pub fn can_probe(kind: TransportKind) -> bool {
-    use crate::transport::Port;
-    kind.has_async() && matches!(kind.port(), Port::Tcp | Port::Http)
-}
-
 /// Everything the agent's tasks share; one thread, so a `RefCell` does.
 #[derive(Default)]
 struct State {
@@ -150,7 +145,7 @@ struct Prober {
 /// Runs the agent until SIGTERM or SIGINT. `ready` is called with the bound metrics
 /// address once it is listening (the CLI prints it).
 pub fn run(config: AgentConfig, ready: impl FnOnce(SocketAddr)) -> Result<(), RunAgentError> {
-    if let Some(&kind) = config.transports.iter().find(|k| !can_probe(**k)) {
+    if let Some(&kind) = config.transports.iter().find(|k| !k.agent_probes()) {
         return Err(RunAgentError::Transport(kind));
     }
     if config.timeout > config.interval {
@@ -298,7 +293,7 @@ async fn apply(
                 gate: gate.clone(),
             };
             let Some(task) = kind.with_async(spawn) else {
-                // `run` checked every transport with `can_probe`.
+                // `run` checked every transport with `agent_probes`.
                 unreachable!("{kind} has no async side");
             };
             probers.insert(
@@ -401,6 +396,7 @@ async fn probe<T: AsyncTransport>(p: SpawnProber) {
     } = p;
     let run = RunConfig {
         payload: PROBE_PAYLOAD,
+        max_reply: config.max_reply,
         timeout: config.timeout,
         ..RunConfig::default()
     };

@@ -57,15 +57,29 @@ pub struct AgentArgs {
     /// and counted (rpcbench_agent_probes_skipped_total), never queued.
     #[arg(long, default_value_t = agent::DEFAULT_MAX_IN_FLIGHT, value_parser = parse_max_in_flight)]
     pub max_in_flight: usize,
+    /// Largest reply payload a probe accepts (KiB/MiB suffixes; default: the probe's own
+    /// echo, 64 bytes). A larger reply is not read on, and the probe is counted as an
+    /// error of kind `reply_above_max`.
+    #[arg(long, value_name = "BYTES", value_parser = super::parse_bytes)]
+    pub max_reply: Option<u32>,
 }
 
 /// One transport the agent can probe with.
 fn parse_probe_transport(text: &str) -> Result<TransportKind, String> {
     match TransportKind::from_name(text) {
-        Some(kind) if agent::can_probe(kind) => Ok(kind),
-        _ => Err(format!(
-            "{text:?} is not a probe transport (tcp, tcp-connect, http-fresh, http-keepalive)"
-        )),
+        Some(kind) if kind.agent_probes() => Ok(kind),
+        _ => {
+            // The list the registry answers: it cannot drift from what is admitted.
+            let probes: Vec<&str> = TransportKind::ALL
+                .into_iter()
+                .filter(|k| k.agent_probes())
+                .map(TransportKind::name)
+                .collect();
+            Err(format!(
+                "{text:?} is not a probe transport ({})",
+                probes.join(", ")
+            ))
+        }
     }
 }
 
@@ -112,6 +126,7 @@ impl AgentArgs {
             reload: self.reload,
             max_peers: self.max_peers,
             max_in_flight: self.max_in_flight,
+            max_reply: self.max_reply,
         })
     }
 }

@@ -3,7 +3,7 @@
 
 use super::report::{CompareArgs, ReportArgs};
 use super::{EXIT_FAILED, EXIT_OK, one_line, parse_bytes, parse_positive_duration, parse_rate};
-use crate::bench::{BenchOutcome, BenchSpec, Observer};
+use crate::bench::{BenchOutcome, BenchSpec, Observer, RunBenchError};
 use crate::render::{self, Format};
 use crate::resolve::{AddrMode, Family};
 use crate::runner::RunConfig;
@@ -21,8 +21,9 @@ use std::time::Duration;
 /// Times N round trips per transport against an rpcbench-echo server, shows where the time
 /// goes, and checks that no call was lost.
 ///
-/// Exit status: 0 when lost + mismatched + failed calls <= --max-lost, 1 otherwise or when
-/// the run could not start, 2 for bad usage.
+/// Exit status: 0 when lost + mismatched + failed calls <= --max-lost; 1 otherwise, when
+/// the run could not start, or when the preflight found a port the run needs that is not
+/// rpcbench-echo (nothing is measured then); 2 for bad usage.
 #[derive(Debug, Parser)]
 #[command(name = "rpcbench", version, args_conflicts_with_subcommands = true)]
 pub struct Cli {
@@ -30,6 +31,10 @@ pub struct Cli {
     pub command: Option<Command>,
     #[command(flatten)]
     pub bench: BenchArgs,
+    /// Log in full (time, level, module) to stderr: -v rpcbench's debug records, -vv
+    /// everything. RUST_LOG=FILTER does the same with a filter of its own.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
 }
 
 /// What to do with results after a run.
@@ -83,8 +88,10 @@ pub struct BenchArgs {
     pub warmup: u64,
     /// Connections, each making one call at a time (at most 10000; above one per CPU they
     /// share a few event-loop threads, the curl transports stop at 1024 worker threads).
-    /// `rpcbench sweep` takes a list (1,4,16).
-    #[arg(short = 'c', long, default_value = "1", value_delimiter = ',', value_parser = clap::value_parser!(u16).range(1..=i64::from(crate::runner::MAX_CONCURRENCY)))]
+    /// `rpcbench sweep` takes a list (1,4,16). Default 1, and then h2-mux and grpc-mux,
+    /// which share one connection among the workers, run at 16 with h2 and grpc beside
+    /// them at 16 too, since at 1 there is nothing to multiplex.
+    #[arg(short = 'c', long, value_delimiter = ',', value_parser = clap::value_parser!(u16).range(1..=i64::from(crate::runner::MAX_CONCURRENCY)))]
     pub concurrency: Vec<u16>,
     /// Engine: blocking (a thread per connection), evloop (event loops) or auto.
     #[arg(long, value_enum, default_value_t = crate::runner::Engine::Auto)]
@@ -95,6 +102,11 @@ pub struct BenchArgs {
     /// Ask the server for a reply of this many pattern bytes instead of an echo.
     #[arg(long, value_parser = parse_bytes)]
     pub reply: Option<u32>,
+    /// Largest reply payload accepted (KiB/MiB suffixes; default: the reply asked for,
+    /// --reply or the echo of --payload). A larger reply is not read on, and its call is
+    /// counted as `reply_above_max`.
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub max_reply: Option<u32>,
     /// Ask the server to wait this many microseconds before each reply.
     #[arg(long, default_value_t = 0)]
     pub delay_us: u32,
@@ -109,9 +121,12 @@ pub struct BenchArgs {
     /// Transports to run, comma-separated (default: all).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = TransportKind::ALL.to_vec())]
     pub transports: Vec<TransportKind>,
-    /// Run the transport list this many times, alternating the order, merging results.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
-    pub rounds: u32,
+    /// Split the calls (or --duration) into this many rounds, run the transport list once
+    /// per round, reversing the order every other round, and merge the rounds: how far the
+    /// rounds' means stray gives each figure its noise (the ± column). Default 3, fewer
+    /// when -n leaves a worker less than one call a round.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rounds: Option<u32>,
     /// Output format on stdout.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -174,6 +189,12 @@ pub struct BenchArgs {
     /// several RTTs. Also prints the what-if table, projected from it.
     #[arg(long, value_name = "DURATION", value_parser = super::parse_duration)]
     pub link_rtt: Option<Duration>,
+    /// Skip the preflight: by default, before any measured call against a --target, one
+    /// probe of each port the run needs (well under a second) stops the run with exit
+    /// status 1 and one line per problem (refused, no answer, another server, another
+    /// wire version). Without it, a server meant to misbehave is measured as it is.
+    #[arg(long)]
+    pub no_preflight: bool,
     /// Print the what-if table after the run: each transport's mean projected at 0.1, 1,
     /// 10 and 50 ms RTT from the protocol's round trips per call and its measured fixed
     /// cost, the path RTT taken from --link-rtt or else the path RTT estimate (the least
@@ -181,6 +202,14 @@ pub struct BenchArgs {
     /// smaller; shown with the table format only).
     #[arg(long)]
     pub what_if: bool,
+    /// Where rpcbench runs its own threads: same-core (the client and the embedded
+    /// server on one CPU, so each call's wake-up stays on that core and figures agree
+    /// between runs), split (client and embedded server on two CPUs: every call crosses
+    /// cores) or none (the scheduler decides; figures may move between runs). Against
+    /// --target only the client is placed: the server's placement is its host's. CPUs are
+    /// picked from those this process was given (taskset, a cgroup cpuset).
+    #[arg(long, value_enum, default_value_t = crate::placement::Placement::SameCore)]
+    pub placement: crate::placement::Placement,
 }
 
 /// Reads a PEM file named by a flag, or says which and why not.
@@ -221,11 +250,43 @@ impl BenchArgs {
                 self.calls
             ));
         }
+        let rounds = u64::from(self.rounds());
+        if self.duration.is_none() && self.calls / rounds < workers as u64 {
+            return Err(format!(
+                "-n {} over --rounds {rounds} leaves fewer calls a round than -c {workers} workers: every worker must make calls in every round",
+                self.calls
+            ));
+        }
         crate::runner::check_limits(&self.transports, &self.run_config(), self.target.is_none())
             .map_err(|e| e.to_string())
     }
 
-    /// The workers of a plain run: the first (for a plain run, the only) `-c` value.
+    /// The rounds of the run: `--rounds`, else [`crate::bench::DEFAULT_ROUNDS`], or as
+    /// many as give each worker (at the multiplexing comparison's concurrency too) at
+    /// least one call a round.
+    pub fn rounds(&self) -> u32 {
+        self.rounds.unwrap_or_else(|| {
+            let workers = self.workers().max(if self.concurrency.is_empty() {
+                crate::bench::MUX_CONCURRENCY.min(self.calls_floor())
+            } else {
+                1
+            });
+            let fit = u32::try_from(self.calls_floor() / workers.max(1)).unwrap_or(u32::MAX);
+            crate::bench::DEFAULT_ROUNDS.min(fit).max(1)
+        })
+    }
+
+    /// The fewest calls a worker set can be given: `-n`, or, under `--duration`, no
+    /// limit (every worker runs for the time).
+    fn calls_floor(&self) -> usize {
+        match self.duration {
+            Some(_) => usize::MAX,
+            None => usize::try_from(self.calls).unwrap_or(usize::MAX),
+        }
+    }
+
+    /// The workers of a plain run: the first (for a plain run, the only) `-c` value, 1
+    /// when `-c` is not given.
     pub fn workers(&self) -> usize {
         self.concurrency.first().copied().map_or(1, usize::from)
     }
@@ -244,7 +305,7 @@ impl BenchArgs {
             resolver: self.resolver,
             family: self.family,
             resolv_conf: self.resolv_conf.clone(),
-            rounds: self.rounds,
+            rounds: self.rounds(),
             command: std::env::args().collect(),
             security: self.security.clone(),
             tls_port: self.tls_port,
@@ -258,6 +319,15 @@ impl BenchArgs {
                 .zip(read_pem("--client-key", &self.client_key).ok().flatten()),
             insecure: self.insecure,
             link_rtt: self.link_rtt,
+            placement: self.placement,
+            // Without -c, the shared-connection transports run where streams share a
+            // connection; with it, everything runs at the -c asked for.
+            mux_concurrency: self
+                .concurrency
+                .is_empty()
+                .then(|| crate::bench::MUX_CONCURRENCY.min(self.calls_floor()))
+                .filter(|&m| m > 1),
+            preflight: !self.no_preflight,
         }
     }
 
@@ -270,6 +340,7 @@ impl BenchArgs {
             concurrency: self.workers(),
             payload: self.payload,
             reply: self.reply,
+            max_reply: self.max_reply,
             delay_us: self.delay_us,
             timeout: self.timeout,
             rate: self.rate,
@@ -280,8 +351,8 @@ impl BenchArgs {
 
 /// Parses arguments, runs, prints, and maps the result to an exit status.
 pub fn main() -> ExitCode {
-    crate::init_tracing();
     let cli = Cli::try_parse().unwrap_or_else(|e| super::usage_exit("rpcbench", e));
+    crate::init_tracing("rpcbench", cli.verbose);
     let args = cli.bench;
     if let Err(why) = args.check() {
         super::usage_exit(
@@ -301,9 +372,26 @@ pub fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) if is_broken_pipe(&e) => ExitCode::from(EXIT_OK),
         Err(e) => {
-            eprintln!("rpcbench: {}", one_line(&e));
+            for line in error_lines(&e) {
+                eprintln!("rpcbench: {line}");
+            }
             ExitCode::from(EXIT_FAILED)
         }
+    }
+}
+
+/// What a failure says on stderr: the preflight's findings one line per case, anything
+/// else its error chain on one line.
+fn error_lines(e: &anyhow::Error) -> Vec<String> {
+    let not_ready = e
+        .chain()
+        .find_map(|c| match c.downcast_ref::<RunBenchError>() {
+            Some(RunBenchError::TargetNotReady(not_ready)) => Some(not_ready),
+            _ => None,
+        });
+    match not_ready {
+        Some(not_ready) => not_ready.lines(),
+        None => vec![one_line(e)],
     }
 }
 

@@ -11,6 +11,7 @@ use crate::server::{self, CheckSettingError, EchoServer, SHUTDOWN_GRACE, ServerC
 use anyhow::Context;
 use clap::{CommandFactory, Parser};
 use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -61,6 +62,17 @@ pub struct EchoArgs {
     #[arg(long, value_name = "DUR", default_value = "60s",
           value_parser = checked(parse_duration, server::check_idle_timeout))]
     pub idle_timeout: Duration,
+    /// Close a connection whose reply takes no byte for this long: a client that stopped
+    /// reading, or an HTTP/2 window left at zero (e.g. 30s; at least 10ms).
+    #[arg(long, value_name = "DUR", default_value = "30s",
+          value_parser = checked(parse_duration, server::check_write_timeout))]
+    pub write_timeout: Duration,
+    /// Most bytes of request bodies and unsent replies held at once, over all
+    /// connections (KiB/MiB suffixes; at least 64KiB); a request beyond it is refused
+    /// (HTTP 503, gRPC RESOURCE_EXHAUSTED, frame status 4) and counted.
+    #[arg(long, value_name = "BYTES", default_value = "64MiB",
+          value_parser = checked(parse_budget, server::check_max_buffered))]
+    pub max_buffered: u64,
     /// Runtime threads for HTTP, DNS, accepting and idle raw TCP connections (default: one
     /// per CPU; 1 runs them on a single thread; at most 1024). Each busy raw TCP connection
     /// is served by a thread of its own.
@@ -138,6 +150,10 @@ pub struct EchoArgs {
     #[arg(long, value_name = "DUR", default_value = "10s",
           value_parser = checked(parse_duration, server::tls::check_handshake_timeout))]
     pub handshake_timeout: Duration,
+    /// Log in full (time, level, module) to stderr: -v rpcbench's debug records, -vv
+    /// everything. RUST_LOG=FILTER does the same with a filter of its own.
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
 }
 
 /// Checks a `--dns-nxdomain-zone` entry: a DNS name.
@@ -180,6 +196,11 @@ fn parse_count<T: std::str::FromStr>(text: &str) -> Result<T, String> {
         .map_err(|_| format!("{text:?} is not a whole number in range"))
 }
 
+/// Parses `--max-buffered`: a byte count, as `--max-frame`.
+fn parse_budget(text: &str) -> Result<u64, String> {
+    parse_bytes(text).map(u64::from)
+}
+
 /// Parses a file mode in octal (`600`, `0660`).
 fn parse_octal(text: &str) -> Result<u32, String> {
     u32::from_str_radix(text.trim(), 8).map_err(|_| format!("{text:?} is not an octal mode"))
@@ -219,6 +240,8 @@ impl EchoArgs {
             max_delay: self.max_delay,
             max_connections: self.max_connections,
             idle_timeout: self.idle_timeout,
+            write_timeout: self.write_timeout,
+            max_buffered: self.max_buffered,
             dns: self.dns.0.map(|addr| DnsConfig {
                 addr,
                 name: self.dns_name.clone(),
@@ -303,12 +326,12 @@ pub fn runtime(threads: Option<usize>) -> std::io::Result<tokio::runtime::Runtim
 /// start, 2 for bad usage; every failure is one line on stderr.
 pub fn main() -> ExitCode {
     let huge_pages_off = no_huge_pages();
-    crate::init_tracing();
+    let args = EchoArgs::try_parse_checked(std::env::args_os())
+        .unwrap_or_else(|e| super::usage_exit("rpcbench-echo", e));
+    crate::init_tracing("rpcbench-echo", args.verbose);
     if let Err(e) = huge_pages_off {
         tracing::debug!("cannot turn transparent huge pages off: {e}");
     }
-    let args = EchoArgs::try_parse_checked(std::env::args_os())
-        .unwrap_or_else(|e| super::usage_exit("rpcbench-echo", e));
     match run(args) {
         Ok(()) => ExitCode::from(EXIT_OK),
         Err(e) => {
@@ -340,6 +363,9 @@ fn run(args: EchoArgs) -> anyhow::Result<()> {
     }
     rt.block_on(async {
         let server = EchoServer::start(args.config()).await?;
+        // Watched before the listening lines are printed: whoever reads them may signal
+        // at once, and a signal before the watch would kill the server uncleanly.
+        let stop = Stop::watch()?;
         let mut out = std::io::stdout().lock();
         for (proto, addr) in [
             ("tcp", server.tcp_addr),
@@ -366,7 +392,24 @@ fn run(args: EchoArgs) -> anyhow::Result<()> {
         }
         out.flush()?;
         drop(out);
-        wait_for_signal().await?;
+        let listeners = [
+            ("tcp", server.tcp_addr),
+            ("http", server.http_addr),
+            ("udp", server.udp_addr),
+            ("tls", server.tls_addr),
+            ("https", server.https_addr),
+        ];
+        let reached: Vec<(&str, SocketAddr)> = listeners
+            .iter()
+            .filter_map(|&(name, addr)| Some((name, addr?)))
+            .collect();
+        // On stderr: stdout's lines are for programs (`listening`, `ca`, `totals`).
+        if reached.iter().any(|(_, a)| a.ip().is_unspecified()) {
+            for line in reach_block(&reached, &crate::host::interface_addrs()) {
+                eprintln!("{line}");
+            }
+        }
+        stop.wait().await;
         tracing::info!("stopping: no new connections, waiting for requests in flight");
         let (totals, drained) = server.shutdown(SHUTDOWN_GRACE).await;
         if !drained {
@@ -382,16 +425,85 @@ fn run(args: EchoArgs) -> anyhow::Result<()> {
     })
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn wait_for_signal() -> anyhow::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
-    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+/// For listeners on an unspecified address (`0.0.0.0`, `::`), what a person starting the
+/// server for another host needs: the addresses that host can call, the `rpcbench` line
+/// that calls them, and the ports to open in a firewall. Empty when every listener is on
+/// a given address (loopback, say): whoever chose it knows where it is.
+pub fn reach_block(listeners: &[(&str, SocketAddr)], addrs: &[IpAddr]) -> Vec<String> {
+    let open: Vec<(&str, SocketAddr)> = listeners
+        .iter()
+        .copied()
+        .filter(|(_, a)| a.ip().is_unspecified())
+        .collect();
+    if open.is_empty() {
+        return Vec::new();
     }
-    Ok(())
+    // An IPv4 listener on 0.0.0.0 takes IPv4 only; one on `::` takes both (Linux's
+    // default, IPV6_V6ONLY off).
+    let v6 = open.iter().any(|(_, a)| a.is_ipv6());
+    let usable: Vec<IpAddr> = addrs
+        .iter()
+        .copied()
+        .filter(|ip| ip.is_ipv4() || v6)
+        .collect();
+    let Some(first) = usable.first() else {
+        return vec![
+            "rpcbench-echo: listening on every address, but this host has none but loopback: another host cannot call it".to_string(),
+        ];
+    };
+    let shown: Vec<String> = usable.iter().map(IpAddr::to_string).collect();
+    let mut command = format!("rpcbench --target {first}");
+    let (mut tcp, mut udp) = (Vec::new(), Vec::new());
+    for (name, addr) in &open {
+        let port = addr.port();
+        if *name == "udp" {
+            udp.push(port.to_string());
+        } else {
+            tcp.push(port.to_string());
+        }
+        command.push_str(&format!(" --{name}-port {port}"));
+    }
+    let mut firewall = Vec::new();
+    if !tcp.is_empty() {
+        firewall.push(format!("tcp {}", tcp.join(", ")));
+    }
+    if !udp.is_empty() {
+        firewall.push(format!("udp {}", udp.join(", ")));
+    }
+    vec![
+        format!(
+            "rpcbench-echo: listening on every address: another host reaches this one at {}",
+            shown.join(", ")
+        ),
+        format!("  call it with: {command}"),
+        format!("  open in a firewall: {}", firewall.join("; ")),
+    ]
+}
+
+/// SIGTERM and SIGINT, watched from [`Stop::watch`] on: from then on either stops the
+/// server cleanly instead of killing it.
+struct Stop {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Stop {
+    /// Starts watching both signals (inside the runtime).
+    fn watch() -> anyhow::Result<Stop> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Stop {
+            term: signal(SignalKind::terminate()).context("cannot watch SIGTERM")?,
+            int: signal(SignalKind::interrupt()).context("cannot watch SIGINT")?,
+        })
+    }
+
+    /// Resolves on SIGINT or SIGTERM.
+    async fn wait(mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+    }
 }
 
 #[cfg(test)]
@@ -430,6 +542,37 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_block_for_another_host_names_addresses_command_and_ports() {
+        let any = |port| SocketAddr::from(([0, 0, 0, 0], port));
+        let listeners = [
+            ("tcp", any(7001)),
+            ("http", any(7080)),
+            ("udp", any(7002)),
+            ("tls", SocketAddr::from(([127, 0, 0, 1], 7443))),
+        ];
+        let addrs: Vec<IpAddr> = vec![
+            "192.168.1.5".parse().unwrap(),
+            "10.0.0.7".parse().unwrap(),
+            "2001:db8::5".parse().unwrap(),
+        ];
+        assert_eq!(
+            reach_block(&listeners, &addrs),
+            [
+                "rpcbench-echo: listening on every address: another host reaches this one at 192.168.1.5, 10.0.0.7",
+                "  call it with: rpcbench --target 192.168.1.5 --tcp-port 7001 --http-port 7080 --udp-port 7002",
+                "  open in a firewall: tcp 7001, 7080; udp 7002",
+            ]
+        );
+        assert!(
+            reach_block(&listeners[3..], &addrs).is_empty(),
+            "loopback only"
+        );
+        let v6 = [("tcp", SocketAddr::from(([0u16; 8], 7001)))];
+        assert!(reach_block(&v6, &addrs)[0].contains("2001:db8::5"));
+        assert!(reach_block(&listeners, &[])[0].contains("none but loopback"));
+    }
+
     /// Values at the edge of each range are accepted: the ranges are not off by one.
     #[test]
     fn edge_values_are_accepted() {
@@ -443,6 +586,10 @@ mod tests {
             "1",
             "--idle-timeout",
             "10ms",
+            "--write-timeout",
+            "10ms",
+            "--max-buffered",
+            "64KiB",
             "--threads",
             "1024",
             "--dns-ttl",
@@ -453,6 +600,8 @@ mod tests {
         .unwrap();
         assert!(args.config().check().is_ok());
         assert_eq!(args.config().idle_timeout, server::MIN_IDLE_TIMEOUT);
+        assert_eq!(args.config().write_timeout, server::MIN_IDLE_TIMEOUT);
+        assert_eq!(args.config().max_buffered, 64 << 10);
     }
 
     /// Each value the server cannot honour is a usage error of one line that names the
@@ -467,6 +616,8 @@ mod tests {
             ("--max-connections", "2147483648", "from 1 to 2147483647"),
             ("--idle-timeout", "0s", "at least 10ms"),
             ("--idle-timeout", "9ms", "at least 10ms"),
+            ("--write-timeout", "9ms", "at least 10ms"),
+            ("--max-buffered", "65535", "at least 65536 bytes"),
             ("--threads", "0", "from 1 to 1024"),
             ("--threads", "1025", "from 1 to 1024"),
             ("--dns-ttl", "2147483648", "at most 2147483647"),

@@ -149,7 +149,7 @@ pub fn parse_bit_rate(text: &str) -> Result<u64, String> {
 /// Runs the link until SIGINT or SIGTERM. Exit 0 after a clean stop, 1 when it could not
 /// be set up, 2 for bad usage; every failure is one line on stderr.
 pub fn main() -> ExitCode {
-    crate::init_tracing();
+    crate::init_tracing("rpcbench-link", 0);
     let args = LinkArgs::try_parse().unwrap_or_else(|e| super::usage_exit("rpcbench-link", e));
     let settings = match args.settings() {
         Ok(s) => s,

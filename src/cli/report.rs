@@ -56,7 +56,12 @@ pub fn report(args: &ReportArgs) -> anyhow::Result<u8> {
         args.out.display()
     )];
     for f in &site.findings {
-        lines.extend(render::wrap(f, width, "- ", "  "));
+        lines.extend(render::wrap(
+            &render::findings::sentence(f),
+            width,
+            "- ",
+            "  ",
+        ));
     }
     lines.push("truth checks:".to_string());
     for c in &site.checks {

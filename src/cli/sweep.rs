@@ -73,6 +73,10 @@ impl SweepArgs {
         }
         let mut bench = self.bench.spec();
         bench.run.concurrency = self.bench.workers();
+        // A sweep's series each hold one transport at the steps' own settings, and a step
+        // is one window of --step-duration unless --rounds splits it.
+        bench.mux_concurrency = None;
+        bench.rounds = self.bench.rounds.unwrap_or(1);
         Ok(SweepSpec {
             bench,
             axis,

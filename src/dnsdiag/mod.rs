@@ -164,7 +164,55 @@ pub struct DnsDiagnosis {
     pub getaddrinfo_skipped: Option<String>,
     /// What sits between the application and the nameserver, when one is seen.
     pub in_between: Option<String>,
-    pub findings: Vec<String>,
+    pub findings: Vec<DnsFinding>,
+}
+
+/// What a diagnosis says about the lookup: a value carrying its facts, worded by the
+/// renderers (`render::findings`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum DnsFinding {
+    /// The name is in /etc/hosts, which nsswitch reads before DNS: no query is sent.
+    InHosts {
+        name: String,
+        addresses: Vec<String>,
+    },
+    /// A name with fewer dots than `ndots` is first tried under search domains, each
+    /// miss a query.
+    SearchMisses {
+        name: String,
+        dots: usize,
+        ndots: u32,
+        /// Search domains tried before the candidate that answered.
+        misses: usize,
+        /// Queries they cost one lookup.
+        queries: usize,
+        /// The answers they got (`NXDOMAIN`, `timeout`).
+        codes: Vec<String>,
+        /// What they waste of a lookup on average, and the whole lookup, µs.
+        wasted_us: f64,
+        lookup_us: f64,
+    },
+    /// A query type that a server never answers: every lookup waits the timeout.
+    Dropped {
+        qtype: String,
+        candidate: String,
+        server: String,
+        timeout_s: u32,
+    },
+    /// An answer truncated over UDP and fetched again over TCP on every lookup.
+    TruncatedToTcp { qtype: String, candidate: String },
+    /// A TTL of 0: caching cannot help.
+    TtlZero,
+    /// getaddrinfo much faster than the queries it should send: something in between
+    /// answers.
+    InBetween {
+        what: String,
+        getaddrinfo_us: f64,
+        lookup_us: f64,
+    },
+    /// No candidate got an answer with records.
+    NoAnswer { name: String },
 }
 
 /// One query's key in the aggregate: the same query in every lookup.
@@ -740,16 +788,14 @@ fn in_between(d: &DnsDiagnosis) -> Option<String> {
     })
 }
 
-/// Plain sentences on what the lookup costs and what to change.
-pub fn findings(d: &DnsDiagnosis) -> Vec<String> {
-    let us = crate::render::units::duration;
+/// What the lookup costs and what to change, as findings.
+pub fn findings(d: &DnsDiagnosis) -> Vec<DnsFinding> {
     let mut out = Vec::new();
     if !d.hosts_answer.is_empty() {
-        out.push(format!(
-            "`{}` is in /etc/hosts ({}), which nsswitch reads before DNS: a lookup sends no query.",
-            d.name,
-            d.hosts_answer.join(", ")
-        ));
+        out.push(DnsFinding::InHosts {
+            name: d.name.clone(),
+            addresses: d.hosts_answer.clone(),
+        });
         return out;
     }
     let lookup_mean = d.lookup_us.map_or(0.0, |s| s.mean);
@@ -764,58 +810,52 @@ pub fn findings(d: &DnsDiagnosis) -> Vec<String> {
             })
             .collect();
         if !before.is_empty() {
-            let misses = d.candidates.iter().take_while(|c| *c != by).count();
-            let dots = d.name.trim_end_matches('.').matches('.').count();
             let codes: std::collections::BTreeSet<&String> =
                 before.iter().flat_map(|q| q.answers.keys()).collect();
-            let codes: Vec<&str> = codes.iter().map(|s| s.as_str()).collect();
-            out.push(format!(
-                "`{}` has {dots} dot{} and ndots is {}: each lookup first tries {misses} search domain{} ({} queries, all {}, {} of {}). Use the fully qualified name with a trailing dot (`{}.`), or lower ndots.",
-                d.name,
-                if dots == 1 { "" } else { "s" },
-                d.config.ndots,
-                if misses == 1 { "" } else { "s" },
-                before.len(),
-                codes.join("/"),
-                us(d.wasted_us_mean),
-                us(lookup_mean),
-                d.name.trim_end_matches('.'),
-            ));
+            out.push(DnsFinding::SearchMisses {
+                name: d.name.clone(),
+                dots: d.name.trim_end_matches('.').matches('.').count(),
+                ndots: d.config.ndots,
+                misses: d.candidates.iter().take_while(|c| *c != by).count(),
+                queries: before.len(),
+                codes: codes.into_iter().cloned().collect(),
+                wasted_us: d.wasted_us_mean,
+                lookup_us: lookup_mean,
+            });
         }
     }
     // A type that never answers from a server.
     for q in &d.queries {
         let all = q.answers.values().sum::<u64>();
         if q.attempt == 1 && all > 0 && q.answers.get("timeout") == Some(&all) {
-            let wait = d.config.timeout_s;
-            out.push(format!(
-                "{} for {} is dropped by {}: every lookup waits the {wait} s timeout (options timeout:{wait}).",
-                q.qtype, q.candidate, q.server
-            ));
+            out.push(DnsFinding::Dropped {
+                qtype: q.qtype.clone(),
+                candidate: q.candidate.clone(),
+                server: q.server.clone(),
+                timeout_s: d.config.timeout_s,
+            });
         }
         if q.via == "tcp" {
-            out.push(format!(
-                "The {} answer for {} is truncated over UDP and fetched over TCP: a second exchange, with a TCP handshake, on every lookup.",
-                q.qtype, q.candidate
-            ));
+            out.push(DnsFinding::TruncatedToTcp {
+                qtype: q.qtype.clone(),
+                candidate: q.candidate.clone(),
+            });
         }
     }
     if d.queries.iter().any(|q| q.min_ttl == Some(0)) {
-        out.push("TTL is 0: caching cannot help; every lookup goes to the nameserver.".into());
+        out.push(DnsFinding::TtlZero);
     }
     if let Some(what) = &d.in_between {
-        let gai = d.getaddrinfo_us.map_or(0.0, |s| s.mean);
-        out.push(format!(
-            "getaddrinfo took {} where the queries it should send took {}: {what} answers instead of the nameserver.",
-            us(gai),
-            us(lookup_mean)
-        ));
+        out.push(DnsFinding::InBetween {
+            what: what.clone(),
+            getaddrinfo_us: d.getaddrinfo_us.map_or(0.0, |s| s.mean),
+            lookup_us: lookup_mean,
+        });
     }
     if d.answered_by.is_none() {
-        out.push(format!(
-            "No candidate of `{}` got an answer with records.",
-            d.name
-        ));
+        out.push(DnsFinding::NoAnswer {
+            name: d.name.clone(),
+        });
     }
     out
 }

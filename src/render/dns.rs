@@ -147,7 +147,7 @@ pub fn write(d: &DnsDiagnosis, width: usize, out: &mut dyn Write) -> io::Result<
     if !d.findings.is_empty() {
         lines.push(String::new());
         for f in &d.findings {
-            lines.extend(wrap(f, width, "- ", "  "));
+            lines.extend(wrap(&super::findings::dns_sentence(f), width, "- ", "  "));
         }
     }
     for l in lines {
@@ -164,7 +164,8 @@ pub fn write_markdown(d: &DnsDiagnosis, out: &mut dyn Write) -> io::Result<()> {
         write_table(out, &grid(d))?;
         writeln!(out)?;
     }
-    for l in summary(d).iter().chain(&d.findings) {
+    let findings = d.findings.iter().map(super::findings::dns_sentence);
+    for l in summary(d).into_iter().chain(findings) {
         writeln!(out, "- {l}")?;
     }
     Ok(())

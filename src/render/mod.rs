@@ -9,12 +9,16 @@
 /// One tidy table in fixed units.
 mod csv;
 pub mod dns;
+/// The words of the findings.
+pub mod findings;
 /// The whole report.
 mod json;
 /// Every column, for pasting.
 mod markdown;
 /// The round-trip model's tables (fits, what-if).
 pub mod model;
+/// The preflight's findings and warnings, one line each.
+pub mod preflight;
 /// A sweep's steps, one table per transport.
 pub mod sweep;
 /// As wide as the terminal.
@@ -25,7 +29,7 @@ pub use csv::CSV_HEADERS;
 pub use markdown::write_table as write_markdown_table;
 
 use crate::measure::{Phase, Summary};
-use crate::report::{Report, RunRecord};
+use crate::report::{Figure, PhysicsCheck, Report, Rule, RunRecord};
 use std::io::{self, Write};
 use units::Unit;
 
@@ -140,6 +144,9 @@ pub enum SummaryColumn {
     CallsPerS,
     /// Mean latency of ok calls.
     Mean,
+    /// The noise of the mean (`±3%`): how far the rounds' means stray from it, or its 95%
+    /// confidence interval, whichever is wider.
+    Spread,
     /// Median latency.
     P50,
     /// 90th percentile.
@@ -178,7 +185,7 @@ enum Cell {
 impl SummaryColumn {
     /// Every column, in the order they stand; `--wide`, markdown and HTML show them all
     /// (the [`SummaryColumn::START`] columns only for a report with a paced run).
-    pub const ALL: [SummaryColumn; 24] = [
+    pub const ALL: [SummaryColumn; 25] = [
         SummaryColumn::Transport,
         SummaryColumn::Mode,
         SummaryColumn::Calls,
@@ -191,6 +198,7 @@ impl SummaryColumn {
         SummaryColumn::Total,
         SummaryColumn::CallsPerS,
         SummaryColumn::Mean,
+        SummaryColumn::Spread,
         SummaryColumn::P50,
         SummaryColumn::P90,
         SummaryColumn::P99,
@@ -218,10 +226,11 @@ impl SummaryColumn {
     /// The default set, most important first: on a terminal too narrow for all of them
     /// (80 columns and three address modes), the last ones give way first. The answer
     /// (mean, p99, failed calls) stays; connects and p50 are the detail.
-    pub const COMPACT: [SummaryColumn; 10] = [
+    pub const COMPACT: [SummaryColumn; 11] = [
         SummaryColumn::Transport,
         SummaryColumn::Mode,
         SummaryColumn::Mean,
+        SummaryColumn::Spread,
         SummaryColumn::P99,
         SummaryColumn::Failed,
         SummaryColumn::Calls,
@@ -273,6 +282,7 @@ impl SummaryColumn {
             SummaryColumn::Total => "total",
             SummaryColumn::CallsPerS => "calls/s",
             SummaryColumn::Mean => "mean",
+            SummaryColumn::Spread => "±",
             SummaryColumn::P50 => "p50",
             SummaryColumn::P90 => "p90",
             SummaryColumn::P99 => "p99",
@@ -306,8 +316,15 @@ impl SummaryColumn {
             SummaryColumn::Err => count(r.error_total()),
             SummaryColumn::Connects => count(r.connects),
             SummaryColumn::Total => Cell::Duration(Some(r.elapsed_s * 1e6)),
+            // A row with no ok call has no rate to show, as it has no latency: its calls
+            // ended as fast as they failed.
+            SummaryColumn::CallsPerS if r.ok == 0 => Cell::Text("-".into()),
             SummaryColumn::CallsPerS => Cell::Text(format!("{:.0}", r.calls_per_s)),
             SummaryColumn::Mean => lat(|s| s.mean),
+            SummaryColumn::Spread => Cell::Text(match r.spread {
+                Some(s) if r.latency_shown().is_some() => format!("±{:.0}%", s * 100.0),
+                _ => "-".into(),
+            }),
             SummaryColumn::P50 => lat(|s| s.p50),
             SummaryColumn::P90 => lat(|s| s.p90),
             SummaryColumn::P99 => lat(|s| s.p99),
@@ -524,16 +541,29 @@ pub fn latency_note(report: &Report, options: &RenderOptions) -> Option<String> 
     })
 }
 
-/// One line per run whose workers were idle much of the time (fewer calls in flight than
-/// [`crate::report::CONCURRENCY_SHORTFALL`] of them), with the likely reason: its
-/// latency is then that of a less loaded system than `-c` suggests.
+/// The runs whose workers were idle much of the time (fewer calls in flight than
+/// [`crate::report::CONCURRENCY_SHORTFALL`] of them), one line per cause: their latency
+/// is then that of a less loaded system than `-c` suggests. Left out: a run with no ok
+/// call, which has no figures for its concurrency to explain (its failures are the
+/// story), and a run of one worker, whose calls never share the machine with another
+/// call of its own whatever it does between them.
 pub fn concurrency_lines(report: &Report) -> Vec<String> {
     let c = &report.config;
-    report
+    let mut causes: Vec<(Idle, Vec<&RunRecord>)> = Vec::new();
+    for r in report
         .runs
         .iter()
-        .filter(|r| r.concurrency_fell_short())
-        .map(|r| concurrency_line(r, c.rate_per_s, c.duration_s.is_some()))
+        .filter(|r| r.ok > 0 && r.workers > 1 && r.concurrency_fell_short())
+    {
+        let cause = Idle::of(r, c.rate_per_s);
+        match causes.iter_mut().find(|(k, _)| *k == cause) {
+            Some((_, runs)) => runs.push(r),
+            None => causes.push((cause, vec![r])),
+        }
+    }
+    causes
+        .into_iter()
+        .map(|(cause, runs)| concurrency_line(cause, &runs, c.rate_per_s, c.duration_s.is_some()))
         .collect()
 }
 
@@ -624,49 +654,141 @@ pub fn engine_line(report: &Report) -> Option<String> {
     })
 }
 
-/// One run's shortfall: `tcp (ip): 0.81 calls in flight on average, -c 1 asked for: …`.
-/// Under `--rate`, when the rate itself asks for fewer calls in flight than there are
-/// workers (Little's law: rate × latency), the pacing is the reason, and the line says
-/// what rate would load them all; otherwise the workers sat idle at the start or the end.
-pub fn concurrency_line(r: &RunRecord, rate: Option<f64>, timed: bool) -> String {
-    let workers = r.workers as f64;
-    let mean_s = r.latency_us.map(|l| l.mean / 1e6);
-    let why = match (rate, mean_s) {
-        (Some(rate), Some(mean_s))
-            if rate * mean_s < crate::report::CONCURRENCY_SHORTFALL * workers =>
-        {
+/// Why a run's workers sat idle: what one line of [`concurrency_lines`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Idle {
+    /// Under `--rate`, the rate itself asks for fewer calls in flight than there are
+    /// workers (Little's law: rate × latency); the workers number is kept with it.
+    Pacing { workers: usize },
+    /// The workers waited at the start or the end of a short run.
+    ShortRun { workers: usize },
+}
+
+impl Idle {
+    /// The cause of run `r`'s shortfall, paced at `rate` or back to back.
+    fn of(r: &RunRecord, rate: Option<f64>) -> Idle {
+        let workers = r.workers;
+        match (rate, r.latency_us.map(|l| l.mean / 1e6)) {
+            (Some(rate), Some(mean_s))
+                if rate * mean_s < crate::report::CONCURRENCY_SHORTFALL * workers as f64 =>
+            {
+                Idle::Pacing { workers }
+            }
+            _ => Idle::ShortRun { workers },
+        }
+    }
+}
+
+/// The line for the runs idle for one cause: `tcp (ip) 0.81, h2 (ip) 0.78 calls in flight
+/// on average, -c 1 asked for: …`. Under pacing it says what rate would load every worker
+/// (workers over the smallest mean: enough for each of these runs); otherwise that the
+/// workers sat idle at the start or the end.
+fn concurrency_line(cause: Idle, runs: &[&RunRecord], rate: Option<f64>, timed: bool) -> String {
+    let in_flight: Vec<String> = runs
+        .iter()
+        .map(|r| {
             format!(
-                "the workers wait for their due calls (pacing): {} calls/s of {} each keep {} of them busy (rate × latency); about {} calls/s would load all {}",
-                units::rate(rate),
-                units::duration(mean_s * 1e6),
-                units::significant(rate * mean_s, 2),
-                units::rate(workers / mean_s),
-                r.workers
+                "{} ({}) {}",
+                r.transport,
+                r.mode_label(),
+                units::significant(r.concurrency_achieved, 2)
+            )
+        })
+        .collect();
+    let (workers, why) = match cause {
+        Idle::Pacing { workers } => {
+            let fastest_s = runs
+                .iter()
+                .filter_map(|r| r.latency_us.map(|l| l.mean / 1e6))
+                .fold(f64::INFINITY, f64::min);
+            (
+                workers,
+                format!(
+                    "the workers wait for their due calls (pacing): {} calls/s keep only rate × latency of them busy; about {} calls/s would load all {workers}",
+                    units::rate(rate.unwrap_or_default()),
+                    units::rate(workers as f64 / fastest_s)
+                ),
             )
         }
-        _ => {
-            let idle = (1.0 - r.concurrency_achieved / workers.max(1.0)) * 100.0;
+        Idle::ShortRun { workers } => {
             // Workers given equal shares of -n finish at different times; with
             // --duration, or a single worker, none waits for another.
-            let early = if timed || r.workers == 1 {
+            let early = if timed || workers == 1 {
                 ""
             } else {
                 "some finished their share of the calls early, or "
             };
-            format!(
-                "the workers sat idle {idle:.0}% of the {} run: {early}starting and stopping them weighs on a run this short; run longer (more calls, or --duration)",
-                units::duration(r.elapsed_s * 1e6)
+            let shortest = runs
+                .iter()
+                .map(|r| r.elapsed_s)
+                .fold(f64::INFINITY, f64::min);
+            (
+                workers,
+                format!(
+                    "the workers sat idle part of {} (the shortest lasted {}): {early}starting and stopping them weighs on a run this short; run longer (more calls, or --duration)",
+                    if runs.len() == 1 {
+                        "the run"
+                    } else {
+                        "each run"
+                    },
+                    units::duration(shortest * 1e6)
+                ),
             )
         }
     };
     format!(
-        "{} ({}): {} calls in flight on average, -c {} asked for: {why}",
-        r.transport,
-        r.mode_label(),
-        units::significant(r.concurrency_achieved, 2),
-        r.workers
+        "{} calls in flight on average, -c {workers} asked for: {why}",
+        in_flight.join(", ")
     )
 }
+
+/// A physics rule ([`crate::physics`]) as a sentence.
+pub fn rule_sentence(rule: Rule) -> &'static str {
+    match rule {
+        Rule::ModesAgree => {
+            "a persistent connection's mean does not depend on the address mode (its lookup is in the warm-up)"
+        }
+        Rule::UnixNotSlowerThanTcp => "unix is no slower than tcp on the same host",
+        Rule::KeptNotSlowerThanFresh => {
+            "a kept connection is no slower than a new connection per call"
+        }
+        Rule::IpNotSlowerThanLookup => {
+            "a fresh call by IP is no slower than one that looks the name up (uncached)"
+        }
+        Rule::PlainNotSlowerThanTls => {
+            "a fresh call in plain is no slower than one with a TLS handshake"
+        }
+    }
+}
+
+/// A figure of a physics check: `tcp (ip) 5.3 µs ± 3%` (the noise at least its floor).
+pub fn figure_text(f: &Figure) -> String {
+    let noise = f.spread.unwrap_or(0.0).max(crate::physics::MIN_NOISE) * 100.0;
+    format!(
+        "{} ({}) {} ± {noise:.0}%",
+        f.transport,
+        f.mode,
+        units::duration(f.mean_us)
+    )
+}
+
+/// A physics check in one line: the rule, both figures and the verdict.
+pub fn physics_line(c: &PhysicsCheck) -> String {
+    let verdict = if c.pass {
+        "holds"
+    } else {
+        "broken beyond the noise"
+    };
+    format!(
+        "{}: {} against {}: {verdict}",
+        rule_sentence(c.rule),
+        figure_text(&c.faster),
+        figure_text(&c.slower)
+    )
+}
+
+/// What a broken physics check likely means, after its line.
+pub const LIKELY_CAUSES: &str = "likely the placement (a thread woken on the other CPU: see --placement), the CPU's clock changing speed, or a noisy neighbour; run again, or with more --rounds";
 
 /// How many seqs of each kind the problem list shows.
 const SHOWN_SEQS: usize = 20;

@@ -68,9 +68,13 @@ pub fn write(report: &Report, options: &RenderOptions, out: &mut dyn Write) -> i
             lines.extend(wrap(p, width, HANGING, "    "));
         }
     }
+    if let Some(line) = incoherent_line(report) {
+        lines.push(String::new());
+        lines.extend(wrap(&line, width, "", HANGING));
+    }
     lines.push(String::new());
     for f in site::findings(report, &[], None) {
-        lines.extend(wrap(&f, width, BULLET, HANGING));
+        lines.extend(wrap(&super::findings::sentence(&f), width, BULLET, HANGING));
     }
     if let Some(advice) = site::pinning_advice(report) {
         lines.extend(wrap(&advice, width, "", HANGING));
@@ -79,6 +83,24 @@ pub fn write(report: &Report, options: &RenderOptions, out: &mut dyn Write) -> i
         writeln!(out, "{line}")?;
     }
     Ok(())
+}
+
+/// One line when the run's figures contradict each other beyond their noise (a failed
+/// physics check, `coherent: false` in the JSON): the first broken rule, how many more,
+/// and the likely causes.
+fn incoherent_line(report: &Report) -> Option<String> {
+    let failed: Vec<&crate::report::PhysicsCheck> =
+        report.physics.iter().filter(|c| !c.pass).collect();
+    let first = failed.first()?;
+    let more = match failed.len() {
+        1 => String::new(),
+        n => format!(" (and {} more: see `physics` in the JSON)", n - 1),
+    };
+    Some(format!(
+        "figures not coherent: {}{more}; {}",
+        super::physics_line(first),
+        super::LIKELY_CAUSES
+    ))
 }
 
 /// What was run, in a few parts: the target, the calls, the settings that change what a
@@ -94,6 +116,8 @@ fn heading(report: &Report) -> Vec<String> {
         format!("{} worker(s)", c.concurrency),
         format!("payload {} B", c.payload_bytes),
     ];
+    // Who answered, after the target: the two ends' versions and machines.
+    parts.splice(1..1, ends(report));
     if c.delay_us > 0 {
         parts.push(format!(
             "server delay {}",
@@ -106,8 +130,56 @@ fn heading(report: &Report) -> Vec<String> {
     if c.rounds > 1 {
         parts.push(format!("{} rounds merged", c.rounds));
     }
+    if let Some(p) = &report.placement {
+        parts.push(p.describe());
+    }
+    if report.runs.iter().any(|r| r.transport.is_curl()) {
+        parts.push(libcurl_part(&report.environment));
+    }
     parts.push("latency: full round trip, connect included for fresh transports".to_string());
     parts
+}
+
+/// The libcurl that made the curl rows, as the heading names it: `curl rows: libcurl
+/// 7.88.1, OpenSSL/3.0.17` (read from the library linked, at run time).
+fn libcurl_part(e: &crate::report::Environment) -> String {
+    let tls = if e.libcurl_tls.is_empty() {
+        "no TLS".to_string()
+    } else {
+        e.libcurl_tls.clone()
+    };
+    format!("curl rows: libcurl {}, {tls}", e.libcurl)
+}
+
+/// The two ends of a run against a target, from the server's `/stats` and the client's
+/// own facts: `server rpcbench-echo 0.1.0 on db1 (Linux 6.1.0, 8 CPUs)`, then the client
+/// the same way. Nothing for the embedded server (this very process), nor when the server
+/// could not be asked.
+fn ends(report: &Report) -> Vec<String> {
+    let Some(server) = report
+        .server
+        .as_ref()
+        .filter(|_| !report.target.starts_with("embedded"))
+    else {
+        return Vec::new();
+    };
+    let facts = |hostname: &str, kernel: &str, cpus: usize| match hostname {
+        "" => String::new(),
+        _ => format!(" on {hostname} ({kernel}, {cpus} CPUs)"),
+    };
+    let host = &server.settings.host;
+    let env = &report.environment;
+    vec![
+        format!(
+            "server rpcbench-echo {}{}",
+            server.settings.version,
+            facts(&host.hostname, &host.kernel, host.cpus)
+        ),
+        format!(
+            "client{}",
+            facts(&env.hostname, &env.kernel, env.cpus).replacen(" on", "", 1)
+        ),
+    ]
 }
 
 /// Joins parts with [`SEPARATOR`] into lines of at most `width`; a part too long for a

@@ -62,11 +62,13 @@ impl<'p> Attempt<'p> {
     pub fn start(seq: u64, config: &RunConfig, payload: &'p mut Vec<u8>) -> Attempt<'p> {
         payload.clear();
         wire::pattern(seq, config.payload as usize, payload);
+        let expected = config.reply.unwrap_or(config.payload);
         let call = Call {
             seq,
             payload,
             reply_len: config.reply,
             delay_us: config.delay_us,
+            max_reply: config.max_reply.unwrap_or(expected) as usize,
         };
         let phases = Phases::default();
         Attempt {
@@ -190,6 +192,7 @@ mod tests {
             payload: &payload,
             reply_len: None,
             delay_us: 0,
+            max_reply: 8,
         };
         assert_eq!(verify(&echo, Some(9), &payload), Outcome::Ok);
         assert_eq!(verify(&echo, Some(8), &payload), Outcome::Mismatched);

@@ -6,7 +6,7 @@
 //! some connects (counted as connect errors, which would look like the server's fault).
 
 use super::{Engine, MAX_BLOCKING_WORKERS, MAX_CONCURRENCY, RunConfig, available_cpus};
-use crate::transport::TransportKind;
+use crate::transport::{FILES_PER_RUNTIME, TransportKind};
 use nix::sys::resource::{RLIM_INFINITY, Resource, getrlimit, setrlimit};
 use std::sync::OnceLock;
 
@@ -14,13 +14,6 @@ use std::sync::OnceLock;
 /// server's listeners and runtime, the resolvers' sockets and runtimes, the progress bar.
 /// Counted generously: running out is a failed run, a spare descriptor costs nothing.
 const BASE_FILES: u64 = 128;
-/// Open files of one tokio runtime, counted in `/proc/PID/fd` (tokio 1.54): two epoll
-/// instances, the eventfd that wakes it and a copy of the signal driver's socket. Every
-/// event-loop thread has one, and so has every blocking `http-fresh` worker (hyper).
-const FILES_PER_RUNTIME: u64 = 4;
-/// Open files of one libcurl easy handle besides its connection, counted the same way:
-/// the socket pair its internal multi handle keeps for wake-ups.
-const FILES_PER_CURL_HANDLE: u64 = 2;
 
 /// Why a run cannot have the connections it asks for.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -125,12 +118,7 @@ pub fn files_needed(
     let connections = connections as u64;
     let per_connection = match engine {
         Engine::Evloop => 1,
-        Engine::Blocking | Engine::Auto => match kind {
-            TransportKind::CurlReuse | TransportKind::CurlFresh => 1 + FILES_PER_CURL_HANDLE,
-            // hyper's client drives a runtime of its own in each worker.
-            TransportKind::HttpFresh => 1 + FILES_PER_RUNTIME,
-            _ => 1,
-        },
+        Engine::Blocking | Engine::Auto => 1 + kind.facts().files_per_worker,
     };
     let loops = match engine {
         Engine::Evloop => available_cpus() as u64 * FILES_PER_RUNTIME,
@@ -174,7 +162,7 @@ pub fn check_limits(
     debug_assert!(MAX_BLOCKING_WORKERS <= usize::from(MAX_CONCURRENCY));
     let cpus = available_cpus();
     for &kind in transports {
-        if kind == TransportKind::Udp {
+        if kind.port() == crate::transport::Port::Udp {
             check_datagram(config)?;
         }
         let engine = config.engine.pick(kind, connections, cpus)?;

@@ -70,6 +70,9 @@ pub struct RunConfig {
     pub payload: u32,
     /// Ask for a pattern reply of this size instead of an echo.
     pub reply: Option<u32>,
+    /// The largest reply payload accepted; `None`: the reply asked for (`reply`, else the
+    /// echo of `payload`). A larger reply fails its call as `reply_above_max`.
+    pub max_reply: Option<u32>,
     /// Server-side delay asked for each call.
     pub delay_us: u32,
     /// Longest a call may take before it counts as lost.
@@ -89,6 +92,7 @@ impl Default for RunConfig {
             concurrency: 1,
             payload: 64,
             reply: None,
+            max_reply: None,
             delay_us: 0,
             timeout: Duration::from_secs(5),
             rate: None,
@@ -215,6 +219,10 @@ pub struct TransportRun {
     pub tcp_info: crate::tcpinfo::TcpInfoRecord,
     /// Calls the run's connections carried: the measured ones and the warm-up.
     pub calls_carried: u64,
+    /// The mean latency of ok calls of each round merged into this run, µs, in the order
+    /// the rounds ran (one entry per round that had an ok call): how far rounds disagree
+    /// is the run-to-run noise of the figure ([`crate::report::RunRecord::spread`]).
+    pub round_means_us: Vec<f64>,
 }
 
 impl TransportRun {
@@ -237,6 +245,7 @@ impl TransportRun {
         self.dns_queries += other.dns_queries;
         self.tcp_info += &other.tcp_info;
         self.calls_carried += other.calls_carried;
+        self.round_means_us.extend_from_slice(&other.round_means_us);
         self.dns_lookups += other.dns_lookups;
         self.dns_responder_queries = self
             .dns_responder_queries
@@ -362,6 +371,12 @@ pub fn try_run_transport(
             + (0..connections)
                 .map(|i| warmup_share(config.warmup, connections, i))
                 .sum::<u64>(),
+        round_means_us: tally
+            .latency
+            .summary()
+            .map(|s| s.mean)
+            .into_iter()
+            .collect(),
         tally,
         elapsed,
         workers: connections,

@@ -2,50 +2,35 @@
 //! reflection, for the HTTP/2 requests whose `content-type` is `application/grpc`.
 //!
 //! On the HTTP port rather than on a `--grpc` port of its own: gRPC is HTTP/2, which that
-//! port already speaks with prior knowledge, and tonic's generated server is a tower
-//! service, so the HTTP listener hands it the request and gets its reply back. A gRPC
+//! port already speaks with prior knowledge, so the HTTP listener hands the request to
+//! the echo service ([`grpc_echo`], gRPC's wire written by hand so that no message is made
+//! whole) or to tonic's reflection services, and gets the reply back. A gRPC
 //! client then reaches the server wherever an HTTP/2 one does (the embedded server of
 //! `rpcbench` included), and the connection limit, idle timeout, shutdown and byte
 //! counts of the HTTP listener hold for gRPC with no code of their own. Rejected: tonic's
 //! own server on a second port (a second accept loop and set of limits to keep in step).
 //!
 //! What is gRPC's own is counted here: calls and messages in `/stats`' `grpc`, and every
-//! call that did not end with status OK, by its status ([`Reject`]'s `grpc_*` kinds).
+//! call that did not end with status OK, by its status ([`Reject`]'s `grpc_*` kinds, and
+//! `over_budget_grpc` for a message the buffer budget could not hold).
 
 use super::Shared;
+use super::budget::ConnShare;
+use super::grpc_echo;
 use super::stats::Reject;
-use crate::proto::echo_server::{Echo, EchoServer};
-use crate::proto::{EchoReply, EchoRequest};
-use crate::wire::{self, RESPONSE_OVERHEAD};
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
-use hyper::header::{HeaderMap, HeaderName};
+use hyper::header::HeaderMap;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::codegen::Service as _;
-use tonic::{Code, Request, Response, Status, Streaming};
+use tonic::{Code, Status};
 
-/// The `server-timing` trailer, in the format of the HTTP replies' header (`app;dur=<ms>`).
-static SERVER_TIMING: HeaderName = HeaderName::from_static("server-timing");
-
-/// The server's time for a `Call`, handed from [`EchoService`] to [`GrpcBody`] in the
-/// reply's extensions (which tonic carries over to the HTTP reply).
-#[derive(Debug, Clone, Copy)]
-struct ServerTime(Duration);
-
-/// Replies a `Stream` may have written and not yet sent: one is enough for a client that
-/// waits for each reply (the benchmark's), and a few let a pipelining client keep the
-/// stream busy without the server queueing without bound.
-const STREAM_QUEUE: usize = 16;
-
-/// The gRPC services of one server, cloned (cheaply: they hold `Arc`s) for each call.
+/// The reflection services of one server, cloned (cheaply: they hold `Arc`s) for each
+/// call; the echo service is [`grpc_echo`]'s.
 #[derive(Clone)]
 pub(super) struct Grpc {
-    echo: EchoServer<EchoService>,
     reflection_v1: Route,
     reflection_v1alpha: Route,
 }
@@ -83,17 +68,13 @@ where
 }
 
 impl Grpc {
-    /// The services, with the server's limits on message sizes.
-    pub(super) fn new(shared: Arc<Shared>) -> Grpc {
-        let max = shared.config.max_frame as usize;
+    /// The reflection services.
+    pub(super) fn new() -> Grpc {
         let reflection = || {
             tonic_reflection::server::Builder::configure()
                 .register_encoded_file_descriptor_set(crate::proto::FILE_DESCRIPTOR_SET)
         };
         Grpc {
-            echo: EchoServer::new(EchoService { shared })
-                .max_decoding_message_size(max)
-                .max_encoding_message_size(max),
             // The descriptor sets are compiled in; building from them fails only if they
             // were corrupt, which the unit test below would have caught.
             reflection_v1: route(
@@ -121,11 +102,13 @@ pub(super) fn is_grpc<B>(req: &hyper::Request<B>) -> bool {
 }
 
 /// Answers one gRPC call: routes it by path to the echo service or to reflection, and
-/// wraps the reply so that its outcome is counted and `server-timing` travels as a trailer.
+/// wraps the reply so that its outcome is counted. `share` is the connection's share of
+/// the buffer budget.
 pub(super) async fn serve(
     grpc: &Grpc,
     req: hyper::Request<Incoming>,
     shared: &Arc<Shared>,
+    share: &Arc<ConnShare>,
 ) -> hyper::Response<GrpcBody> {
     // An HTTP request like any other in `http.requests` (so that what the port answered
     // adds up whatever the clients spoke), and a gRPC call in `grpc.calls`.
@@ -133,37 +116,70 @@ pub(super) async fn serve(
     shared.stats.grpc.calls.fetch_add(1, Relaxed);
     // Counts the call as cancelled if this future is dropped before the reply exists:
     // hyper drops it when the client resets the stream while the request is being read.
-    let broke = Arc::new(AtomicBool::new(false));
+    let note = Arc::new(CallNote::default());
     let outcome = Outcome {
         shared: shared.clone(),
         counted: false,
-        broke: broke.clone(),
+        note: note.clone(),
     };
-    let req = req.map(|inner| RequestBody { inner, broke });
+    let req = req.map(|inner| RequestBody { inner, note });
     let path = req.uri().path();
-    // The generated services are always ready (`poll_ready` returns `Ready(Ok)`), so
-    // `call` is made without it; their error type is `Infallible`.
     let resp = if path.starts_with("/grpc.reflection.v1.") {
+        // The generated services are always ready (`poll_ready` returns `Ready(Ok)`), so
+        // `call` is made without it.
         (grpc.reflection_v1)(req).await
     } else if path.starts_with("/grpc.reflection.v1alpha.") {
         (grpc.reflection_v1alpha)(req).await
+    } else if path == grpc_echo::CALL || path == grpc_echo::STREAM {
+        let stream = path == grpc_echo::STREAM;
+        grpc_echo::serve(req, stream, shared, share).await
     } else {
-        // Everything else, an unknown service included, goes to the echo service, whose
-        // generated router answers an unknown method with UNIMPLEMENTED.
-        match grpc.echo.clone().call(req).await {
-            Ok(resp) => resp,
-            Err(never) => match never {},
-        }
+        // An unknown service or method, as tonic's generated router answers it.
+        grpc_echo::refuse(Status::unimplemented(""))
     };
     GrpcBody::wrap(resp, outcome)
 }
 
+/// The reply to a call refused at once because the buffer budget is spent (an HTTP/2
+/// stream the budget cannot hold): RESOURCE_EXHAUSTED, counted as over budget.
+pub(super) fn over_budget(shared: &Arc<Shared>) -> hyper::Response<GrpcBody> {
+    shared.stats.http.requests.fetch_add(1, Relaxed);
+    shared.stats.grpc.calls.fetch_add(1, Relaxed);
+    let note = Arc::new(CallNote::default());
+    note.over_budget.store(true, Relaxed);
+    let outcome = Outcome {
+        shared: shared.clone(),
+        counted: false,
+        note,
+    };
+    let status = Status::resource_exhausted("the server's buffer budget is spent; try again later");
+    GrpcBody::wrap(grpc_echo::refuse(status), outcome)
+}
+
+/// What a call's request side tells the counting of its outcome.
+#[derive(Debug, Default)]
+pub(super) struct CallNote {
+    /// The request failed (the client reset the stream, or the connection broke): the call
+    /// is counted as cancelled whatever status it then ended with.
+    broke: AtomicBool,
+    /// A request message did not fit in the buffer budget: the call's RESOURCE_EXHAUSTED
+    /// is counted as [`Reject::OverBudgetGrpc`].
+    over_budget: AtomicBool,
+}
+
 /// The body of a gRPC request: hyper's, noting when it failed (the client reset the
 /// stream, or the connection broke), so that the call is counted as cancelled whatever
-/// status tonic then makes of the error (it reads hyper's errors as UNKNOWN).
+/// status is then made of the error.
 pub(super) struct RequestBody {
     inner: Incoming,
-    broke: Arc<AtomicBool>,
+    note: Arc<CallNote>,
+}
+
+impl RequestBody {
+    /// Notes that a message of this call did not fit in the buffer budget.
+    pub(super) fn over_budget(&self) {
+        self.note.over_budget.store(true, Relaxed);
+    }
 }
 
 impl Body for RequestBody {
@@ -177,7 +193,7 @@ impl Body for RequestBody {
         let this = self.get_mut();
         let frame = Pin::new(&mut this.inner).poll_frame(cx);
         if let Poll::Ready(Some(Err(_))) = &frame {
-            this.broke.store(true, Relaxed);
+            this.note.broke.store(true, Relaxed);
         }
         frame
     }
@@ -196,38 +212,51 @@ impl Body for RequestBody {
 struct Outcome {
     shared: Arc<Shared>,
     counted: bool,
-    /// Set by the call's [`RequestBody`] when the request failed.
-    broke: Arc<AtomicBool>,
+    /// What the call's [`RequestBody`] noted.
+    note: Arc<CallNote>,
 }
 
 impl Outcome {
     /// Counts the call by the status in `map` (headers of a trailers-only reply, or the
     /// trailers); a reply with no `grpc-status` at all is counted as an other error.
     fn ended(&mut self, map: Option<&HeaderMap>) {
-        if self.counted {
-            return;
-        }
-        self.counted = true;
         let code = map
             .and_then(|m| m.get("grpc-status"))
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<i32>().ok())
             .map(Code::from_i32);
+        match code {
+            Some(code) => self.failed(code),
+            None => self.count(Some(Reject::GrpcOtherError)),
+        }
+    }
+
+    /// Counts the call by `code`, OK included.
+    fn failed(&mut self, code: Code) {
         let kind = match code {
-            _ if self.broke.load(Relaxed) => Reject::GrpcCancelled,
-            Some(Code::Ok) => return,
-            Some(code) => reject_of(code),
-            None => Reject::GrpcOtherError,
+            _ if self.note.broke.load(Relaxed) => Reject::GrpcCancelled,
+            Code::Ok => return self.count(None),
+            Code::ResourceExhausted if self.note.over_budget.load(Relaxed) => {
+                Reject::OverBudgetGrpc
+            }
+            code => reject_of(code),
         };
-        self.shared.stats.reject(kind);
+        self.count(Some(kind));
+    }
+
+    /// Counts the call as `kind` (`None`: it went well), unless it was counted already.
+    fn count(&mut self, kind: Option<Reject>) {
+        if !std::mem::replace(&mut self.counted, true)
+            && let Some(kind) = kind
+        {
+            self.shared.stats.reject(kind);
+        }
     }
 }
 
 impl Drop for Outcome {
     fn drop(&mut self) {
-        if !self.counted {
-            self.shared.stats.reject(Reject::GrpcCancelled);
-        }
+        self.count(Some(Reject::GrpcCancelled));
     }
 }
 
@@ -246,17 +275,10 @@ fn reject_of(code: Code) -> Reject {
     }
 }
 
-/// The body of a gRPC reply: tonic's, with the outcome counted when the trailers pass (or
-/// at once for a trailers-only reply), and the server's time added to the trailers as
-/// `server-timing`.
-///
-/// Added here, because tonic gives a handler no way to add trailers to a successful reply
-/// (only a failed one's `Status` metadata becomes trailers): [`EchoService`] leaves its
-/// time in the reply's extensions, and here it goes into the trailers, where gRPC puts
-/// what is known once a call is over.
+/// The body of a gRPC reply, with the outcome counted when the trailers pass (or at once
+/// for a trailers-only reply).
 pub(super) struct GrpcBody {
     inner: tonic::body::Body,
-    timing: Option<ServerTime>,
     outcome: Outcome,
 }
 
@@ -265,20 +287,12 @@ impl GrpcBody {
         resp: hyper::Response<tonic::body::Body>,
         mut outcome: Outcome,
     ) -> hyper::Response<GrpcBody> {
-        let (mut parts, inner) = resp.into_parts();
-        let timing = parts.extensions.remove::<ServerTime>();
+        let (parts, inner) = resp.into_parts();
         if parts.headers.contains_key("grpc-status") {
             // Trailers-only: the status is in the headers and the body is empty.
             outcome.ended(Some(&parts.headers));
         }
-        hyper::Response::from_parts(
-            parts,
-            GrpcBody {
-                inner,
-                timing,
-                outcome,
-            },
-        )
+        hyper::Response::from_parts(parts, GrpcBody { inner, outcome })
     }
 }
 
@@ -296,26 +310,14 @@ impl Body for GrpcBody {
             Poll::Ready(frame) => frame,
         };
         Poll::Ready(match frame {
-            Some(Ok(frame)) => match frame.into_trailers() {
-                Ok(mut trailers) => {
-                    this.outcome.ended(Some(&trailers));
-                    if let Some(ServerTime(took)) = this.timing.take() {
-                        trailers.insert(SERVER_TIMING.clone(), super::http::server_timing(took));
-                    }
-                    Some(Ok(Frame::trailers(trailers)))
+            Some(Ok(frame)) => {
+                if let Some(trailers) = frame.trailers_ref() {
+                    this.outcome.ended(Some(trailers));
                 }
-                Err(data) => Some(Ok(data)),
-            },
+                Some(Ok(frame))
+            }
             Some(Err(status)) => {
-                if !this.outcome.counted {
-                    this.outcome.counted = true;
-                    let kind = if this.outcome.broke.load(Relaxed) {
-                        Reject::GrpcCancelled
-                    } else {
-                        reject_of(status.code())
-                    };
-                    this.outcome.shared.stats.reject(kind);
-                }
+                this.outcome.failed(status.code());
                 Some(Err(status))
             }
             None => {
@@ -333,134 +335,6 @@ impl Body for GrpcBody {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
-    }
-}
-
-/// The echo service: the TCP protocol's rules, with refusals as gRPC statuses.
-#[derive(Debug)]
-struct EchoService {
-    shared: Arc<Shared>,
-}
-
-/// What one request asks for, once checked against the server's limits.
-struct Checked {
-    seq: u64,
-    reply_len: Option<usize>,
-    delay: Duration,
-    payload: Bytes,
-}
-
-impl EchoService {
-    /// Checks `req` as the TCP server does (a reply must fit in the max frame with its
-    /// framing; a delay must be within the max delay), with gRPC's statuses: a value no
-    /// request may carry (negative) is INVALID_ARGUMENT, one above this server's limits
-    /// RESOURCE_EXHAUSTED.
-    fn check(&self, req: EchoRequest) -> Result<Checked, Status> {
-        let config = &self.shared.config;
-        let reply_len = match req.reply_len {
-            None => None,
-            Some(n) => Some(
-                u64::try_from(n)
-                    .map_err(|_| Status::invalid_argument(format!("reply_len={n} is negative")))?,
-            ),
-        };
-        let delay_us = u64::try_from(req.delay_us).map_err(|_| {
-            Status::invalid_argument(format!("delay_us={} is negative", req.delay_us))
-        })?;
-        let max_delay = config.max_delay.as_micros() as u64;
-        if delay_us > max_delay {
-            return Err(Status::resource_exhausted(format!(
-                "delay_us={delay_us} is above the maximum of {max_delay} µs"
-            )));
-        }
-        // An echo counts too, as on TCP: the reply carries more than the request.
-        let max_reply = u64::from(config.max_frame.saturating_sub(RESPONSE_OVERHEAD));
-        let len = reply_len.unwrap_or(req.payload.len() as u64);
-        if len > max_reply {
-            return Err(Status::resource_exhausted(format!(
-                "a reply of {len} bytes is above the maximum of {max_reply}"
-            )));
-        }
-        Ok(Checked {
-            seq: req.seq,
-            reply_len: reply_len.map(|n| n as usize),
-            delay: Duration::from_micros(delay_us),
-            payload: req.payload,
-        })
-    }
-
-    /// Answers one checked request that was whole at `got_it`: waits out its delay, then
-    /// the echo or the pattern, with the time since `got_it`.
-    async fn answer(&self, req: Checked, got_it: Instant) -> EchoReply {
-        if !req.delay.is_zero() {
-            crate::server::sleep_until(got_it + req.delay).await;
-        }
-        let payload = match req.reply_len {
-            None => req.payload,
-            Some(n) => match wire::pattern_static(req.seq, n) {
-                Some(slice) => Bytes::from_static(slice),
-                None => {
-                    let mut p = Vec::new();
-                    wire::pattern(req.seq, n, &mut p);
-                    Bytes::from(p)
-                }
-            },
-        };
-        self.shared.stats.grpc.messages.fetch_add(1, Relaxed);
-        EchoReply {
-            seq: req.seq,
-            status: wire::Status::Ok as u32,
-            server_ns: got_it.elapsed().as_nanos() as u64,
-            payload,
-        }
-    }
-}
-
-#[tonic::async_trait]
-impl Echo for EchoService {
-    async fn call(&self, request: Request<EchoRequest>) -> Result<Response<EchoReply>, Status> {
-        let got_it = Instant::now();
-        let checked = self.check(request.into_inner())?;
-        let reply = self.answer(checked, got_it).await;
-        let mut resp = Response::new(reply);
-        resp.extensions_mut().insert(ServerTime(got_it.elapsed()));
-        Ok(resp)
-    }
-
-    type StreamStream = ReceiverStream<Result<EchoReply, Status>>;
-
-    async fn stream(
-        &self,
-        request: Request<Streaming<EchoRequest>>,
-    ) -> Result<Response<Self::StreamStream>, Status> {
-        let mut inbound = request.into_inner();
-        let (tx, rx) = tokio::sync::mpsc::channel(STREAM_QUEUE);
-        let service = EchoService {
-            shared: self.shared.clone(),
-        };
-        // One task per stream answers its requests one after another, so replies leave
-        // in request order. It ends when the client ends its side, when a request is
-        // refused (the status ends the stream, as gRPC has no status per message), or
-        // when the reply side is gone (the stream was reset).
-        tokio::spawn(async move {
-            loop {
-                let next = inbound.message().await;
-                let got_it = Instant::now();
-                let reply = match next {
-                    Ok(None) => return,
-                    Ok(Some(req)) => match service.check(req) {
-                        Ok(checked) => Ok(service.answer(checked, got_it).await),
-                        Err(status) => Err(status),
-                    },
-                    Err(status) => Err(status),
-                };
-                let last = reply.is_err();
-                if tx.send(reply).await.is_err() || last {
-                    return;
-                }
-            }
-        });
-        Ok(Response::new(ReceiverStream::new(rx)))
     }
 }
 

@@ -134,6 +134,27 @@ pub fn render(snap: &StatsSnapshot) -> String {
     );
     family(
         &mut out,
+        &own("buffered_bytes"),
+        Kind::Gauge,
+        "Bytes of request bodies and unsent replies held now, over all connections.",
+        &[("", snap.buffered_bytes as f64)],
+    );
+    family(
+        &mut out,
+        &own("buffered_bytes_peak"),
+        Kind::Gauge,
+        "The most bytes of request bodies and unsent replies ever held at once.",
+        &[("", snap.buffered_bytes_peak as f64)],
+    );
+    family(
+        &mut out,
+        &own("max_buffered_bytes"),
+        Kind::Gauge,
+        "The budget of bytes held at once; requests beyond it are refused (--max-buffered).",
+        &[("", snap.settings.max_buffered as f64)],
+    );
+    family(
+        &mut out,
         &own("connections_total"),
         Kind::Counter,
         "Connections accepted, including those closed at once for the connection limit.",
@@ -367,7 +388,11 @@ mod tests {
         snap.settings.version = "0.1.0\"x\\".into();
         snap.tcp.requests = 7;
         snap.rejected.insert(Reject::IdleTimeout.name().into(), 2);
+        snap.buffered_bytes = 4096;
         let text = render(&snap);
+        assert!(text.contains(
+            "# TYPE rpcbench_echo_buffered_bytes gauge\nrpcbench_echo_buffered_bytes 4096\n"
+        ));
         assert!(text.contains("# TYPE rpcbench_echo_requests_total counter\n"));
         assert!(text.contains("rpcbench_echo_requests_total{protocol=\"tcp\"} 7\n"));
         assert!(text.contains("rpcbench_echo_rejected_total{kind=\"idle_timeout\"} 2\n"));

@@ -9,11 +9,14 @@
 //! server can honour; [`EchoServer::start`] runs them all, and the command line's parsers
 //! call the same ones, so a bad value is refused in one place with one message.
 
+pub mod budget;
 pub mod dns;
 mod grpc;
+mod grpc_echo;
 mod handle;
 mod http;
 pub mod metrics;
+mod payload;
 mod pool;
 mod registry;
 pub mod stats;
@@ -52,6 +55,11 @@ pub const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(10);
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 /// Default time a connection may stay silent before the server closes it (60 s).
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default time a reply may wait with no byte taken by the client before its connection
+/// is closed (30 s): far above what a working client on any link takes to read a 16 MiB
+/// reply, and what nginx waits (`send_timeout 60s` between two writes) halved, since a
+/// stalled reply here holds its share of the buffer budget.
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long shutdown waits for requests in flight before giving up on them (5 s).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -140,6 +148,33 @@ pub fn check_idle_timeout(timeout: Duration) -> Result<Duration, CheckSettingErr
     )
 }
 
+/// Checks `write_timeout`: at least [`MIN_IDLE_TIMEOUT`], for the same reason (the HTTP
+/// watcher keeps both).
+pub fn check_write_timeout(timeout: Duration) -> Result<Duration, CheckSettingError> {
+    within(
+        "write_timeout",
+        timeout,
+        MIN_IDLE_TIMEOUT..=Duration::MAX,
+        || format!("at least {MIN_IDLE_TIMEOUT:?}"),
+    )
+}
+
+/// Checks `max_buffered`: at least [`budget::MIN_MAX_BUFFERED`], so a small request always
+/// fits.
+pub fn check_max_buffered(bytes: u64) -> Result<u64, CheckSettingError> {
+    within(
+        "max_buffered",
+        bytes,
+        budget::MIN_MAX_BUFFERED..=u64::MAX,
+        || {
+            format!(
+                "at least {} bytes, the largest small request",
+                budget::MIN_MAX_BUFFERED
+            )
+        },
+    )
+}
+
 /// Checks `unix_mode`: permission bits only (0 to 0o777); setuid, setgid and sticky mean
 /// nothing on a socket.
 pub fn check_unix_mode(mode: u32) -> Result<u32, CheckSettingError> {
@@ -169,6 +204,11 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// A connection that sends nothing for this long is closed.
     pub idle_timeout: Duration,
+    /// A connection whose reply takes no byte for this long is closed.
+    pub write_timeout: Duration,
+    /// The most bytes of request bodies and unsent replies held at once, over every
+    /// connection ([`budget`]).
+    pub max_buffered: u64,
     /// The DNS responder; `None` (the default) leaves it off.
     pub dns: Option<dns::DnsConfig>,
     /// Raw frames over TLS listen address; `None` (the default) disables the listener.
@@ -192,6 +232,8 @@ impl Default for ServerConfig {
             max_delay: DEFAULT_MAX_DELAY,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            write_timeout: DEFAULT_WRITE_TIMEOUT,
+            max_buffered: budget::DEFAULT_MAX_BUFFERED,
             dns: None,
             tls: None,
             https: None,
@@ -207,6 +249,8 @@ impl ServerConfig {
         check_max_delay(self.max_delay)?;
         check_max_connections(self.max_connections)?;
         check_idle_timeout(self.idle_timeout)?;
+        check_write_timeout(self.write_timeout)?;
+        check_max_buffered(self.max_buffered)?;
         check_unix_mode(self.unix_mode)?;
         tls::check_handshake_timeout(self.tls_settings.handshake_timeout)?;
         if let Some(dns) = &self.dns {
@@ -228,11 +272,15 @@ impl ServerConfig {
     fn settings(&self) -> stats::ServerSettings {
         stats::ServerSettings {
             version: env!("CARGO_PKG_VERSION").to_string(),
+            wire: crate::wire::WIRE_VERSION,
+            host: crate::host::HostFacts::detect(),
             cpu_affinity: crate::host::cpu_affinity(),
             max_frame: self.max_frame,
             max_delay_us: self.max_delay.as_micros() as u64,
             max_connections: self.max_connections,
             idle_timeout_s: self.idle_timeout.as_secs_f64(),
+            max_buffered: self.max_buffered,
+            write_timeout_s: self.write_timeout.as_secs_f64(),
             dns: self.dns.as_ref().map(|d| stats::DnsSettings {
                 name: d.name.clone(),
                 answer: self.dns_answer(d).to_string(),

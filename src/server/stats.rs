@@ -3,9 +3,11 @@
 //! Plain relaxed atomics: each counter is independent, and a snapshot taken while calls
 //! are in flight is allowed to be a few events behind.
 
+use super::budget::Budget;
 pub use crate::host::ProcessCost;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
@@ -211,11 +213,22 @@ pub enum Reject {
     /// A TLS client on the plain HTTP listener (its first bytes a TLS record); closed at
     /// once instead of waiting for a request head.
     HttpTlsClient,
+    /// HTTP 503: the request's body did not fit in what is left of `--max-buffered`.
+    OverBudgetHttp,
+    /// gRPC status RESOURCE_EXHAUSTED because the request message did not fit in what is
+    /// left of `--max-buffered` (counted here, not in `grpc_resource_exhausted`).
+    OverBudgetGrpc,
+    /// Raw frame answered with status 4: the request frame did not fit in what is left of
+    /// `--max-buffered`; it was read and dropped.
+    OverBudgetFrame,
+    /// Connection closed because a reply waited `--write-timeout` with no byte taken by
+    /// the client (a full socket, or a zero HTTP/2 window).
+    WriteTimeout,
 }
 
 impl Reject {
     /// Every kind, in the order they are listed in /stats.
-    pub const ALL: [Reject; 27] = [
+    pub const ALL: [Reject; 31] = [
         Reject::ZeroLengthFrame,
         Reject::OversizedFrame,
         Reject::MalformedFrame,
@@ -243,6 +256,10 @@ impl Reject {
         Reject::UdpReplyAboveRequest,
         Reject::TcpTlsClient,
         Reject::HttpTlsClient,
+        Reject::OverBudgetHttp,
+        Reject::OverBudgetGrpc,
+        Reject::OverBudgetFrame,
+        Reject::WriteTimeout,
     ];
 
     /// The stable snake_case name used as the JSON key.
@@ -275,6 +292,10 @@ impl Reject {
             Reject::UdpReplyAboveRequest => "udp_reply_above_request",
             Reject::TcpTlsClient => "tcp_tls_client",
             Reject::HttpTlsClient => "http_tls_client",
+            Reject::OverBudgetHttp => "over_budget_http",
+            Reject::OverBudgetGrpc => "over_budget_grpc",
+            Reject::OverBudgetFrame => "over_budget_frame",
+            Reject::WriteTimeout => "write_timeout",
         }
     }
 }
@@ -285,12 +306,27 @@ impl Reject {
 pub struct ServerSettings {
     /// rpcbench-echo's version.
     pub version: String,
+    /// The wire's version ([`crate::wire::WIRE_VERSION`]): a client whose own differs
+    /// cannot call this server. 0 from a server from before the field.
+    #[serde(default)]
+    pub wire: u32,
+    /// The machine the server runs on; empty from a server from before the field.
+    #[serde(default)]
+    pub host: crate::host::HostFacts,
     /// The CPUs the server may run on (`0`, `0-1`): its core placement.
     pub cpu_affinity: String,
     pub max_frame: u32,
     pub max_delay_us: u64,
     pub max_connections: usize,
     pub idle_timeout_s: f64,
+    /// `--max-buffered`: the most bytes of request bodies and unsent replies held at once.
+    /// Zero from a server from before the budget.
+    #[serde(default)]
+    pub max_buffered: u64,
+    /// `--write-timeout`: a reply that takes no byte for this long closes its connection.
+    /// Zero from a server from before it.
+    #[serde(default)]
+    pub write_timeout_s: f64,
     /// The DNS responder, when it is on.
     pub dns: Option<DnsSettings>,
 }
@@ -310,6 +346,8 @@ pub struct DnsSettings {
 pub struct Stats {
     started: Instant,
     settings: ServerSettings,
+    /// The budget of `--max-buffered` and its gauge.
+    pub budget: Arc<Budget>,
     /// Raw TCP listener.
     pub tcp: ProtoCounters,
     /// HTTP listener (HTTP/1.1 and HTTP/2 together).
@@ -354,6 +392,7 @@ impl Stats {
     pub fn new(settings: ServerSettings) -> Self {
         Stats {
             started: Instant::now(),
+            budget: Arc::new(Budget::new(settings.max_buffered)),
             settings,
             tcp: ProtoCounters::default(),
             http: ProtoCounters::default(),
@@ -417,6 +456,8 @@ impl Stats {
             dns_answered: self.dns_answered.load(Relaxed),
             dns_delayed: self.dns_delayed.load(Relaxed),
             dns_dropped: self.dns_dropped.load(Relaxed),
+            buffered_bytes: self.budget.held(),
+            buffered_bytes_peak: self.budget.peak(),
             rejected: Reject::ALL
                 .iter()
                 .map(|&k| (k.name().to_string(), self.rejects[k as usize].load(Relaxed)))
@@ -589,6 +630,13 @@ pub struct StatsSnapshot {
     pub dns_answered: u64,
     pub dns_delayed: u64,
     pub dns_dropped: u64,
+    /// Bytes of request bodies and unsent replies held now, under `--max-buffered`
+    /// (`settings.max_buffered`). Zero from a server from before the budget.
+    #[serde(default)]
+    pub buffered_bytes: u64,
+    /// The most bytes ever held at once since the server started.
+    #[serde(default)]
+    pub buffered_bytes_peak: u64,
     /// Rejections and errors by kind (see [`Reject::name`]); every kind is present.
     pub rejected: BTreeMap<String, u64>,
     /// What the server process has cost so far. Zero in the JSON of a server from before

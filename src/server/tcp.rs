@@ -16,15 +16,23 @@
 //!
 //! Every complete frame already buffered is answered before the replies are written in one
 //! `write_all`, so pipelined requests cost one write per batch instead of one per reply.
+//! A reply is never made whole: its head goes to the batch, and a payload of more than a
+//! few kilobytes is written from where it already is, the static pattern table or the
+//! request's own bytes, so a client that stops reading holds this connection's two small
+//! buffers and its thread, until the write timeout closes it (issue #23). A request frame
+//! larger than the small buffer is leased from the server's buffer budget
+//! ([`super::budget`]) when its length prefix arrives; over the budget it is read and
+//! dropped, and answered with status 4.
 //!
 //! The Unix socket listener (`--unix`) speaks the same frames and is served by the same
 //! code: everything here is generic over a [`FrameStream`], implemented for TCP here and
 //! for Unix sockets in `unix.rs`; only accepting and parking differ.
 
+use super::budget::Lease;
 use super::pool::ThreadPool;
 use super::stats::{ProtoCounters, Reject, Stats};
 use super::{ConnGuard, Shared};
-use crate::wire::{self, DecodeFrameError, Request, Response, Status};
+use crate::wire::{self, DecodeFrameError, LEN_PREFIX, Request, RequestRef, Response, Status};
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
@@ -47,7 +55,8 @@ where
     const THREAD_NAME: &'static str;
 
     /// Sets the blocking socket up for a busy spell: the read timeout is the spell, the
-    /// write timeout keeps a client that stops reading from holding a thread forever.
+    /// write timeout (`--write-timeout`) keeps a client that stops reading from holding a
+    /// thread forever.
     fn set_timeouts(&self, read: Duration, write: Duration) -> std::io::Result<()>;
     /// Registers the socket with the reactor.
     fn park(self) -> std::io::Result<Self::Parked>;
@@ -97,6 +106,14 @@ const READ_CHUNK: usize = 64 * 1024;
 /// Size of a connection's buffers while its frames are small.
 const SMALL_BUF: usize = 8 * 1024;
 
+/// Replies are batched until the batch holds this much, then written: half a small
+/// buffer, so the batch never outgrows it.
+const BATCH: usize = SMALL_BUF / 2;
+
+/// The largest payload copied into the batch; a larger one is written from where it is.
+/// With [`BATCH`], the head of a reply and this much fit in what is left of a small buffer.
+const INLINE: usize = SMALL_BUF / 2 - LEN_PREFIX - wire::RESPONSE_OVERHEAD as usize;
+
 /// How long a busy connection keeps its thread after its last request: its blocking
 /// `recv` waits this long (`SO_RCVTIMEO`) before the connection is parked.
 ///
@@ -128,6 +145,8 @@ struct Conn {
     /// Bytes received and not yet answered; empty, without an allocation, while parked
     /// with nothing pending.
     inbuf: InBuf,
+    /// The frame being read and dropped because the budget could not hold it.
+    dropping: Option<Dropping>,
     /// When the last byte arrived (or the connection was accepted): the idle timeout
     /// counts from here.
     last_input: Instant,
@@ -182,7 +201,7 @@ where
     pub(super) fn serve(self: &Arc<Self>, stream: S, guard: ConnGuard) {
         let config = &self.shared.config;
         if stream
-            .set_timeouts(BUSY_SPELL.min(config.idle_timeout), config.idle_timeout)
+            .set_timeouts(BUSY_SPELL.min(config.idle_timeout), config.write_timeout)
             .is_err()
         {
             return self.shared.stats.reject(Reject::IoError);
@@ -191,6 +210,7 @@ where
         // is usually on its way (a `tcp-connect` call sends it right after connecting).
         let conn = Conn {
             inbuf: InBuf::new(),
+            dropping: None,
             last_input: Instant::now(),
             _guard: guard,
         };
@@ -243,7 +263,7 @@ where
         tokio::select! {
             peeked = tokio::time::timeout_at(deadline.into(), S::readable(&stream)) => {
                 match peeked {
-                    Ok(Ok(0)) if conn.inbuf.is_empty() => return,
+                    Ok(Ok(0)) if conn.inbuf.is_empty() && conn.dropping.is_none() => return,
                     Ok(Ok(0)) => return stats.reject(Reject::TruncatedFrame),
                     Ok(Ok(_)) => {}
                     Ok(Err(_)) => return stats.reject(Reject::IoError),
@@ -281,60 +301,29 @@ fn serve_busy<S: FrameStream>(
 where
     for<'a> &'a S: Read + Write,
 {
-    let config = &shared.config;
     let counters = S::COUNTERS(&shared.stats);
-    let inbuf = &mut conn.inbuf;
     // Allocated per busy spell, not per connection: a parked connection holds none.
-    let mut outbuf = Vec::with_capacity(SMALL_BUF);
+    let mut out = Out {
+        batch: Vec::with_capacity(SMALL_BUF),
+        counters,
+    };
     let mut read_more = false;
     loop {
         // Answer every complete frame we already have.
-        let mut answered = false;
-        loop {
-            let req = match wire::decode_frame::<Request>(inbuf.data(), config.max_frame) {
-                Ok(Some((req, used))) => {
-                    inbuf.consume(used);
-                    req
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    write_out(stream, &mut outbuf, counters)?;
-                    return Err(match e {
-                        // A ClientHello's record header read as a length prefix.
-                        _ if crate::transport::tls::looks_like_tls(inbuf.data()) => {
-                            Reject::TcpTlsClient
-                        }
-                        DecodeFrameError::EmptyFrame => Reject::ZeroLengthFrame,
-                        DecodeFrameError::FrameTooLarge { .. } => Reject::OversizedFrame,
-                        _ => Reject::MalformedFrame,
-                    });
-                }
-            };
-            counters.requests.fetch_add(1, Relaxed);
-            let got_it = Instant::now();
-            // The clock read the reply needs anyway doubles as the idle timer's.
-            (conn.last_input, answered) = (got_it, true);
-            let delay = Duration::from_micros(req.delay_us.into());
-            if !delay.is_zero() && delay <= config.max_delay {
-                // Earlier pipelined replies should not wait for this one's delay.
-                write_out(stream, &mut outbuf, counters)?;
-                super::sleep_until_blocking(got_it + delay);
-            }
-            let resp = answer(req, got_it, shared);
-            wire::encode_frame(&resp, &mut outbuf);
-        }
+        let answered = answer_buffered(stream, conn, shared, &mut out)?;
         if read_more && !answered {
             // Part of a frame: it still counts as the client talking.
             conn.last_input = Instant::now();
         }
-        write_out(stream, &mut outbuf, counters)?;
+        out.write(stream)?;
         if *shared.shutdown.borrow() {
             // Between requests: nothing in flight, so shutdown can close us now.
             return Ok(Next::Close(None));
         }
         read_more = true;
+        let inbuf = &mut conn.inbuf;
         match stream.read(inbuf.spare()) {
-            Ok(0) if inbuf.is_empty() || *shared.shutdown.borrow() => {
+            Ok(0) if (inbuf.is_empty() && conn.dropping.is_none()) || *shared.shutdown.borrow() => {
                 return Ok(Next::Close(None));
             }
             Ok(0) => return Err(Reject::TruncatedFrame),
@@ -352,6 +341,217 @@ where
     }
 }
 
+/// Answers every complete frame in the connection's buffer, and takes what arrived of a
+/// frame being dropped; true when a frame was answered. When the buffer ends with part of
+/// a frame larger than a small buffer, leases the budget for all of it, or starts
+/// dropping it when the budget has not got it.
+fn answer_buffered<S: FrameStream>(
+    stream: &S,
+    conn: &mut Conn,
+    shared: &Shared,
+    out: &mut Out,
+) -> Result<bool, Reject>
+where
+    for<'a> &'a S: Read + Write,
+{
+    let config = &shared.config;
+    let mut answered = false;
+    loop {
+        if let Some(dropping) = &mut conn.dropping {
+            let Some(seq) = dropping.take(&mut conn.inbuf)? else {
+                return Ok(answered);
+            };
+            conn.dropping = None;
+            shared.stats.reject(Reject::OverBudgetFrame);
+            S::COUNTERS(&shared.stats).requests.fetch_add(1, Relaxed);
+            (conn.last_input, answered) = (Instant::now(), true);
+            wire::encode_response_head(seq, Status::OverBudget as u8, 0, 0, &mut out.batch);
+            out.write_if_full(stream)?;
+            continue;
+        }
+        let inbuf = &mut conn.inbuf;
+        let data = inbuf.data();
+        let body_len = match data.first_chunk::<LEN_PREFIX>() {
+            None => return Ok(answered),
+            Some(prefix) => match wire::check_len(*prefix, config.max_frame) {
+                Ok(len) => len,
+                Err(e) => {
+                    out.write(stream)?;
+                    return Err(match e {
+                        // A ClientHello's record header read as a length prefix.
+                        _ if crate::transport::tls::looks_like_tls(data) => Reject::TcpTlsClient,
+                        DecodeFrameError::EmptyFrame => Reject::ZeroLengthFrame,
+                        _ => Reject::OversizedFrame,
+                    });
+                }
+            },
+        };
+        let frame_len = LEN_PREFIX + body_len;
+        if data.len() < frame_len {
+            if frame_len > SMALL_BUF && !inbuf.hold(frame_len, shared) {
+                // Not even the prefix is kept: what follows is dropped as it comes.
+                inbuf.consume(LEN_PREFIX);
+                conn.dropping = Some(Dropping::new(body_len));
+                continue;
+            }
+            return Ok(answered);
+        }
+        let req = match wire::decode_body::<RequestRef>(&data[LEN_PREFIX..frame_len]) {
+            Ok(req) => req,
+            Err(_) => {
+                out.write(stream)?;
+                return Err(Reject::MalformedFrame);
+            }
+        };
+        S::COUNTERS(&shared.stats).requests.fetch_add(1, Relaxed);
+        let got_it = Instant::now();
+        // The clock read the reply needs anyway doubles as the idle timer's.
+        (conn.last_input, answered) = (got_it, true);
+        let delay = Duration::from_micros(req.delay_us.into());
+        if !delay.is_zero() && delay <= config.max_delay {
+            // Earlier pipelined replies should not wait for this one's delay.
+            out.write(stream)?;
+            super::sleep_until_blocking(got_it + delay);
+        }
+        let largest = config.max_frame.saturating_sub(wire::RESPONSE_OVERHEAD) as usize;
+        let reply_len = req.reply_len.map_or(req.payload.len(), |n| n as usize);
+        let status = status_of(reply_len, req.delay_us, largest, None, shared);
+        let payload = match (status, req.reply_len) {
+            (Status::Ok, None) => Payload::Echo(req.payload),
+            (Status::Ok, Some(n)) => Payload::Pattern(req.seq, n as usize),
+            _ => Payload::Echo(&[]),
+        };
+        let server_ns = got_it.elapsed().as_nanos() as u64;
+        out.reply(stream, req.seq, status as u8, server_ns, payload)?;
+        inbuf.consume(frame_len);
+    }
+}
+
+/// What a reply carries after its head.
+enum Payload<'a> {
+    /// The request's own bytes.
+    Echo(&'a [u8]),
+    /// `len` bytes of the pattern for `seq`, from the static table.
+    Pattern(u64, usize),
+}
+
+/// The replies of a busy spell: batched while small, and counted as they are written.
+struct Out<'c> {
+    batch: Vec<u8>,
+    counters: &'c ProtoCounters,
+}
+
+impl Out<'_> {
+    /// Adds one reply: its head to the batch, and its payload too when small; a larger
+    /// payload is written after the batch straight from where it is.
+    fn reply(
+        &mut self,
+        stream: impl Write + Copy,
+        seq: u64,
+        status: u8,
+        server_ns: u64,
+        payload: Payload<'_>,
+    ) -> Result<(), Reject> {
+        let len = match payload {
+            Payload::Echo(bytes) => bytes.len(),
+            Payload::Pattern(_, len) => len,
+        };
+        wire::encode_response_head(seq, status, server_ns, len, &mut self.batch);
+        if len <= INLINE {
+            match payload {
+                Payload::Echo(bytes) => self.batch.extend_from_slice(bytes),
+                Payload::Pattern(seq, len) => {
+                    for run in wire::pattern_runs(seq, len) {
+                        self.batch.extend_from_slice(run);
+                    }
+                }
+            }
+            return self.write_if_full(stream);
+        }
+        self.write(stream)?;
+        match payload {
+            Payload::Echo(bytes) => self.write_counted(stream, bytes),
+            Payload::Pattern(seq, len) => {
+                wire::pattern_runs(seq, len).try_for_each(|run| self.write_counted(stream, run))
+            }
+        }
+    }
+
+    /// Writes the batch once it holds [`BATCH`] bytes.
+    fn write_if_full(&mut self, stream: impl Write) -> Result<(), Reject> {
+        if self.batch.len() >= BATCH {
+            self.write(stream)?;
+        }
+        Ok(())
+    }
+
+    /// Writes and clears whatever replies are batched.
+    fn write(&mut self, stream: impl Write) -> Result<(), Reject> {
+        let batch = std::mem::take(&mut self.batch);
+        let res = self.write_counted(stream, &batch);
+        self.batch = batch;
+        self.batch.clear();
+        res
+    }
+
+    /// Writes `bytes` and counts them; a client that takes none of them for the write
+    /// timeout (`SO_SNDTIMEO`) closes the connection.
+    fn write_counted(&self, mut stream: impl Write, bytes: &[u8]) -> Result<(), Reject> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        match stream.write_all(bytes) {
+            Ok(()) => {}
+            Err(e) if is_timeout(&e) => return Err(Reject::WriteTimeout),
+            Err(_) => return Err(Reject::IoError),
+        }
+        self.counters
+            .bytes_out
+            .fetch_add(bytes.len() as u64, Relaxed);
+        Ok(())
+    }
+}
+
+/// A request frame read and dropped because the buffer budget could not hold it: its
+/// first bytes are kept until they give its seq, for the status-4 reply.
+struct Dropping {
+    /// Body bytes still to come.
+    left: usize,
+    /// The body's first bytes, until the seq is read from them.
+    start: Vec<u8>,
+    seq: Option<u64>,
+}
+
+impl Dropping {
+    /// The longest a seq can be: a varint of a u64.
+    const SEQ_MAX: usize = 10;
+
+    fn new(body_len: usize) -> Dropping {
+        Dropping {
+            left: body_len,
+            start: Vec::with_capacity(Self::SEQ_MAX),
+            seq: None,
+        }
+    }
+
+    /// Takes what `inbuf` holds of the frame; its seq once all of it has gone by, or
+    /// `MalformedFrame` when its start holds no seq.
+    fn take(&mut self, inbuf: &mut InBuf) -> Result<Option<u64>, Reject> {
+        let n = self.left.min(inbuf.data().len());
+        if self.seq.is_none() {
+            let more = n.min(Self::SEQ_MAX - self.start.len());
+            self.start.extend_from_slice(&inbuf.data()[..more]);
+            self.seq = wire::request_seq(&self.start);
+        }
+        inbuf.consume(n);
+        self.left -= n;
+        if self.left > 0 {
+            return Ok(None);
+        }
+        self.seq.map(Some).ok_or(Reject::MalformedFrame)
+    }
+}
+
 /// `SO_RCVTIMEO` / `SO_SNDTIMEO` expiring shows up as `EAGAIN`.
 fn is_timeout(e: &std::io::Error) -> bool {
     matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
@@ -362,6 +562,9 @@ struct InBuf {
     buf: Vec<u8>,
     start: usize,
     end: usize,
+    /// The budget held for a frame larger than a small buffer, until the buffer is
+    /// small again.
+    lease: Option<Lease>,
 }
 
 impl InBuf {
@@ -371,18 +574,47 @@ impl InBuf {
             buf: Vec::new(),
             start: 0,
             end: 0,
+            lease: None,
+        }
+    }
+
+    /// Makes room for a frame of `frame_len` bytes that starts at the front of the
+    /// pending data, leased from the budget first; false when the budget has not got it.
+    /// The room is reserved, not filled: memory is touched only as the frame arrives.
+    fn hold(&mut self, frame_len: usize, shared: &Shared) -> bool {
+        // Room to read into past the frame, as `spare` wants.
+        let capacity = frame_len + SMALL_BUF;
+        if self.buf.capacity() >= self.start + capacity && self.lease.is_some() {
+            return true;
+        }
+        let mut lease = Lease::new(&shared.stats.budget, None, frame_len as u64);
+        if !lease.grow_to(capacity as u64) {
+            return false;
+        }
+        self.compact();
+        self.buf
+            .reserve_exact(capacity.saturating_sub(self.buf.len()));
+        self.lease = Some(lease);
+        true
+    }
+
+    /// Moves the pending bytes to the front.
+    fn compact(&mut self) {
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            (self.start, self.end) = (0, self.end - self.start);
         }
     }
 
     /// Gives back the memory of a parked connection: all of it when nothing is pending,
     /// else all but the pending bytes (part of a frame), moved to the front.
     fn release(&mut self) {
-        if self.start > 0 {
-            self.buf.copy_within(self.start..self.end, 0);
-            (self.start, self.end) = (0, self.end - self.start);
-        }
+        self.compact();
         self.buf.truncate(self.end);
         self.buf.shrink_to_fit();
+        if self.is_empty() {
+            self.lease = None;
+        }
     }
 
     fn data(&self) -> &[u8] {
@@ -403,46 +635,67 @@ impl InBuf {
 
     /// Room to read into, at least half a small buffer: moves what is left to the front
     /// when something before it was consumed, and grows by one chunk when that is not
-    /// enough. A large frame arriving in pieces is never copied to where it already is.
-    /// A buffer given back by [`InBuf::release`] starts again at a small buffer.
+    /// enough (within the room [`InBuf::hold`] reserved for a large frame). A large frame
+    /// arriving in pieces is never copied to where it already is. A buffer given back by
+    /// [`InBuf::release`] starts again at a small buffer.
     fn spare(&mut self) -> &mut [u8] {
         if self.buf.len() < SMALL_BUF {
             self.buf.resize(SMALL_BUF, 0);
         }
         if self.is_empty() {
             (self.start, self.end) = (0, 0);
-            // Do not keep a large request's buffer alive for the rest of a long connection.
-            if self.buf.len() > READ_CHUNK {
+            // Do not keep a large request's buffer, or its lease, for the rest of a long
+            // connection.
+            if self.buf.capacity() > SMALL_BUF {
                 self.buf.truncate(SMALL_BUF);
                 self.buf.shrink_to_fit();
             }
+            self.lease = None;
         }
         let low = |b: &Self| b.buf.len() - b.end < SMALL_BUF / 2;
         if low(self) && self.start > 0 {
-            self.buf.copy_within(self.start..self.end, 0);
-            (self.start, self.end) = (0, self.end - self.start);
+            self.compact();
         }
         if low(self) {
-            self.buf.resize(self.buf.len() + READ_CHUNK, 0);
+            let reserved = self.buf.capacity() - self.buf.len();
+            let grow = if reserved >= SMALL_BUF / 2 {
+                READ_CHUNK.min(reserved)
+            } else {
+                READ_CHUNK
+            };
+            self.buf.resize(self.buf.len() + grow, 0);
         }
         &mut self.buf[self.end..]
     }
 }
 
-/// Builds the reply to one request: the echo, the pattern, or a status without payload.
-fn answer(req: Request, got_it: Instant, shared: &Shared) -> Response {
-    // An echo counts too: a response carries more header than a request, so the echo of
-    // a request of exactly the max frame would not fit in one.
-    let largest = shared
-        .config
-        .max_frame
-        .saturating_sub(wire::RESPONSE_OVERHEAD);
-    answer_within(req, got_it, shared, largest as usize, None)
+/// The status of a request whose reply would carry `reply_len` bytes, counted when it is
+/// a refusal: its delay must be within the max delay, its reply at most `largest` bytes
+/// (what fits in a frame or a datagram) and, for UDP, at most `above_request`, the request
+/// datagram's size (status 3, so the server is no amplifier).
+fn status_of(
+    reply_len: usize,
+    delay_us: u32,
+    largest: usize,
+    above_request: Option<usize>,
+    shared: &Shared,
+) -> Status {
+    let (status, kind) = if u64::from(delay_us) > shared.config.max_delay.as_micros() as u64 {
+        (Status::DelayTooLong, Reject::DelayTooLong)
+    } else if reply_len > largest {
+        (Status::ReplyTooLarge, Reject::ReplyTooLarge)
+    } else if above_request.is_some_and(|request| reply_len > request) {
+        (Status::ReplyAboveRequest, Reject::UdpReplyAboveRequest)
+    } else {
+        return Status::Ok;
+    };
+    shared.stats.reject(kind);
+    status
 }
 
-/// [`answer`] with the largest reply payload `largest` (what fits in a frame or a
-/// datagram) and, for UDP, `above_request`: the request datagram's size, which the reply
-/// payload may not exceed (status 3, so the server is no amplifier).
+/// Builds the reply to one datagram's request, whole (a datagram is at most 64 KiB): the
+/// echo, the pattern, or a status without payload; `largest` and `above_request` as in
+/// [`status_of`].
 pub(super) fn answer_within(
     req: Request,
     got_it: Instant,
@@ -450,17 +703,8 @@ pub(super) fn answer_within(
     largest: usize,
     above_request: Option<usize>,
 ) -> Response {
-    let config = &shared.config;
     let reply_len = req.reply_len.map_or(req.payload.len(), |n| n as usize);
-    let status = if u64::from(req.delay_us) > config.max_delay.as_micros() as u64 {
-        Status::DelayTooLong
-    } else if reply_len > largest {
-        Status::ReplyTooLarge
-    } else if above_request.is_some_and(|request| reply_len > request) {
-        Status::ReplyAboveRequest
-    } else {
-        Status::Ok
-    };
+    let status = status_of(reply_len, req.delay_us, largest, above_request, shared);
     let payload = match (status, req.reply_len) {
         (Status::Ok, None) => req.payload,
         (Status::Ok, Some(n)) => {
@@ -468,18 +712,7 @@ pub(super) fn answer_within(
             wire::pattern(req.seq, n as usize, &mut p);
             p
         }
-        (Status::ReplyTooLarge, _) => {
-            shared.stats.reject(Reject::ReplyTooLarge);
-            Vec::new()
-        }
-        (Status::DelayTooLong, _) => {
-            shared.stats.reject(Reject::DelayTooLong);
-            Vec::new()
-        }
-        (Status::ReplyAboveRequest, _) => {
-            shared.stats.reject(Reject::UdpReplyAboveRequest);
-            Vec::new()
-        }
+        _ => Vec::new(),
     };
     Response {
         seq: req.seq,
@@ -487,27 +720,4 @@ pub(super) fn answer_within(
         server_ns: got_it.elapsed().as_nanos() as u64,
         payload,
     }
-}
-
-/// Writes and clears whatever replies are buffered.
-fn write_out(
-    mut stream: impl Write,
-    out: &mut Vec<u8>,
-    counters: &ProtoCounters,
-) -> Result<(), Reject> {
-    if out.is_empty() {
-        return Ok(());
-    }
-    match stream.write_all(out) {
-        Ok(()) => {}
-        Err(e) if is_timeout(&e) => return Err(Reject::IdleTimeout),
-        Err(_) => return Err(Reject::IoError),
-    }
-    counters.bytes_out.fetch_add(out.len() as u64, Relaxed);
-    out.clear();
-    // Do not keep a large reply's buffer alive for the rest of a long connection.
-    if out.capacity() > READ_CHUNK {
-        out.shrink_to(READ_CHUNK);
-    }
-    Ok(())
 }

@@ -41,6 +41,12 @@ pub fn check_handshake_timeout(timeout: Duration) -> Result<Duration, super::Che
     )
 }
 
+/// Bytes of TLS records rustls may hold unsent on a connection: 16 KiB, one full record.
+/// rustls's default (64 KiB) let every client that stops reading hold 64 KiB of the
+/// server's memory; with this, a reply waits in the socket rather than here, which costs
+/// one more write per record on a connection that is sending a large reply.
+pub(crate) const TLS_BUFFER_LIMIT: usize = 16 * 1024;
+
 /// Sessions the server remembers for TLS 1.2 session-ID resumption (and TLS 1.3 when a
 /// client offers an ID): rustls's own default size, plenty for a benchmark's workers.
 const SESSION_CACHE: usize = 256;
@@ -399,10 +405,11 @@ pub(crate) async fn handshake(
         _ = super::stopping(shared.shutdown.clone()) => return None,
     };
     match done {
-        Ok(Ok(stream)) => {
+        Ok(Ok(mut stream)) => {
             let resumed =
                 stream.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
             counters.succeeded(resumed);
+            stream.get_mut().1.set_buffer_limit(Some(TLS_BUFFER_LIMIT));
             Some(stream)
         }
         Ok(Err((e, tcp))) => {

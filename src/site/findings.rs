@@ -1,20 +1,223 @@
-//! The findings: three to six plain sentences computed from the numbers, the answers people
+//! The findings: three to six statements computed from the numbers, the answers people
 //! came for. One function for both places they appear: after the tables of a run
 //! (`rpcbench`, from that run alone) and at the top of `rpcbench report` (from every input).
+//!
+//! A finding is a value ([`Finding`](crate::site::findings::Finding)) carrying the figures it rests on; the words are the
+//! renderers' (`render::findings`). Two figures within their noise are compared as
+//! [`Versus::NoDifference`](crate::site::findings::Versus::NoDifference) (or [`Delta::NoDifference`](crate::site::findings::Delta::NoDifference)), never as a ratio of noise.
 
-use super::{PEER_RATIO_LIMIT, PeerPair, Peers, dns_delay_us, find, slow_dns};
-use crate::render::units::{duration, ratio};
+use super::{PEER_RATIO_LIMIT, Peers, dns_delay_us, find, slow_dns};
 use crate::report::{Report, RunRecord};
 use crate::resolve::AddrMode;
 use crate::transport::TransportKind;
 use crate::transport::tls::Security;
 
-/// The sentences for `base`, with `others` (more runs: a slow resolver, a delay) and
-/// `peers` adding what they can. A sentence whose figures are missing is left out.
-pub fn findings(base: &Report, others: &[&Report], peers: Option<&Peers>) -> Vec<String> {
+/// How one mean compares with another.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Versus {
+    /// The first mean over the second.
+    Times(f64),
+    /// The two means lie within their noise ([`crate::physics::differs`]).
+    NoDifference,
+}
+
+/// What one mean adds over another.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Delta {
+    /// The first mean less the second, µs.
+    By(f64),
+    /// The two means lie within their noise.
+    NoDifference,
+}
+
+/// A run named as the findings name it: its transport, and its security mode when that
+/// is not `plain`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunName {
+    pub transport: TransportKind,
+    pub security: Security,
+}
+
+/// A transport's mean in one of a finding's runs, µs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Figure {
+    pub transport: TransportKind,
+    pub mean_us: f64,
+}
+
+/// A kept connection against its fresh twin.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReusePair {
+    pub kept: Figure,
+    pub fresh: Figure,
+    /// The fresh twin's mean against the kept one's.
+    pub fresh_over_kept: Versus,
+}
+
+/// A shared connection's mean at some workers, against runs of a connection per worker at
+/// the same workers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Multiplexing {
+    pub workers: usize,
+    pub shared: Figure,
+    /// Each run compared with, and the shared one's mean against it.
+    pub against: Vec<(Figure, Versus)>,
+}
+
+/// What TLS costs one fresh transport, by IP, under two security modes it ran in.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TlsPrice {
+    pub transport: TransportKind,
+    /// The mean of the mode compared with (`plain`, `tls13`), µs.
+    pub base_us: f64,
+    /// The mean of the mode priced (`tls13`, `tls13-resume`, `mtls`), µs.
+    pub priced_us: f64,
+    /// How much more the priced mode costs (resumption: how much less).
+    pub delta: Delta,
+    /// The TLS handshake alone (the `tls` phase), µs, where it was timed.
+    pub handshake_us: Option<f64>,
+}
+
+/// TLS 1.2 against TLS 1.3 for one fresh transport.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TlsVersions {
+    pub transport: TransportKind,
+    /// `tls12` against `tls13`.
+    pub full: Option<Versus>,
+    /// `tls12-resume` against `tls13-resume`.
+    pub resumed: Option<Versus>,
+}
+
+/// The transport to pick: the fastest by IP that lost nothing, and those within its noise.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Choice {
+    pub run: RunName,
+    pub mean_us: f64,
+    pub p99_us: f64,
+    /// Runs no measurably slower.
+    pub tied: Vec<RunName>,
+}
+
+/// One run with failed calls.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failed {
+    pub transport: TransportKind,
+    /// The run's mode label (`ip`, `cached tls13`).
+    pub modes: String,
+    pub failed: u64,
+    pub calls: u64,
+}
+
+/// What a finding says.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Finding {
+    /// What a persistent connection saves, per persistent transport and its fresh twin.
+    Reuse(Vec<ReusePair>),
+    /// What multiplexing buys or costs, at equal workers: `h2-mux` against `h2` and
+    /// `http-keepalive`, and `grpc-mux` against `h2-mux` and `grpc`. One finding for both,
+    /// so the findings stay within six; at least one of the two is there.
+    Multiplexing {
+        h2: Option<Multiplexing>,
+        grpc: Option<Multiplexing>,
+    },
+    /// What a full TLS 1.3 handshake adds per fresh call (`tls13` against `plain`).
+    TlsHandshake(Vec<TlsPrice>),
+    /// What resuming wins back per fresh call (`tls13-resume` against `tls13`).
+    TlsResumption(Vec<TlsPrice>),
+    /// TLS 1.2 against 1.3 per fresh call.
+    TlsVersions(Vec<TlsVersions>),
+    /// What a client certificate adds per fresh call (`mtls` against `tls13`).
+    ClientCertificate(Vec<TlsPrice>),
+    /// What TLS 1.3 costs a call on a kept connection (`tls13` against `plain`).
+    TlsKept(Vec<TlsPrice>),
+    /// What an uncached lookup costs a fresh HTTP call, and what caching gives back.
+    NameLookup {
+        transport: TransportKind,
+        by_ip_us: f64,
+        by_name_us: f64,
+        cached_us: Option<f64>,
+        added: Delta,
+        /// How late the target's resolver answered, µs (0: not delayed).
+        resolver_late_us: u64,
+    },
+    /// What the resolver's search list costs: each name a lookup tries, in turn.
+    SearchList {
+        mode: AddrMode,
+        /// The name as given (the last candidate).
+        name: String,
+        candidates: Vec<String>,
+        queries_per_lookup: Option<f64>,
+        /// What the misses cost a fresh call: the search mode's mean against the name
+        /// asked alone.
+        misses: Option<TlsPrice>,
+    },
+    /// Which transport to pick, and which if it must be HTTP.
+    Pick { any: Choice, http: Choice },
+    /// The range of client CPU time per call, µs.
+    ClientCpu {
+        least: (RunName, f64),
+        most: (RunName, f64),
+    },
+    /// Connections that retransmitted their SYN, and what that did to the tail.
+    SynRetries(crate::tcpinfo::SynRetries),
+    /// A finding of the run at one link RTT, among inputs at several.
+    AtLinkRtt { rtt_us: f64, finding: Box<Finding> },
+    /// Lost calls over every input: none (all `calls` came back), or the runs that failed.
+    Lost { calls: u64, failed: Vec<Failed> },
+    /// rpcbench beside established tools: the worst ratio, and the pairs above the limit.
+    Peers {
+        placement: String,
+        /// The pair with the highest ratio: its name, the peer and the ratio.
+        worst: (String, String, f64),
+        over: Vec<(String, String, f64)>,
+    },
+    /// A transport whose fitted round trips per call miss the protocol's.
+    RoundTrips(crate::model::RoundTripGap),
+    /// A statement about the sweeps.
+    Sweep(super::sweep::SweepFinding),
+    /// A statement of a DNS diagnosis.
+    Dns(crate::dnsdiag::DnsFinding),
+}
+
+/// The findings for `base`, with `others` (more runs: a slow resolver, a delay) and
+/// `peers` adding what they can. A finding whose figures are missing is left out.
+///
+/// When the inputs ran across links of several RTTs (`--link-rtt`), what is read from
+/// `base` alone says the RTT it holds at, and the pick is made again at each other RTT:
+/// the transport to pick on loopback is not the one to pick across 60 ms.
+pub fn findings(base: &Report, others: &[&Report], peers: Option<&Peers>) -> Vec<Finding> {
+    let mut out = of_one_run(base, others);
+    let rtt_of = |r: &Report| r.runs.iter().find_map(|x| x.link_rtt_us);
+    let mut rtts: Vec<f64> = std::iter::once(base)
+        .chain(others.iter().copied())
+        .filter_map(rtt_of)
+        .collect();
+    rtts.sort_by(f64::total_cmp);
+    rtts.dedup();
+    if rtts.len() > 1 {
+        let at = |r: &Report, f: Finding| Finding::AtLinkRtt {
+            rtt_us: rtt_of(r).unwrap_or(0.0),
+            finding: Box::new(f),
+        };
+        out = out.into_iter().map(|f| at(base, f)).collect();
+        for &rtt in rtts.iter().filter(|&&x| Some(x) != rtt_of(base)) {
+            let at_rtt = others.iter().copied().find(|r| rtt_of(r) == Some(rtt));
+            out.extend(at_rtt.and_then(|r| Some(at(r, pick(r)?))));
+        }
+    }
+    out.push(lost(base, others));
+    out.extend(peers.and_then(peer_finding));
+    out
+}
+
+/// The findings read from one run: `base`, with `others` for a slow resolver's run.
+fn of_one_run(base: &Report, others: &[&Report]) -> Vec<Finding> {
     let mut out = Vec::new();
     out.extend(reuse(base));
-    out.extend(multiplexing(base));
+    let (h2, grpc) = (h2_multiplexing(base), grpc_multiplexing(base));
+    if h2.is_some() || grpc.is_some() {
+        out.push(Finding::Multiplexing { h2, grpc });
+    }
     out.extend(tls_fresh(base));
     out.extend(tls_kept(base));
     let slow = others.iter().copied().find(|r| slow_dns(r));
@@ -27,138 +230,150 @@ pub fn findings(base: &Report, others: &[&Report], peers: Option<&Peers>) -> Vec
     out.extend(
         base.runs
             .iter()
-            .filter_map(crate::tcpinfo::syn_retry_finding),
+            .filter_map(crate::tcpinfo::syn_retries)
+            .map(Finding::SynRetries),
     );
-    out.push(lost(base, others));
-    out.extend(peers.and_then(peer_sentence));
     out
 }
 
-/// The mean of `transport` by IP without TLS in `report`, µs.
-fn ip_mean(report: &Report, transport: TransportKind) -> Option<f64> {
-    mean(report, transport, AddrMode::Ip)
+/// The run of `transport` under `mode` without TLS in `report`, when it has a mean.
+fn plain(report: &Report, transport: TransportKind, mode: AddrMode) -> Option<&RunRecord> {
+    secured(report, transport, mode, Security::Plain)
 }
 
-/// The mean of `transport` under `mode` without TLS in `report`, µs.
-fn mean(report: &Report, transport: TransportKind, mode: AddrMode) -> Option<f64> {
-    Some(
-        find(report, transport, mode, Security::Plain)?
-            .latency_us?
-            .mean,
-    )
+/// The run of `transport` under `mode` and `security` in `report`, when it has a mean.
+fn secured(
+    report: &Report,
+    transport: TransportKind,
+    mode: AddrMode,
+    security: Security,
+) -> Option<&RunRecord> {
+    find(report, transport, mode, security).filter(|r| r.latency_us.is_some())
 }
 
-/// The mean of `transport` by IP under `security` in `report`, µs.
-fn secured_mean(report: &Report, transport: TransportKind, security: Security) -> Option<f64> {
-    Some(
-        find(report, transport, AddrMode::Ip, security)?
-            .latency_us?
-            .mean,
-    )
+/// A run's mean, µs (the runs given here all have one).
+fn mean_of(r: &RunRecord) -> f64 {
+    r.latency_us.map_or(0.0, |l| l.mean)
+}
+
+/// A run's transport and mean.
+fn figure(r: &RunRecord) -> Figure {
+    Figure {
+        transport: r.transport,
+        mean_us: mean_of(r),
+    }
+}
+
+/// A run's name in a finding.
+fn name(r: &RunRecord) -> RunName {
+    RunName {
+        transport: r.transport,
+        security: r.security,
+    }
+}
+
+/// How `a`'s mean compares with `b`'s, beyond their noise or not.
+fn versus(a: &RunRecord, b: &RunRecord) -> Versus {
+    if crate::physics::runs_differ(a, b) {
+        Versus::Times(mean_of(a) / mean_of(b))
+    } else {
+        Versus::NoDifference
+    }
+}
+
+/// What `a`'s mean adds over `b`'s, beyond their noise or not.
+fn added(a: &RunRecord, b: &RunRecord) -> Delta {
+    if crate::physics::runs_differ(a, b) {
+        Delta::By(mean_of(a) - mean_of(b))
+    } else {
+        Delta::NoDifference
+    }
+}
+
+/// `priced` against `base`: the two means, what `priced` adds, and its handshake.
+fn price(priced: &RunRecord, base: &RunRecord) -> TlsPrice {
+    TlsPrice {
+        transport: priced.transport,
+        base_us: mean_of(base),
+        priced_us: mean_of(priced),
+        delta: added(priced, base),
+        handshake_us: priced.phases_us.tls.map(|t| t.mean),
+    }
 }
 
 /// What a persistent connection saves, for each persistent transport and its fresh twin.
-fn reuse(base: &Report) -> Option<String> {
-    let pairs = TransportKind::ALL
+fn reuse(base: &Report) -> Option<Finding> {
+    let pairs: Vec<ReusePair> = TransportKind::ALL
         .into_iter()
         .filter(|k| k.persistent())
-        .filter_map(|keep| Some((keep, fresh_twin(keep)?)));
-    let saved: Vec<String> = pairs
-        .filter_map(|(keep, fresh)| {
-            let (k, f) = (ip_mean(base, keep)?, ip_mean(base, fresh)?);
-            Some(format!(
-                "{keep} {} against {fresh} {} ({}×)",
-                duration(k),
-                duration(f),
-                ratio(f / k)
-            ))
+        .filter_map(|keep| {
+            let fresh = keep.fresh_twin()?;
+            let (k, f) = (
+                plain(base, keep, AddrMode::Ip)?,
+                plain(base, fresh, AddrMode::Ip)?,
+            );
+            Some(ReusePair {
+                kept: figure(k),
+                fresh: figure(f),
+                fresh_over_kept: versus(f, k),
+            })
         })
         .collect();
-    (!saved.is_empty()).then(|| {
-        format!(
-            "Reusing a connection is the biggest win: per call, {}.",
-            saved.join("; ")
-        )
+    (!pairs.is_empty()).then_some(Finding::Reuse(pairs))
+}
+
+/// The plain by-IP run of a shared-connection transport with more than one worker
+/// (preferring the default run's multiplexing comparison), against each of `against` at
+/// the same number of workers. `None` when there is no such run or nothing to compare it
+/// with: multiplexing is only compared where streams share a connection, like with like.
+fn at_equal_concurrency(
+    base: &Report,
+    shared: TransportKind,
+    against: &[TransportKind],
+) -> Option<Multiplexing> {
+    let of = |k: TransportKind| {
+        base.runs.iter().filter(move |r| {
+            r.transport == k
+                && r.addr_mode == AddrMode::Ip
+                && r.security == Security::Plain
+                && r.latency_us.is_some()
+        })
+    };
+    let mux = of(shared)
+        .filter(|r| r.workers > 1)
+        .max_by_key(|r| r.mux_comparison)?;
+    let against: Vec<(Figure, Versus)> = against
+        .iter()
+        .filter_map(|&k| {
+            let t = of(k).find(|r| r.workers == mux.workers)?;
+            Some((figure(t), versus(mux, t)))
+        })
+        .collect();
+    (!against.is_empty()).then(|| Multiplexing {
+        workers: mux.workers,
+        shared: figure(mux),
+        against,
     })
 }
 
-/// The transport that makes the same call on a new connection each time: the same
-/// protocol and the same client library, so the pair differs in reuse alone. HTTP/2 has
-/// no fresh twin (a new HTTP/2 connection per call is not how anyone uses it).
-fn fresh_twin(keep: TransportKind) -> Option<TransportKind> {
-    match keep {
-        TransportKind::Tcp => Some(TransportKind::TcpConnect),
-        TransportKind::HttpKeepalive => Some(TransportKind::HttpFresh),
-        TransportKind::CurlReuse => Some(TransportKind::CurlFresh),
-        _ => None,
-    }
+/// `h2-mux` (every worker's calls as streams on one connection) against `h2` and
+/// `http-keepalive` (a connection per worker).
+fn h2_multiplexing(base: &Report) -> Option<Multiplexing> {
+    at_equal_concurrency(
+        base,
+        TransportKind::H2Mux,
+        &[TransportKind::H2, TransportKind::HttpKeepalive],
+    )
 }
 
-/// What multiplexing buys or costs: `h2-mux` (every worker's calls as streams on one
-/// connection) against `h2` and `http-keepalive` (a connection per worker), at the
-/// run's concurrency; then the same for gRPC ([`grpc_multiplexing`]). One sentence for
-/// both, so the findings stay within six.
-fn multiplexing(base: &Report) -> Option<String> {
-    let h2 = h2_multiplexing(base);
-    let grpc = grpc_multiplexing(base);
-    match (h2, grpc) {
-        (Some(h2), Some(grpc)) => Some(format!("{h2} {grpc}")),
-        (h2, grpc) => h2.or(grpc),
-    }
-}
-
-/// The HTTP/2 half of [`multiplexing`].
-fn h2_multiplexing(base: &Report) -> Option<String> {
-    let mux = ip_mean(base, TransportKind::H2Mux)?;
-    let per_worker: Vec<String> = [TransportKind::H2, TransportKind::HttpKeepalive]
-        .into_iter()
-        .filter_map(|k| {
-            let m = ip_mean(base, k)?;
-            Some(format!("{k} {} ({}×)", duration(m), ratio(mux / m)))
-        })
-        .collect();
-    if per_worker.is_empty() {
-        return None;
-    }
-    let c = base.config.concurrency;
-    Some(format!(
-        "Multiplexing {c} worker(s) as streams on one HTTP/2 connection (h2-mux, {}) against a connection per worker: {}. Above 1× the shared connection costs more than it saves.",
-        duration(mux),
-        per_worker.join("; ")
-    ))
-}
-
-/// What gRPC adds on a shared connection, and what sharing does for gRPC: `grpc-mux`
-/// against `h2-mux` (the same one HTTP/2 connection for every worker, without gRPC's
-/// framing, trailers and tonic's codec) and against `grpc` (a connection per worker).
-fn grpc_multiplexing(base: &Report) -> Option<String> {
-    let mux = ip_mean(base, TransportKind::GrpcMux)?;
-    let against: Vec<String> = [
-        (
-            TransportKind::H2Mux,
-            "the same shared connection without gRPC",
-        ),
-        (TransportKind::Grpc, "a channel per worker"),
-    ]
-    .into_iter()
-    .filter_map(|(k, what)| {
-        let m = ip_mean(base, k)?;
-        Some(format!(
-            "{k} ({what}) {} ({}×)",
-            duration(m),
-            ratio(mux / m)
-        ))
-    })
-    .collect();
-    if against.is_empty() {
-        return None;
-    }
-    let c = base.config.concurrency;
-    Some(format!(
-        "gRPC on one shared channel ({c} worker(s), grpc-mux, {}) against {}: above 1× grpc-mux is the slower.",
-        duration(mux),
-        against.join("; ")
-    ))
+/// `grpc-mux` against `h2-mux` (the same one HTTP/2 connection for every worker, without
+/// gRPC's framing, trailers and codec) and against `grpc` (a connection per worker).
+fn grpc_multiplexing(base: &Report) -> Option<Multiplexing> {
+    at_equal_concurrency(
+        base,
+        TransportKind::GrpcMux,
+        &[TransportKind::H2Mux, TransportKind::Grpc],
+    )
 }
 
 /// The fresh-connection transports TLS findings read, in the order they are named: the
@@ -170,57 +385,52 @@ const FRESH: [TransportKind; 3] = [
     TransportKind::CurlFresh,
 ];
 
-/// The TLS price of a fresh connection per call, by IP, in up to four sentences, each
+/// The TLS price of a fresh connection per call, by IP, in up to four findings, each
 /// naming every fresh transport ([`FRESH`]) that ran under both modes it compares: what a
-/// full TLS 1.3 handshake adds over `plain` (with the `tls` phase, the handshake alone),
-/// what resuming the session wins back, TLS 1.2 against 1.3 (full and resumed), and what a
-/// client certificate adds. A sentence with no pair measured is left out.
-fn tls_fresh(base: &Report) -> Vec<String> {
-    let at = |k, s| secured_mean(base, k, s);
-    let each = |part: &dyn Fn(TransportKind) -> Option<String>| -> Option<String> {
-        let parts: Vec<String> = FRESH.into_iter().filter_map(part).collect();
-        (!parts.is_empty()).then(|| parts.join("; "))
+/// full TLS 1.3 handshake adds over `plain`, what resuming the session wins back, TLS 1.2
+/// against 1.3 (full and resumed), and what a client certificate adds.
+fn tls_fresh(base: &Report) -> Vec<Finding> {
+    let at = |k, s| secured(base, k, AddrMode::Ip, s);
+    let priced = |priced: Security, against: Security| -> Vec<TlsPrice> {
+        FRESH
+            .into_iter()
+            .filter_map(|k| Some(price(at(k, priced)?, at(k, against)?)))
+            .collect()
     };
-    let full = each(&|k| {
-        let (plain, full) = (at(k, Security::Plain)?, at(k, Security::Tls13)?);
-        let handshake = find(base, k, AddrMode::Ip, Security::Tls13)
-            .and_then(|r| r.phases_us.tls)
-            .map(|t| format!(", the handshake itself {}", duration(t.mean)))
-            .unwrap_or_default();
-        Some(format!(
-            "{k} {} ({} plain, {} tls13{handshake})",
-            duration(full - plain),
-            duration(plain),
-            duration(full)
-        ))
-    });
-    let resumed = each(&|k| {
-        let (full, resumed) = (at(k, Security::Tls13)?, at(k, Security::Tls13Resume)?);
-        Some(format!(
-            "{k} {} (tls13-resume {})",
-            duration(full - resumed),
-            duration(resumed)
-        ))
-    });
-    let versions = each(&|k| {
-        let ratio_of = |s12, s13| Some(ratio(at(k, s12)? / at(k, s13)?));
-        let full = ratio_of(Security::Tls12, Security::Tls13).map(|r| format!("{r}× full"));
-        let resumed =
-            ratio_of(Security::Tls12Resume, Security::Tls13Resume).map(|r| format!("{r}× resumed"));
-        let both: Vec<String> = full.into_iter().chain(resumed).collect();
-        (!both.is_empty()).then(|| format!("{k} {}", both.join(", ")))
-    });
-    let mtls = each(&|k| {
-        let (full, m) = (at(k, Security::Tls13)?, at(k, Security::Mtls)?);
-        Some(format!("{k} {} (mtls {})", duration(m - full), duration(m)))
-    });
+    let resumed: Vec<TlsPrice> = FRESH
+        .into_iter()
+        .filter_map(|k| {
+            Some(price(
+                at(k, Security::Tls13)?,
+                at(k, Security::Tls13Resume)?,
+            ))
+        })
+        .map(|p| TlsPrice {
+            // Resumption is priced against the full handshake: what it wins back.
+            base_us: p.priced_us,
+            priced_us: p.base_us,
+            ..p
+        })
+        .collect();
+    let versions: Vec<TlsVersions> = FRESH
+        .into_iter()
+        .filter_map(|k| {
+            let versus_of = |s12, s13| Some(versus(at(k, s12)?, at(k, s13)?));
+            let v = TlsVersions {
+                transport: k,
+                full: versus_of(Security::Tls12, Security::Tls13),
+                resumed: versus_of(Security::Tls12Resume, Security::Tls13Resume),
+            };
+            (v.full.is_some() || v.resumed.is_some()).then_some(v)
+        })
+        .collect();
+    let handshake = priced(Security::Tls13, Security::Plain);
+    let mtls = priced(Security::Mtls, Security::Tls13);
     [
-        full.map(|p| format!("A full TLS 1.3 handshake adds per fresh call: {p}.")),
-        resumed.map(|p| format!("Resuming the previous session wins back per fresh call: {p}.")),
-        versions.map(|p| {
-            format!("TLS 1.2 against TLS 1.3 per fresh call (above 1× 1.2 is the slower): {p}.")
-        }),
-        mtls.map(|p| format!("A client certificate (mutual TLS) adds per fresh call: {p}.")),
+        (!handshake.is_empty()).then_some(Finding::TlsHandshake(handshake)),
+        (!resumed.is_empty()).then_some(Finding::TlsResumption(resumed)),
+        (!versions.is_empty()).then_some(Finding::TlsVersions(versions)),
+        (!mtls.is_empty()).then_some(Finding::ClientCertificate(mtls)),
     ]
     .into_iter()
     .flatten()
@@ -230,60 +440,39 @@ fn tls_fresh(base: &Report) -> Vec<String> {
 /// What TLS costs a call on a connection kept open (the handshake is in warm-up, so what
 /// is left is encrypting and decrypting each message): `tls13` against `plain` by IP, for
 /// each persistent transport that ran under both.
-fn tls_kept(base: &Report) -> Option<String> {
-    let parts: Vec<String> = TransportKind::ALL
+fn tls_kept(base: &Report) -> Option<Finding> {
+    let parts: Vec<TlsPrice> = TransportKind::ALL
         .into_iter()
         .filter(|k| k.persistent())
         .filter_map(|k| {
-            let plain = secured_mean(base, k, Security::Plain)?;
-            let tls = secured_mean(base, k, Security::Tls13)?;
-            Some(format!(
-                "{k} {} against {} plain ({:+.0} µs)",
-                duration(tls),
-                duration(plain),
-                tls - plain
-            ))
+            let plain = secured(base, k, AddrMode::Ip, Security::Plain)?;
+            let tls = secured(base, k, AddrMode::Ip, Security::Tls13)?;
+            Some(price(tls, plain))
         })
         .collect();
-    (!parts.is_empty()).then(|| {
-        format!(
-            "On a kept-alive connection the handshake is paid once, and TLS 1.3 costs a call only its encryption: {}.",
-            parts.join("; ")
-        )
-    })
+    (!parts.is_empty()).then_some(Finding::TlsKept(parts))
 }
 
 /// What an uncached name lookup costs a fresh HTTP call, and what caching gives back.
-fn name_lookup(report: &Report) -> Option<String> {
+fn name_lookup(report: &Report) -> Option<Finding> {
     let t = TransportKind::HttpFresh;
-    let i = mean(report, t, AddrMode::Ip)?;
-    let u = mean(report, t, AddrMode::Uncached)?;
-    let cached = mean(report, t, AddrMode::Cached).map_or(String::new(), |c| {
-        format!(
-            ", and caching the answer (cached) brings it back to {}",
-            duration(c)
-        )
-    });
-    let resolver = match dns_delay_us(report) {
-        0 => " with the resolver next door".to_string(),
-        late => format!(
-            " with a resolver that answers {} late",
-            duration(late as f64)
-        ),
-    };
-    Some(format!(
-        "An uncached name lookup on every new connection costs {} per call{resolver}: {t} takes {} by name against {} by IP{cached}; persistent transports pay it once per connection.",
-        duration(u - i),
-        duration(u),
-        duration(i)
-    ))
+    let i = plain(report, t, AddrMode::Ip)?;
+    let u = plain(report, t, AddrMode::Uncached)?;
+    Some(Finding::NameLookup {
+        transport: t,
+        by_ip_us: mean_of(i),
+        by_name_us: mean_of(u),
+        cached_us: plain(report, t, AddrMode::Cached).map(mean_of),
+        added: added(u, i),
+        resolver_late_us: dns_delay_us(report),
+    })
 }
 
 /// What the resolver's search list costs: a name with fewer dots than `ndots` is tried
 /// under every search domain before it is asked as given, and every miss is a query
 /// (`system` and `uncached-search` runs record the names and, with the target's
 /// responder, the queries they made).
-fn search_list(report: &Report) -> Option<String> {
+fn search_list(report: &Report) -> Option<Finding> {
     let (run, lookup) = report
         .runs
         .iter()
@@ -294,157 +483,104 @@ fn search_list(report: &Report) -> Option<String> {
             let as_is = l.search.iter().min_by_key(|c| c.len());
             l.search.len() > 1 && l.search.last() == as_is
         })?;
-    let as_is = lookup.search.last()?;
-    let queries = lookup.queries_per_lookup.map_or(String::new(), |q| {
-        format!(" and makes {} queries", trim_float(q))
-    });
     let t = TransportKind::HttpFresh;
-    let cost = mean(report, t, AddrMode::UncachedSearch)
-        .zip(mean(report, t, AddrMode::Uncached))
-        .map_or(String::new(), |(s, u)| {
-            format!(
-                "; the misses cost {} per fresh call ({t} {} against {} asking the name alone)",
-                duration(s - u),
-                duration(s),
-                duration(u)
-            )
-        });
-    Some(format!(
-        "Each {} lookup of {} tries {} names in turn ({}){queries}{cost}. The fully qualified name with its trailing dot ({as_is}), or a lower ndots, asks only the last.",
-        run.addr_mode,
-        as_is.trim_end_matches('.'),
-        lookup.search.len(),
-        lookup.search.join(", "),
-    ))
-}
-
-/// A count that may be fractional (an average), without a trailing `.0`.
-fn trim_float(x: f64) -> String {
-    if x.fract() == 0.0 {
-        format!("{x:.0}")
-    } else {
-        format!("{x:.1}")
-    }
-}
-
-/// A run's transport, with its security mode after it when that is not `plain`
-/// (`tcp tls13`), for sentences that name runs by IP.
-fn secured_name(r: &RunRecord) -> String {
-    if r.security.is_tls() {
-        format!("{} {}", r.transport, r.security)
-    } else {
-        r.transport.to_string()
-    }
+    Some(Finding::SearchList {
+        mode: run.addr_mode,
+        name: lookup.search.last()?.clone(),
+        candidates: lookup.search.clone(),
+        queries_per_lookup: lookup.queries_per_lookup,
+        misses: plain(report, t, AddrMode::UncachedSearch)
+            .zip(plain(report, t, AddrMode::Uncached))
+            .map(|(s, u)| price(s, u)),
+    })
 }
 
 /// Which transport to pick, and which if it must be HTTP: the lowest mean by IP among
-/// runs that lost nothing.
-fn pick(base: &Report) -> Option<String> {
-    // Transports are picked without TLS when plain runs exist: the TLS sentences say what
+/// runs that lost nothing, with those no measurably slower.
+fn pick(base: &Report) -> Option<Finding> {
+    // Transports are picked without TLS when plain runs exist: the TLS findings say what
     // encryption adds, and a pick between `tcp tls13` and `tcp` would be one of noise.
     let any_plain = base.runs.iter().any(|r| r.security == Security::Plain);
-    let best = |http_only: bool| {
-        base.runs
+    let best = |http_only: bool| -> Option<Choice> {
+        let runs: Vec<&RunRecord> = base
+            .runs
             .iter()
-            .filter(|r| r.failed() == 0 && r.addr_mode == AddrMode::Ip)
+            .filter(|r| r.failed() == 0 && r.addr_mode == AddrMode::Ip && !r.mux_comparison)
             .filter(|r| !any_plain || r.security == Security::Plain)
             .filter(|r| !http_only || r.transport.is_http())
-            .filter_map(|r| Some((r, r.latency_us?)))
-            .min_by(|a, b| a.1.mean.total_cmp(&b.1.mean))
+            .filter(|r| r.latency_us.is_some())
+            .collect();
+        let b = *runs
+            .iter()
+            .min_by(|x, y| mean_of(x).total_cmp(&mean_of(y)))?;
+        let l = b.latency_us?;
+        Some(Choice {
+            run: name(b),
+            mean_us: l.mean,
+            p99_us: l.p99,
+            tied: runs
+                .iter()
+                .filter(|r| !std::ptr::eq(**r, b) && !crate::physics::runs_differ(r, b))
+                .map(|r| name(r))
+                .collect(),
+        })
     };
-    let ((b, bl), (h, hl)) = (best(false)?, best(true)?);
-    Some(format!(
-        "For this pair of hosts, pick {} (mean {}, p99 {}) when you own both ends; if it must be HTTP, {} (mean {}, p99 {}), with a connection kept per worker.",
-        secured_name(b),
-        duration(bl.mean),
-        duration(bl.p99),
-        secured_name(h),
-        duration(hl.mean),
-        duration(hl.p99)
-    ))
+    Some(Finding::Pick {
+        any: best(false)?,
+        http: best(true)?,
+    })
 }
 
 /// The range of client CPU time per call.
-fn cpu(base: &Report) -> Option<String> {
-    let per_call: Vec<(String, f64)> = base
+fn cpu(base: &Report) -> Option<Finding> {
+    let per_call: Vec<(RunName, f64)> = base
         .runs
         .iter()
         .filter(|r| r.addr_mode == AddrMode::Ip && r.calls > 0)
-        .map(|r| {
-            (
-                secured_name(r),
-                (r.cpu_user_s + r.cpu_sys_s) / r.calls as f64 * 1e6,
-            )
-        })
+        .map(|r| (name(r), (r.cpu_user_s + r.cpu_sys_s) / r.calls as f64 * 1e6))
         .collect();
-    let lo = per_call.iter().min_by(|a, b| a.1.total_cmp(&b.1))?;
-    let hi = per_call.iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
-    Some(format!(
-        "Client CPU per call ranges from {} ({}) to {} ({}).",
-        duration(lo.1),
-        lo.0,
-        duration(hi.1),
-        hi.0
-    ))
+    Some(Finding::ClientCpu {
+        least: *per_call.iter().min_by(|a, b| a.1.total_cmp(&b.1))?,
+        most: *per_call.iter().max_by(|a, b| a.1.total_cmp(&b.1))?,
+    })
 }
 
 /// Lost calls, over every input.
-fn lost(base: &Report, others: &[&Report]) -> String {
+fn lost(base: &Report, others: &[&Report]) -> Finding {
     let all: Vec<&RunRecord> = std::iter::once(base)
         .chain(others.iter().copied())
         .flat_map(|r| r.runs.iter())
         .collect();
-    let calls: u64 = all.iter().map(|r| r.calls).sum();
-    let failed: Vec<String> = all
-        .iter()
-        .filter(|r| r.failed() > 0)
-        .map(|r| {
-            format!(
-                "{} ({}) {} of {}",
-                r.transport,
-                r.mode_label(),
-                r.failed(),
-                r.calls
-            )
-        })
-        .collect();
-    if failed.is_empty() {
-        format!("No call was lost: all {calls} measured calls came back with their own bytes.")
-    } else {
-        format!(
-            "Calls failed: {} (of {calls} measured calls in all); see the tables for their kinds.",
-            failed.join(", ")
-        )
+    Finding::Lost {
+        calls: all.iter().map(|r| r.calls).sum(),
+        failed: all
+            .iter()
+            .filter(|r| r.failed() > 0)
+            .map(|r| Failed {
+                transport: r.transport,
+                modes: r.mode_label(),
+                failed: r.failed(),
+                calls: r.calls,
+            })
+            .collect(),
     }
 }
 
-/// rpcbench beside established tools: at worst how far from them, or where above the limit.
-pub(super) fn peer_sentence(p: &Peers) -> Option<String> {
-    let ratios: Vec<(&PeerPair, f64)> = p
+/// rpcbench beside established tools: the worst ratio, and the pairs above the limit.
+pub(super) fn peer_finding(p: &Peers) -> Option<Finding> {
+    let ratios: Vec<(String, String, f64)> = p
         .pairs
         .iter()
-        .filter_map(|e| Some((e, e.ratio()?)))
+        .filter_map(|e| Some((e.name(), e.peer.clone(), e.ratio()?)))
         .collect();
-    let over: Vec<String> = ratios
-        .iter()
-        .filter(|(_, r)| *r > PEER_RATIO_LIMIT)
-        .map(|(e, r)| format!("{} {}× {}", e.name(), ratio(*r), e.peer))
-        .collect();
-    let (e, worst) = ratios.iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
-    Some(if over.is_empty() {
-        format!(
-            "Against established tools on the same placement ({}), rpcbench is at worst {}× the peer ({} against {}), so these figures measure the network and the stacks, not rpcbench.",
-            p.placement,
-            ratio(*worst),
-            e.name(),
-            e.peer
-        )
-    } else {
-        format!(
-            "Against established tools on the same placement ({}), rpcbench is above the {PEER_RATIO_LIMIT}× limit for {}: there, part of the figure is rpcbench's own overhead (a benchmark, not a check: host noise moves it).",
-            p.placement,
-            over.join(", ")
-        )
+    let worst = ratios.iter().max_by(|a, b| a.2.total_cmp(&b.2))?.clone();
+    Some(Finding::Peers {
+        placement: p.placement.clone(),
+        worst,
+        over: ratios
+            .into_iter()
+            .filter(|(_, _, r)| *r > PEER_RATIO_LIMIT)
+            .collect(),
     })
 }
 
@@ -466,22 +602,31 @@ fn cpu_count(list: &str) -> usize {
 /// machine.
 const PIN_CPU: usize = 0;
 
-/// One line when the run was not pinned, with the command that pins it: unpinned, client
-/// and server threads wake on whichever core is free, and on a small VM a round trip across
-/// two cores costs many times one on a single core (README, "Pin both sides").
+/// One line when the figures' placement was left to the scheduler, with what places it:
+/// unpinned, client and server threads wake on whichever core is free, and on a small VM a
+/// round trip across two cores costs many times one on a single core (README, "Where
+/// rpcbench runs its threads"). Nothing when rpcbench placed its threads itself and the
+/// server, if remote, was pinned on its host.
 pub fn pinning_advice(report: &Report) -> Option<String> {
-    let client_free = cpu_count(&report.environment.cpu_affinity) > 1;
+    let embedded = report.target.starts_with("embedded");
+    let placed = report.placement.as_ref();
+    // Reports from before `--placement` were placed only by a taskset around rpcbench.
+    let client_free = match placed {
+        Some(p) => p.client_cpu.is_none() && cpu_count(&p.allowed) > 1,
+        None => cpu_count(&report.environment.cpu_affinity) > 1,
+    };
     let server_free = report
         .server
         .as_ref()
         .is_some_and(|s| cpu_count(&s.settings.cpu_affinity) > 1);
-    let embedded = report.target.starts_with("embedded");
     let command = shell_words(&report.command);
-    let pinned = format!("taskset -c {PIN_CPU} {command}");
     if embedded && client_free {
-        // The embedded server runs in the client's process: one taskset pins both.
+        let how = match placed {
+            Some(_) => "drop --placement none".to_string(),
+            None => format!("taskset -c {PIN_CPU} {command}"),
+        };
         Some(format!(
-            "not pinned: client and server may run on different cores; pin both: {pinned}"
+            "not placed: client and server may run on different cores, and figures may move between runs; place both on one CPU: {how}"
         ))
     } else if !embedded && (client_free || server_free) {
         let which = match (client_free, server_free) {
@@ -489,8 +634,13 @@ pub fn pinning_advice(report: &Report) -> Option<String> {
             (true, false) => "the client was not pinned",
             _ => "the server was not pinned",
         };
+        let here = match (client_free, placed) {
+            (false, _) => String::new(),
+            (true, Some(_)) => " and drop --placement none here".to_string(),
+            (true, None) => format!(" and run this side as taskset -c {PIN_CPU} {command}"),
+        };
         Some(format!(
-            "not pinned: {which}; pin both: {pinned} here, and start the server as taskset -c {PIN_CPU} rpcbench-echo ... on its host"
+            "not pinned: {which}; start the server as taskset -c {PIN_CPU} rpcbench-echo ... on its host{here}"
         ))
     } else {
         None
@@ -527,22 +677,6 @@ mod tests {
         assert_eq!(cpu_count("0-1"), 2);
         assert_eq!(cpu_count("0,2-3"), 3);
         assert_eq!(cpu_count(""), 0);
-    }
-
-    #[test]
-    fn twins() {
-        assert_eq!(
-            fresh_twin(TransportKind::Tcp),
-            Some(TransportKind::TcpConnect)
-        );
-        assert_eq!(
-            fresh_twin(TransportKind::HttpKeepalive),
-            Some(TransportKind::HttpFresh)
-        );
-        assert_eq!(
-            fresh_twin(TransportKind::CurlReuse),
-            Some(TransportKind::CurlFresh)
-        );
     }
 
     #[test]

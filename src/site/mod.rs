@@ -1,7 +1,7 @@
 //! The comparison report: `rpcbench report RESULTS.json... --out DIR` writes
 //! `DIR/README.md`, a self-contained `DIR/index.html` and the charts as SVG files.
 //!
-//! Findings come first: a few plain sentences computed from the numbers ([`findings`],
+//! Findings come first: a few plain sentences computed from the numbers ([`findings()`],
 //! which the terminal table prints too). Then the charts, the client's tables, seed 004's
 //! table beside today's figures, the truth checks (what was injected against what was
 //! measured), rpcbench beside established tools (benchmarks, not checks) and the
@@ -20,7 +20,7 @@
 //! with the reason, and does not fail the report.
 
 /// The sentences at the top of a report and after a run's table.
-mod findings;
+pub mod findings;
 /// README.md and index.html.
 mod page;
 pub mod svg;
@@ -31,7 +31,7 @@ pub use findings::{findings, pinning_advice};
 
 use crate::dnsdiag::DnsDiagnosis;
 use crate::model;
-use crate::render::units;
+use crate::render::{self, units};
 use crate::report::{Report, RunRecord};
 use crate::resolve::AddrMode;
 use crate::sweep::SweepReport;
@@ -177,7 +177,7 @@ pub struct Site {
     pub dns: Vec<(PathBuf, DnsDiagnosis)>,
     /// A row per series of every sweep over offered rates.
     pub capacity: Vec<sweep::CapacityRow>,
-    pub findings: Vec<String>,
+    pub findings: Vec<findings::Finding>,
     /// Seed 004's cases beside today's; empty without a run.
     pub seed: Vec<SeedRow>,
     pub checks: Vec<TruthCheck>,
@@ -324,16 +324,34 @@ fn slow_dns(r: &Report) -> bool {
 
 /// The run of `transport` under address mode `mode` and security mode `security` in a
 /// report: a report may hold the same transport and address mode under several security
-/// modes (`--security plain,tls13`), and a check or finding compares like with like.
+/// modes (`--security plain,tls13`), and a check or finding compares like with like. The
+/// default run's multiplexing comparison at 16 workers is not found here (see
+/// [`findings`]' multiplexing sentence, which reads it).
 fn find(
     r: &Report,
     transport: TransportKind,
     mode: AddrMode,
     security: Security,
 ) -> Option<&RunRecord> {
-    r.runs
-        .iter()
-        .find(|x| x.transport == transport && x.addr_mode == mode && x.security == security)
+    r.runs.iter().find(|x| {
+        x.transport == transport
+            && x.addr_mode == mode
+            && x.security == security
+            && !x.mux_comparison
+    })
+}
+
+/// The run of `report` made like `r` (the same transport, security mode and workers, the
+/// default run's multiplexing comparison or not) under address mode `mode`: a check that
+/// compares two runs of one transport compares like with like.
+fn find_like<'a>(report: &'a Report, r: &RunRecord, mode: AddrMode) -> Option<&'a RunRecord> {
+    report.runs.iter().find(|x| {
+        x.transport == r.transport
+            && x.addr_mode == mode
+            && x.security == r.security
+            && x.mux_comparison == r.mux_comparison
+            && (!r.mux_comparison || x.workers == r.workers)
+    })
 }
 
 /// A run's mean latency in ms, as seed 004 states its figures.
@@ -463,7 +481,45 @@ fn truth_checks(inputs: &[&Report]) -> (Vec<TruthCheck>, Vec<NotRun>) {
             &link_checks,
         );
     }
+    checks.extend(physics_checks(inputs));
     (checks, not_run)
+}
+
+/// Each input's physics checks ([`crate::physics`]): every broken one as a failed check of
+/// its own, and the ones that hold as one line per input. They are made again from the
+/// input's figures rather than read from its `physics`, so that a report from before the
+/// checks, or an edited one, is judged by the same rules.
+fn physics_checks(inputs: &[&Report]) -> Vec<TruthCheck> {
+    let mut out = Vec::new();
+    for (i, r) in inputs.iter().enumerate() {
+        let physics = &crate::physics::checks(r);
+        let input = format!("input {} ({})", i + 1, r.started);
+        for c in physics.iter().filter(|c| !c.pass) {
+            out.push(TruthCheck {
+                what: format!("physics, {input}: {}", render::rule_sentence(c.rule)),
+                expected: format!(
+                    "{} ({}) no slower than {} ({}) beyond the noise",
+                    c.faster.transport, c.faster.mode, c.slower.transport, c.slower.mode
+                ),
+                measured: format!(
+                    "{} against {}",
+                    render::figure_text(&c.faster),
+                    render::figure_text(&c.slower)
+                ),
+                pass: false,
+            });
+        }
+        let held = physics.iter().filter(|c| c.pass).count();
+        if held > 0 && held == physics.len() {
+            out.push(TruthCheck {
+                what: format!("physics, {input}: orderings the protocols fix"),
+                expected: "every one within the noise of its figures".to_string(),
+                measured: format!("{held} of {held} hold"),
+                pass: true,
+            });
+        }
+    }
+    out
 }
 
 /// The link RTT a report's runs were told, µs (0 when none was).
@@ -544,13 +600,25 @@ impl Site {
             Some((_, b)) => findings(b, &other_reports, peers.as_ref()),
             None => peers
                 .as_ref()
-                .and_then(findings::peer_sentence)
+                .and_then(findings::peer_finding)
                 .into_iter()
                 .collect(),
         };
-        findings.extend(model::k_findings(&fits));
-        findings.extend(sweep::findings(&sweep_reports));
-        findings.extend(dns.iter().flat_map(|(_, d)| d.findings.iter().cloned()));
+        findings.extend(
+            model::round_trip_gaps(&fits)
+                .into_iter()
+                .map(findings::Finding::RoundTrips),
+        );
+        findings.extend(
+            sweep::findings(&sweep_reports)
+                .into_iter()
+                .map(findings::Finding::Sweep),
+        );
+        findings.extend(
+            dns.iter()
+                .flat_map(|(_, d)| d.findings.iter().cloned())
+                .map(findings::Finding::Dns),
+        );
         let mut charts = match &baseline {
             Some((_, b)) => run_charts(b, &other_reports),
             None => Vec::new(),
@@ -674,19 +742,41 @@ fn run_charts(baseline: &Report, others: &[&Report]) -> Vec<sweep::Chart> {
         .find(|r| dns_delay_us(r) > 0)
         .unwrap_or(baseline);
     let dns_runs: Vec<&RunRecord> = dns_source.runs.iter().collect();
-    [
-        ("percentiles.svg", svg::percentile_curves(&curve_runs)),
-        ("mean-p99.svg", svg::mean_p99(&runs)),
-        ("phases.svg", svg::phase_stack(&runs)),
-        ("dns.svg", svg::dns_overhead(&dns_runs)),
-    ]
-    .into_iter()
-    .map(|(file, svg)| sweep::Chart {
-        file: file.to_string(),
-        caption: None,
-        svg,
-    })
-    .collect()
+    // A chart is drawn only when its inputs hold what it shows: no empty frames.
+    let with_latency = runs.iter().any(|r| r.latency_us.is_some());
+    let with_phases = runs.iter().any(|r| {
+        crate::measure::Phase::ALL
+            .iter()
+            .any(|&p| r.phases_us.get(p).is_some())
+    });
+    let by_name = dns_runs.iter().any(|r| {
+        r.addr_mode != AddrMode::Ip
+            && r.latency_us.is_some()
+            && dns_runs.iter().any(|x| {
+                x.addr_mode == AddrMode::Ip && x.transport == r.transport && x.latency_us.is_some()
+            })
+    });
+    let mut charts = Vec::new();
+    if curve_runs.iter().any(|r| !r.percentiles_us.is_empty()) {
+        charts.push(("percentiles.svg", svg::percentile_curves(&curve_runs)));
+    }
+    if with_latency {
+        charts.push(("mean-p99.svg", svg::mean_p99(&runs)));
+    }
+    if with_phases {
+        charts.push(("phases.svg", svg::phase_stack(&runs)));
+    }
+    if by_name {
+        charts.push(("dns.svg", svg::dns_overhead(&dns_runs)));
+    }
+    charts
+        .into_iter()
+        .map(|(file, svg)| sweep::Chart {
+            file: file.to_string(),
+            caption: None,
+            svg,
+        })
+        .collect()
 }
 
 /// Every sweep's charts, numbered within their kind (`payload.svg`, `payload-2.svg`) so
@@ -728,12 +818,12 @@ fn delay_checks(
         .runs
         .iter()
         .filter_map(|r| {
-            let base = find(reference, r.transport, r.addr_mode, r.security)?;
+            let base = find_like(reference, r, r.addr_mode)?;
             let rise = (r.latency_us?.mean - base.latency_us?.mean).round();
             let noise = noise_us(base)?;
             let plain_rise = back_to_back
                 .filter(|b| !std::ptr::eq(*b, reference))
-                .and_then(|b| find(b, r.transport, r.addr_mode, r.security))
+                .and_then(|b| find_like(b, r, r.addr_mode))
                 .and_then(|b| Some((r.latency_us?.mean - b.latency_us?.mean).round()));
             let mut measured = format!("{rise:+.0} µs");
             if let Some(gap) = paced_gap {
@@ -743,7 +833,11 @@ fn delay_checks(
                 measured.push_str(&format!(" ({p:+.0} µs over back-to-back calls)"));
             }
             Some(TruthCheck {
-                what: format!("server delay {d:.0} µs: {} ({})", r.transport, r.addr_mode),
+                what: format!(
+                    "server delay {d:.0} µs: {} ({})",
+                    r.transport,
+                    r.mode_label()
+                ),
                 expected: expected_text(d, d, noise),
                 measured,
                 pass: (rise - d).abs() <= tolerance(d, noise),
@@ -761,8 +855,7 @@ fn dns_checks(base: &Report, slow: &Report) -> Vec<TruthCheck> {
         .iter()
         .filter(|r| matches!(r.addr_mode, AddrMode::Cached | AddrMode::Uncached))
         .filter_map(|r| {
-            let b = find(base, r.transport, r.addr_mode, r.security)
-                .or_else(|| find(base, r.transport, AddrMode::Ip, r.security))?;
+            let b = find_like(base, r, r.addr_mode).or_else(|| find_like(base, r, AddrMode::Ip))?;
             let expected = if !r.transport.persistent() && r.addr_mode == AddrMode::Uncached {
                 d
             } else {
@@ -771,7 +864,7 @@ fn dns_checks(base: &Report, slow: &Report) -> Vec<TruthCheck> {
             let rise = (r.latency_us?.mean - b.latency_us?.mean).round();
             let noise = noise_us(b)?;
             Some(TruthCheck {
-                what: format!("DNS delay {d:.0} µs: {} ({})", r.transport, r.addr_mode),
+                what: format!("DNS delay {d:.0} µs: {} ({})", r.transport, r.mode_label()),
                 expected: expected_text(expected, d, noise),
                 measured: format!("{rise:+.0} µs"),
                 pass: (rise - expected).abs() <= tolerance(d, noise),

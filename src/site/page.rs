@@ -14,7 +14,7 @@ pub fn markdown(site: &Site) -> String {
     let _ = writeln!(out, "{}\n", lead_line(site));
     let _ = writeln!(out, "## Findings\n");
     for f in &site.findings {
-        let _ = writeln!(out, "- {f}");
+        let _ = writeln!(out, "- {}", render::findings::sentence(f));
     }
     let _ = writeln!(out, "\n## Charts\n");
     for chart in &site.charts {
@@ -146,7 +146,10 @@ fn lead_line(site: &Site) -> String {
         Lead::Run(b) => (&b.target, placement(b), &b.started, &b.rpcbench),
         Lead::Sweep(s) => (
             &s.target,
-            placement_of(&s.environment.cpu_affinity, None),
+            match &s.placement {
+                Some(p) => placed(p),
+                None => placement_of(&s.environment.cpu_affinity, None),
+            },
             &s.started,
             &s.rpcbench,
         ),
@@ -361,10 +364,19 @@ fn describe(r: &Report) -> String {
     }
 }
 
-/// Where client and server ran, as the report should state it.
+/// Where client and server ran, as the report should state it: as rpcbench placed its
+/// threads (`--placement`), else, for a report from before it, as their CPU masks say.
 fn placement(r: &Report) -> String {
+    if let Some(p) = &r.placement {
+        return placed(p);
+    }
     let server = r.server.as_ref().map(|s| s.settings.cpu_affinity.as_str());
     placement_of(&r.environment.cpu_affinity, server)
+}
+
+/// The placement rpcbench chose, as the lead line states it.
+fn placed(p: &crate::placement::PlacementRecord) -> String {
+    format!("placement: {} ({})", p.placement, p.describe())
 }
 
 /// Placement from the client's allowed CPUs and the server's, when known.
@@ -454,7 +466,7 @@ pub fn html(site: &Site) -> String {
     let _ = writeln!(out, "<p>{}</p>", esc(&lead_line(site)));
     let _ = writeln!(out, "<h2>Findings</h2><ul>");
     for f in &site.findings {
-        let _ = writeln!(out, "<li>{}</li>", esc(f));
+        let _ = writeln!(out, "<li>{}</li>", esc(&render::findings::sentence(f)));
     }
     let _ = writeln!(out, "</ul><h2>Charts</h2>");
     for chart in &site.charts {
@@ -534,8 +546,9 @@ pub fn html(site: &Site) -> String {
                 html_table(&mut out, &render::dns::grid(d));
             }
             let _ = writeln!(out, "<ul>");
-            for line in render::dns::summary(d).iter().chain(&d.findings) {
-                let _ = writeln!(out, "<li>{}</li>", esc(line));
+            let findings = d.findings.iter().map(render::findings::dns_sentence);
+            for line in render::dns::summary(d).into_iter().chain(findings) {
+                let _ = writeln!(out, "<li>{}</li>", esc(&line));
             }
             let _ = writeln!(out, "</ul>");
         }

@@ -199,12 +199,22 @@ fn y_axis(out: &mut String, axis: &Axis, x0: f64, x1: f64, label: &str) {
     );
 }
 
-/// A legend entry: a line (or a box) in the entry's colour and dash, and its text.
+/// Rows of the legend, one entry each.
+const LEGEND_ROW: f64 = 18.0;
+/// Room for a legend entry's text: the right margin less the key and the gaps.
+const LEGEND_TEXT: f64 = RIGHT - 15.0 - 28.0 - 5.0;
+/// The width of one character of 12 px sans-serif, at most (wide letters, digits).
+const CHAR_WIDTH: f64 = 7.0;
+
+/// A legend entry: a line (or a box) in the entry's colour and dash, and its text. No
+/// entry is cut off: a text too long for the margin is squeezed to fit (`textLength`), and
+/// a legend taller than the chart makes the chart taller ([`grow_to`]).
 fn legend(out: &mut String, entries: &[(String, &str, &str, bool)]) {
     let x = WIDTH - RIGHT + 15.0;
+    grow_to(out, TOP + 10.0 + entries.len() as f64 * LEGEND_ROW + 10.0);
     let _ = write!(out, r#"<g class="legend">"#);
     for (i, (text, colour, dash, boxed)) in entries.iter().enumerate() {
-        let y = TOP + 10.0 + i as f64 * 18.0;
+        let y = TOP + 10.0 + i as f64 * LEGEND_ROW;
         if *boxed {
             let _ = write!(
                 out,
@@ -220,9 +230,14 @@ fn legend(out: &mut String, entries: &[(String, &str, &str, bool)]) {
                 y - 3.0
             );
         }
+        let squeeze = if text.chars().count() as f64 * CHAR_WIDTH > LEGEND_TEXT {
+            format!(r#" textLength="{LEGEND_TEXT}" lengthAdjust="spacingAndGlyphs""#)
+        } else {
+            String::new()
+        };
         let _ = write!(
             out,
-            r#"<text x="{}" y="{y}">{}</text>"#,
+            r#"<text x="{}" y="{y}"{squeeze}>{}</text>"#,
             x + 28.0,
             esc(text)
         );
@@ -230,12 +245,41 @@ fn legend(out: &mut String, entries: &[(String, &str, &str, bool)]) {
     let _ = write!(out, "</g>");
 }
 
-/// A run's label: transport, and the address mode when it is not `ip`.
+/// Makes the chart opened in `out` ([`open`]) at least `height` tall, by rewriting the
+/// height its frame was opened with.
+fn grow_to(out: &mut String, height: f64) {
+    let Some(at) = out.find(r#"viewBox="0 0 "#) else {
+        return;
+    };
+    let start = at + r#"viewBox="0 0 "#.len();
+    let Some(end) = out[start..].find('"').map(|e| start + e) else {
+        return;
+    };
+    let Some(old) = out[start..end]
+        .split(' ')
+        .nth(1)
+        .and_then(|h| h.parse::<f64>().ok())
+    else {
+        return;
+    };
+    if height <= old {
+        return;
+    }
+    let (was, now) = (
+        format!(r#"viewBox="0 0 {WIDTH} {old}" width="{WIDTH}" height="{old}""#),
+        format!(r#"viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}""#),
+    );
+    *out = out.replacen(&was, &now, 1);
+}
+
+/// A run's label: transport, and its modes when they are not plain `ip` (`tcp
+/// (cached)`, `h2-mux (ip c16)`).
 fn label(r: &RunRecord) -> String {
-    if r.addr_mode == AddrMode::Ip {
+    let modes = r.mode_label();
+    if modes == AddrMode::Ip.to_string() {
         r.transport.to_string()
     } else {
-        format!("{} ({})", r.transport, r.addr_mode)
+        format!("{} ({modes})", r.transport)
     }
 }
 

@@ -5,7 +5,7 @@
 //! chart, the table and the findings read the same numbers.
 
 use super::svg::{self, ChartLine};
-use crate::render::units::{self, bytes, duration, rate, ratio};
+use crate::render::units::rate;
 use crate::resolve::AddrMode;
 use crate::sweep::{MIN_ACHIEVED, Series, SloRecord, Step, SweepReport};
 use crate::transport::TransportKind;
@@ -199,29 +199,109 @@ pub fn capacity_rows(sweeps: &[&SweepReport]) -> Vec<CapacityRow> {
         .collect()
 }
 
-/// The sentences about the sweeps: capacity at each objective, where the knees are, what
-/// payload size does to latency and goodput, and whether any call of any step was lost.
-pub fn findings(sweeps: &[&SweepReport]) -> Vec<String> {
-    let mut out = Vec::new();
-    if let Some(lost) = lost_sentence(sweeps) {
-        out.push(lost);
+/// A series as the findings name it: its transport and address mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeriesName {
+    pub transport: TransportKind,
+    pub mode: AddrMode,
+}
+
+impl SeriesName {
+    fn of(s: &Series) -> SeriesName {
+        SeriesName {
+            transport: s.transport,
+            mode: s.addr_mode,
+        }
     }
+}
+
+/// Where a step of a sweep stood: at an offered rate, or at a payload size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StepAt {
+    /// Calls per second offered.
+    Rate(f64),
+    /// Request bytes.
+    Payload(u32),
+}
+
+/// A step of a sweep that failed calls.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FailedStep {
+    pub series: SeriesName,
+    pub at: StepAt,
+    pub failed: u64,
+    pub calls: u64,
+}
+
+/// A series that met an objective at no rate tried.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Missed {
+    pub series: SeriesName,
+    /// The lowest rate offered, calls/s; `None` when no step had one (never judged).
+    pub lowest_tried: Option<f64>,
+}
+
+/// One series across a payload sweep: goodput and p99 at the first and the last size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PayloadSpan {
+    pub series: SeriesName,
+    /// Goodput out, MB/s, at the smallest and the largest payload.
+    pub goodput_mb_s: (f64, f64),
+    /// p99, µs, at the smallest and the largest payload.
+    pub p99_us: (f64, f64),
+}
+
+/// What the sweeps say: lost calls, capacity at an objective, knees, payload sizes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SweepFinding {
+    /// Calls over every step of every sweep: none lost (`failed` empty), or the steps
+    /// that failed.
+    Lost {
+        calls: u64,
+        steps: usize,
+        failed: Vec<FailedStep>,
+    },
+    /// What each series sustained at the objective, highest first; the series that met
+    /// it at no rate tried; and those that met it at the highest rate of a list, whose
+    /// capacity is then only a floor.
+    Capacity {
+        objective: String,
+        met: Vec<(SeriesName, f64)>,
+        missed: Vec<Missed>,
+        at_top: Vec<SeriesName>,
+    },
+    /// Each curve's knee ([`KNEE_P99_GROWTH`]): the series, its achieved rate and p99 there.
+    Knees {
+        growth: f64,
+        knees: Vec<(SeriesName, f64, f64)>,
+    },
+    /// What payload size does: from the smallest to the largest payload.
+    Payload {
+        bytes: (u32, u32),
+        series: Vec<PayloadSpan>,
+    },
+}
+
+/// What the sweeps say: capacity at each objective, where the knees are, what payload
+/// size does to latency and goodput, and whether any call of any step was lost.
+pub fn findings(sweeps: &[&SweepReport]) -> Vec<SweepFinding> {
+    let mut out = Vec::new();
+    out.extend(lost(sweeps));
     for sw in sweeps {
         if sw.axis == "payload" {
-            out.extend(payload_sentence(sw));
+            out.extend(payload(sw));
             continue;
         }
         if let Some(slo) = &sw.slo {
-            out.extend(capacity_sentence(sw, slo));
+            out.extend(capacity(sw, slo));
         }
-        out.extend(knee_sentence(sw));
+        out.extend(knees(sw));
     }
     out
 }
 
-/// `At p99 ≤ 2.00 ms, tcp sustains 18,400 calls/s and http-keepalive 9,100: tcp takes
-/// 2.02× the load.`, with the series that met it at no rate said after.
-fn capacity_sentence(sw: &SweepReport, slo: &SloRecord) -> Option<String> {
+/// What each series of a rate sweep sustained at its objective.
+fn capacity(sw: &SweepReport, slo: &SloRecord) -> Option<SweepFinding> {
     if !RATE_AXES.contains(&sw.axis.as_str()) {
         return None;
     }
@@ -231,7 +311,7 @@ fn capacity_sentence(sw: &SweepReport, slo: &SloRecord) -> Option<String> {
         .filter_map(|s| Some((s, s.capacity_per_s?)))
         .collect();
     met.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let missed: Vec<String> = sw
+    let missed = sw
         .series
         .iter()
         .filter(|s| s.capacity_per_s.is_none())
@@ -241,79 +321,36 @@ fn capacity_sentence(sw: &SweepReport, slo: &SloRecord) -> Option<String> {
                 .iter()
                 .filter_map(|st| st.offered_per_s)
                 .fold(f64::INFINITY, f64::min);
-            if lowest.is_finite() {
-                format!(
-                    "{} met it at no rate tried (from {} calls/s)",
-                    label(s),
-                    rate(lowest)
-                )
-            } else {
-                format!("{} was not judged at any rate", label(s))
+            Missed {
+                series: SeriesName::of(s),
+                lowest_tried: lowest.is_finite().then_some(lowest),
             }
         })
         .collect();
-    let mut text = format!("At {}", slo.text);
-    let names =
-        |set: &[(&Series, f64)]| -> Vec<String> { set.iter().map(|(s, _)| label(s)).collect() };
-    match met.as_slice() {
-        [] => {}
-        [(s, c)] => text.push_str(&format!(", {} sustains {} calls/s", label(s), rate(*c))),
-        [(_, top), .., (_, bottom)] if top == bottom => text.push_str(&format!(
-            ", {} each sustain {} calls/s",
-            names(&met).join(" and "),
-            rate(*top)
-        )),
-        [(first, top), rest @ ..] => {
-            let others: Vec<String> = rest
-                .iter()
-                .map(|(s, c)| format!("{} {}", label(s), rate(*c)))
-                .collect();
-            let (last, bottom) = met[met.len() - 1];
-            let of = if met.len() > 2 {
-                format!(" of {}", label(last))
-            } else {
-                String::new()
-            };
-            text.push_str(&format!(
-                ", {} sustains {} calls/s and {}: {} takes {}× the load{of}",
-                label(first),
-                rate(*top),
-                others.join(", "),
-                label(first),
-                ratio(top / bottom)
-            ));
-        }
-    }
-    if !missed.is_empty() {
-        let sep = if met.is_empty() { ", " } else { "; " };
-        text.push_str(sep);
-        text.push_str(&missed.join("; "));
-    }
     // On a list of rates, a capacity at the highest one tried is only a floor.
-    if sw.axis == "rate" {
-        let at_top: Vec<String> = met
-            .iter()
+    let at_top = if sw.axis == "rate" {
+        met.iter()
             .filter(|(s, c)| {
                 s.steps
                     .iter()
                     .filter_map(|st| st.offered_per_s)
                     .all(|o| o <= *c)
             })
-            .map(|(s, _)| label(s))
-            .collect();
-        if !at_top.is_empty() {
-            text.push_str(&format!(
-                " ({} met it at the highest rate tried, so may take more)",
-                at_top.join(", ")
-            ));
-        }
-    }
-    text.push('.');
-    Some(text)
+            .map(|(s, _)| SeriesName::of(s))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Some(SweepFinding::Capacity {
+        objective: slo.text.clone(),
+        met: met.iter().map(|(s, c)| (SeriesName::of(s), *c)).collect(),
+        missed,
+        at_top,
+    })
 }
 
-/// The lost-call check over every step of every sweep, as the run findings say it.
-fn lost_sentence(sweeps: &[&SweepReport]) -> Option<String> {
+/// The lost-call check over every step of every sweep, as the run findings make it.
+fn lost(sweeps: &[&SweepReport]) -> Option<SweepFinding> {
     let steps: Vec<(&Series, &Step)> = sweeps
         .iter()
         .flat_map(|sw| &sw.series)
@@ -322,87 +359,58 @@ fn lost_sentence(sweeps: &[&SweepReport]) -> Option<String> {
     if steps.is_empty() {
         return None;
     }
-    let calls: u64 = steps.iter().map(|(_, st)| st.run.calls).sum();
-    let failed: Vec<String> = steps
-        .iter()
-        .filter(|(_, st)| st.run.failed() > 0)
-        .map(|(s, st)| {
-            let at = st.offered_per_s.map_or_else(
-                || bytes(st.payload_bytes),
-                |o| format!("{} calls/s", rate(o)),
-            );
-            format!(
-                "{} at {at} {} of {}",
-                label(s),
-                st.run.failed(),
-                st.run.calls
-            )
-        })
-        .collect();
-    Some(if failed.is_empty() {
-        format!(
-            "No call was lost in the sweeps: all {calls} measured calls of {} steps came back with their own bytes.",
-            steps.len()
-        )
-    } else {
-        format!(
-            "Calls failed in the sweeps: {} (of {calls} measured calls in all); see the step tables.",
-            failed.join(", ")
-        )
+    Some(SweepFinding::Lost {
+        calls: steps.iter().map(|(_, st)| st.run.calls).sum(),
+        steps: steps.len(),
+        failed: steps
+            .iter()
+            .filter(|(_, st)| st.run.failed() > 0)
+            .map(|(s, st)| FailedStep {
+                series: SeriesName::of(s),
+                at: st
+                    .offered_per_s
+                    .map_or(StepAt::Payload(st.payload_bytes), StepAt::Rate),
+                failed: st.run.failed(),
+                calls: st.run.calls,
+            })
+            .collect(),
     })
 }
 
-/// Where each curve's knee is: `The knee (…): tcp at 5,000 calls/s (p99 180 µs), …`.
-fn knee_sentence(sw: &SweepReport) -> Option<String> {
-    let knees: Vec<String> = sw
+/// Where each curve's knee is.
+fn knees(sw: &SweepReport) -> Option<SweepFinding> {
+    let knees: Vec<(SeriesName, f64, f64)> = sw
         .series
         .iter()
         .filter_map(|series| {
             let steps = curve_steps(series);
             let k = steps[knee(&steps)?];
             let (_, p99) = p50_p99(k)?;
-            Some(format!(
-                "{} at {} calls/s (p99 {})",
-                label(series),
-                rate(k.achieved_per_s),
-                duration(p99)
-            ))
+            Some((SeriesName::of(series), k.achieved_per_s, p99))
         })
         .collect();
-    (!knees.is_empty()).then(|| {
-        format!(
-            "Past the knee (the last step before p99 grows more than {KNEE_P99_GROWTH}× or the offered rate is no longer achieved) latency climbs faster than load: {}.",
-            knees.join(", ")
-        )
+    (!knees.is_empty()).then_some(SweepFinding::Knees {
+        growth: KNEE_P99_GROWTH,
+        knees,
     })
 }
 
-/// `From 64 B to 256 KiB payloads: tcp moves 1.20 to 180 MB/s, p99 62.0 µs to 2.10 ms; …`.
-fn payload_sentence(sw: &SweepReport) -> Option<String> {
-    let parts: Vec<String> = sw
+/// Goodput and p99 from the smallest payload to the largest, per series.
+fn payload(sw: &SweepReport) -> Option<SweepFinding> {
+    let series: Vec<PayloadSpan> = sw
         .series
         .iter()
         .filter_map(|s| {
             let (first, last) = (s.steps.first()?, s.steps.last()?);
             let (a, b) = (first.run.latency_us?, last.run.latency_us?);
-            Some(format!(
-                "{} moves {} to {} MB/s, p99 {} to {}",
-                label(s),
-                units::significant(first.goodput_out_mb_s, 3),
-                units::significant(last.goodput_out_mb_s, 3),
-                duration(a.p99),
-                duration(b.p99)
-            ))
+            Some(PayloadSpan {
+                series: SeriesName::of(s),
+                goodput_mb_s: (first.goodput_out_mb_s, last.goodput_out_mb_s),
+                p99_us: (a.p99, b.p99),
+            })
         })
         .collect();
     let steps = &sw.series.first()?.steps;
-    let (lo, hi) = (steps.first()?.payload_bytes, steps.last()?.payload_bytes);
-    (!parts.is_empty()).then(|| {
-        format!(
-            "From {} to {} payloads: {}.",
-            bytes(lo),
-            bytes(hi),
-            parts.join("; ")
-        )
-    })
+    let bytes = (steps.first()?.payload_bytes, steps.last()?.payload_bytes);
+    (!series.is_empty()).then_some(SweepFinding::Payload { bytes, series })
 }

@@ -15,10 +15,19 @@ pub(super) struct Collector {
     pub body: Vec<u8>,
     pub seq: Option<u64>,
     pub server: Option<Duration>,
+    /// The largest body taken (the call's `max_reply`).
+    pub max_body: usize,
+    /// The body went past `max_body`: the transfer was stopped there.
+    pub too_large: bool,
 }
 
 impl Handler for Collector {
     fn write(&mut self, data: &[u8]) -> Result<usize, WriteError> {
+        if self.body.len() + data.len() > self.max_body {
+            // Taking less than was handed stops the transfer (CURLE_WRITE_ERROR).
+            self.too_large = true;
+            return Ok(0);
+        }
         self.body.extend_from_slice(data);
         Ok(data.len())
     }
@@ -102,6 +111,8 @@ pub(super) fn perform(
     collector.body.clear();
     collector.seq = None;
     collector.server = None;
+    collector.max_body = call.max_reply;
+    collector.too_large = false;
     let result = easy.perform();
     let opened = easy.num_connects().unwrap_or(0);
     *new_connections += opened;
@@ -125,6 +136,9 @@ pub(super) fn perform(
                 }
             }
         }
+    }
+    if result.is_err() && easy.get_ref().too_large {
+        return Err(CallError::ReplyTooLarge);
     }
     if let Err(e) = result {
         // On a reused connection libcurl reports no connect and a connect time of 0, so

@@ -2,7 +2,7 @@
 //! `curl_init` per call in seed 004. The latency includes connect (and any lookup).
 
 use super::curl::{Collector, new_handle, perform};
-use super::{Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply, Transport};
+use super::{Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, Facts, Tls, FILES_PER_CURL_HANDLE};
 use curl::easy::Easy2;
 use std::time::{Duration, Instant};
 
@@ -17,8 +17,16 @@ pub struct CurlFresh {
 
 
 impl Transport for CurlFresh {
-    const PERSISTENT: bool = false;
-    const PORT: Port = Port::Http;
+    const FACTS: Facts = Facts {
+        summary: "`POST /echo` through a new libcurl easy handle per call, nothing shared",
+        persistent: false,
+        port: Port::Http,
+        round_trips: Some(2.0),
+        tls: Tls::Full,
+        files_per_worker: FILES_PER_CURL_HANDLE,
+        libcurl: true,
+        ..Facts::DEFAULT
+    };
 
     fn open(endpoint: Endpoint, timeout: Duration) -> Result<CurlFresh, OpenTransportError> {
         Ok(CurlFresh {

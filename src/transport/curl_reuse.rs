@@ -2,7 +2,7 @@
 //! keeps its connection (and DNS cache) between calls.
 
 use super::curl::{Collector, new_handle, perform};
-use super::{Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply, Transport};
+use super::{Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, Facts, TransportKind, FILES_PER_CURL_HANDLE};
 use curl::easy::Easy2;
 use std::time::{Duration, Instant};
 
@@ -16,8 +16,16 @@ pub struct CurlReuse {
 
 
 impl Transport for CurlReuse {
-    const PERSISTENT: bool = true;
-    const PORT: Port = Port::Http;
+    const FACTS: Facts = Facts {
+        summary: "`POST /echo` through one libcurl easy handle per worker, reused",
+        persistent: true,
+        port: Port::Http,
+        round_trips: Some(1.0),
+        fresh_twin: Some(TransportKind::CurlFresh),
+        files_per_worker: FILES_PER_CURL_HANDLE,
+        libcurl: true,
+        ..Facts::DEFAULT
+    };
 
     fn open(endpoint: Endpoint, timeout: Duration) -> Result<CurlReuse, OpenTransportError> {
         Ok(CurlReuse {

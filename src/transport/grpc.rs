@@ -17,7 +17,7 @@
 use super::h2::H2Conn;
 use super::h2_wire::{Outgoing, Replied};
 use super::http::{self, worker_runtime};
-use super::{Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply, Transport};
+use super::{Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, Facts};
 use crate::proto::{CALL_PATH, EchoReply, EchoRequest};
 use bytes::{BufMut, Bytes};
 use hyper::header::{self, HeaderMap, HeaderValue};
@@ -38,6 +38,10 @@ pub(super) type Client = tonic::client::Grpc<H2Service>;
 /// The length prefix of a gRPC message: a compressed flag and a 4-byte length.
 const PREFIX: usize = 5;
 
+/// The most a reply message adds to its payload: the prefix, and the fields as a raw
+/// frame's response has them (seq, status, server_ns and the payload's key and length).
+pub(super) const REPLY_OVERHEAD: usize = PREFIX + crate::wire::RESPONSE_OVERHEAD as usize;
+
 /// The `grpc` transport.
 pub struct Grpc {
     /// The worker's runtime: a call blocks on it.
@@ -49,8 +53,13 @@ pub struct Grpc {
 }
 
 impl Transport for Grpc {
-    const PERSISTENT: bool = true;
-    const PORT: Port = Port::Http;
+    const FACTS: Facts = Facts {
+        summary: "gRPC unary `rpcbench.v1.Echo/Call` on one HTTP/2 connection per worker: gRPC's wire (a length-prefixed protobuf message each way, `grpc-status` in the trailers or a trailers-only head) on `h2`'s frame-by-frame connection (`src/transport/h2_wire.rs`), HEADERS and DATA in one write; `grpc-mux` and `grpc-stream` use tonic's client over the `h2` crate",
+        persistent: true,
+        port: Port::Http,
+        round_trips: Some(1.0),
+        ..Facts::DEFAULT
+    };
 
     fn open(endpoint: Endpoint, timeout: Duration) -> Result<Grpc, OpenTransportError> {
         Ok(Grpc {
@@ -103,6 +112,7 @@ fn unary_request(uri: hyper::Uri, call: &Call<'_>) -> Result<Outgoing, CallError
         uri,
         headers,
         payload: payload.freeze(),
+        max_body: call.max_body(REPLY_OVERHEAD),
     })
 }
 
@@ -222,6 +232,10 @@ impl Service<hyper::Request<tonic::body::Body>> for H2Service {
         let mut sender = std::mem::replace(&mut self.sender, fresh);
         Box::pin(async move {
             let (head, mut body) = req.into_parts();
+            let max = head
+                .extensions
+                .get::<MaxMessage>()
+                .map_or(usize::MAX, |m| m.0);
             let (ready, end) = ready_frames(&mut body).await?;
             let empty = ready.is_empty() && end;
             let (resp, mut stream) =
@@ -233,7 +247,11 @@ impl Service<hyper::Request<tonic::body::Body>> for H2Service {
                 tokio::spawn(pump(body, stream));
             }
             let resp = resp.await?;
-            Ok(resp.map(|recv| H2Body { recv, data_done: false }))
+            Ok(resp.map(|recv| H2Body {
+                recv,
+                data_done: false,
+                limit: MessageLimit::new(max),
+            }))
         })
     }
 }
@@ -286,36 +304,104 @@ async fn pump(mut body: tonic::body::Body, mut stream: ::h2::SendStream<Bytes>) 
     let _ = stream.send_data(Bytes::new(), true);
 }
 
+/// The largest reply message a call accepts (its `max_reply` and [`REPLY_OVERHEAD`]),
+/// carried from the call to [`H2Service`] in the request's extensions.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct MaxMessage(pub usize);
+
+/// Checks each reply message's length, as its prefix goes by, against the largest
+/// accepted: tonic's decoder would otherwise gather whatever length a prefix claims.
+struct MessageLimit {
+    max: usize,
+    /// Bytes of the current message still to come after its prefix.
+    left: usize,
+    /// The prefix being read, and how much of it has come.
+    prefix: [u8; PREFIX],
+    have: usize,
+}
+
+impl MessageLimit {
+    fn new(max: usize) -> MessageLimit {
+        MessageLimit {
+            max,
+            left: 0,
+            prefix: [0; PREFIX],
+            have: 0,
+        }
+    }
+
+    /// Takes the next bytes of the body; fails at a prefix that declares more than `max`.
+    fn pass(&mut self, mut data: &[u8]) -> Result<(), ReadReplyError> {
+        while !data.is_empty() {
+            if self.left > 0 {
+                let n = self.left.min(data.len());
+                (self.left, data) = (self.left - n, &data[n..]);
+                continue;
+            }
+            let n = (PREFIX - self.have).min(data.len());
+            self.prefix[self.have..self.have + n].copy_from_slice(&data[..n]);
+            (self.have, data) = (self.have + n, &data[n..]);
+            if self.have == PREFIX {
+                let p = self.prefix;
+                let len = u32::from_be_bytes([p[1], p[2], p[3], p[4]]) as usize;
+                if PREFIX + len > self.max {
+                    return Err(ReadReplyError::TooLarge);
+                }
+                (self.left, self.have) = (len, 0);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why a reply's body could not be read.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ReadReplyError {
+    /// The stream or the connection failed.
+    #[error("HTTP/2")]
+    H2(#[source] ::h2::Error),
+    /// A message's prefix declared more than the call accepts (`--max-reply`).
+    #[error("a reply message larger than the largest accepted")]
+    TooLarge,
+}
+
 /// A reply's body as tonic reads it: the DATA frames (their flow-control window handed
-/// back as they are read), then the trailers.
+/// back as they are read), each message's length checked against the largest accepted,
+/// then the trailers.
 pub(super) struct H2Body {
     recv: ::h2::RecvStream,
     data_done: bool,
+    limit: MessageLimit,
 }
 
 impl http_body::Body for H2Body {
     type Data = Bytes;
-    type Error = ::h2::Error;
+    type Error = ReadReplyError;
 
     fn poll_frame(
         self: std::pin::Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Bytes>, ::h2::Error>>> {
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, ReadReplyError>>> {
         let me = self.get_mut();
         if !me.data_done {
             match std::task::ready!(me.recv.poll_data(cx)) {
                 Some(Ok(chunk)) => {
                     let _ = me.recv.flow_control().release_capacity(chunk.len());
+                    if let Err(e) = me.limit.pass(&chunk) {
+                        // Nothing more of it is read: the stream goes.
+                        me.data_done = true;
+                        return Poll::Ready(Some(Err(e)));
+                    }
                     return Poll::Ready(Some(Ok(http_body::Frame::data(chunk))));
                 }
-                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                Some(Err(e)) => return Poll::Ready(Some(Err(ReadReplyError::H2(e)))),
                 None => me.data_done = true,
             }
         }
         match std::task::ready!(me.recv.poll_trailers(cx)) {
             Ok(Some(trailers)) => Poll::Ready(Some(Ok(http_body::Frame::trailers(trailers)))),
             Ok(None) => Poll::Ready(None),
-            Err(e) => Poll::Ready(Some(Err(e))),
+            Err(e) => Poll::Ready(Some(Err(ReadReplyError::H2(e)))),
         }
     }
 
@@ -334,17 +420,27 @@ pub(super) fn request(call: &Call<'_>) -> EchoRequest {
     }
 }
 
-/// One unary call on `client`: the reply and the server time of its trailers.
+/// A request carrying `msg`, whose reply messages may be at most `max` bytes each
+/// (checked by [`H2Body`]).
+pub(super) fn limited<T>(msg: T, max: usize) -> tonic::Request<T> {
+    let mut req = tonic::Request::new(msg);
+    req.extensions_mut().insert(MaxMessage(max));
+    req
+}
+
+/// One unary call on `client`: the reply and the server time of its trailers. A reply
+/// message may be at most `max` bytes.
 pub(super) async fn unary(
     client: &mut Client,
     req: EchoRequest,
+    max: usize,
     phases: &mut Phases,
 ) -> Result<(EchoReply, Option<Duration>), CallError> {
     client.ready().await.map_err(|e| classify_error(&e))?;
     let sent = Instant::now();
     let resp = client
         .server_streaming(
-            tonic::Request::new(req),
+            limited(req, max),
             PathAndQuery::from_static(CALL_PATH),
             tonic_prost::ProstCodec::default(),
         )
@@ -403,6 +499,9 @@ fn from_chain(e: &(dyn std::error::Error + 'static)) -> Option<CallError> {
     }
     let mut next = Some(e);
     while let Some(e) = next {
+        if let Some(ReadReplyError::TooLarge) = e.downcast_ref::<ReadReplyError>() {
+            return Some(CallError::ReplyTooLarge);
+        }
         if let Some(e) = e.downcast_ref::<::h2::Error>() {
             return Some(super::h2::classify(e));
         }

@@ -11,9 +11,7 @@
 
 use super::grpc::{Client, Opened, connect, request, unary};
 use super::mux::{self, Shared};
-use super::{
-    Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, remaining,
-};
+use super::{Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, remaining, Facts, TransportKind};
 use bytes::Bytes;
 use std::cell::Cell;
 use std::sync::Arc;
@@ -59,10 +57,16 @@ pub struct GrpcMux {
 }
 
 impl Transport for GrpcMux {
-    const PERSISTENT: bool = true;
-    /// One connection for the whole run: `connects` is 1 on a healthy run, whatever `-c`.
-    const SHARED: bool = true;
-    const PORT: Port = Port::Http;
+    const FACTS: Facts = Facts {
+        summary: "gRPC unary calls with every worker sharing one connection (one channel, in gRPC's words): `connects` is 1 whatever `-c`",
+        persistent: true,
+        // One connection for the whole run: `connects` is 1 on a healthy run, whatever `-c`.
+        shared: true,
+        port: Port::Http,
+        round_trips: Some(1.0),
+        unshared_twin: Some(TransportKind::Grpc),
+        ..Facts::DEFAULT
+    };
 
     fn open(endpoint: Endpoint, timeout: Duration) -> Result<GrpcMux, OpenTransportError> {
         Ok(GrpcMux {
@@ -78,6 +82,7 @@ impl Transport for GrpcMux {
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
         let deadline = Instant::now() + self.timeout;
         let req = request(call);
+        let max = call.max_body(super::grpc::REPLY_OVERHEAD);
         let shared = self.shared.clone();
         let rt = shared.client.runtime(THREAD)?;
         let GrpcMux {
@@ -103,7 +108,7 @@ impl Transport for GrpcMux {
                 )
                 .await?;
             *used = Some(generation);
-            unary(&mut client, req, phases).await
+            unary(&mut client, req, max, phases).await
         }));
         self.connects += shared.claim();
         let (reply, server) = result.map_err(|e| shared.opened.explain(e))?;

@@ -9,9 +9,7 @@
 
 use super::grpc::{Client, Opened, checked, classify_status, connect, request};
 use super::http::worker_runtime;
-use super::{
-    Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, remaining,
-};
+use super::{Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, remaining, Facts};
 use crate::proto::{EchoReply, EchoRequest, STREAM_PATH};
 use bytes::Bytes;
 use hyper::http::uri::PathAndQuery;
@@ -52,8 +50,13 @@ struct Open {
 }
 
 impl Transport for GrpcStream {
-    const PERSISTENT: bool = true;
-    const PORT: Port = Port::Http;
+    const FACTS: Facts = Facts {
+        summary: "one bidirectional `rpcbench.v1.Echo/Stream` per worker; a call is one message each way",
+        persistent: true,
+        port: Port::Http,
+        round_trips: Some(1.0),
+        ..Facts::DEFAULT
+    };
 
     fn open(endpoint: Endpoint, timeout: Duration) -> Result<GrpcStream, OpenTransportError> {
         Ok(GrpcStream {
@@ -99,7 +102,11 @@ impl Transport for GrpcStream {
                     requests.send(req).await.map_err(|_| CallError::Closed)?;
                     let resp = client
                         .streaming(
-                            tonic::Request::new(ReceiverStream::new(queued)),
+                            // Every call of a run accepts the same largest reply.
+                            super::grpc::limited(
+                                ReceiverStream::new(queued),
+                                call.max_body(super::grpc::REPLY_OVERHEAD),
+                            ),
                             PathAndQuery::from_static(STREAM_PATH),
                             tonic_prost::ProstCodec::default(),
                         )

@@ -17,7 +17,6 @@ use super::buf::RecvBuf;
 use super::http::parse_server_timing;
 use super::tcp::TimedStream;
 use super::{Call, CallError, Endpoint, Reply};
-use crate::wire;
 use crate::wire::SEQ_HEADER;
 use std::io::ErrorKind;
 use std::net::SocketAddr;
@@ -30,8 +29,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const MAX_HEADERS: usize = 32;
 /// Largest reply head accepted; a server that sends more is broken, not slow.
 const MAX_HEAD: usize = 64 * 1024;
-/// Largest reply body accepted: the echo server never sends more than its max frame.
-const MAX_BODY: usize = wire::DEFAULT_MAX_FRAME as usize;
 /// Room a read asks for beyond what is buffered while the length is unknown (a head, or a
 /// body that ends with the connection).
 const READ_AHEAD: usize = 4 * 1024;
@@ -225,7 +222,7 @@ fn parse_head(data: &[u8]) -> Result<Parsed, CallError> {
                 .and_then(|n| usize::try_from(n).ok())
                 .ok_or(CallError::Protocol)?;
             // Two different lengths: which one frames the body cannot be known.
-            if matches!(head.body, BodyLen::Bytes(m) if m != n) || n > MAX_BODY {
+            if matches!(head.body, BodyLen::Bytes(m) if m != n) {
                 return Err(CallError::Protocol);
             }
             head.body = BodyLen::Bytes(n);
@@ -313,6 +310,9 @@ struct ReplyReader {
     head: Option<Head>,
     /// The connection ended: a body delimited by the close is complete.
     eof: bool,
+    /// The largest body accepted (the call's `max_reply`): a larger one fails the call
+    /// before it is read.
+    max_body: usize,
 }
 
 /// What a [`ReplyReader`] needs next.
@@ -325,12 +325,14 @@ enum Next {
 }
 
 impl ReplyReader {
-    /// A reader for the reply to a request sent at `sent`.
-    fn new(sent: Instant) -> ReplyReader {
+    /// A reader for the reply to a request sent at `sent`, of a body at most `max_body`
+    /// bytes.
+    fn new(sent: Instant, max_body: usize) -> ReplyReader {
         ReplyReader {
             sent,
             head: None,
             eof: false,
+            max_body,
         }
     }
 
@@ -366,12 +368,16 @@ impl ReplyReader {
         };
         let have = inbuf.data().len();
         let total = match head.body {
+            BodyLen::Bytes(n) if n > self.max_body => {
+                *reusable = false;
+                return Err(CallError::ReplyTooLarge.into());
+            }
             BodyLen::Bytes(n) if have < head.len + n => return Ok(Next::Read(head.len + n)),
             BodyLen::Bytes(n) => head.len + n,
             BodyLen::UntilClose => {
                 *reusable = false;
-                if have - head.len > MAX_BODY {
-                    return Err(CallError::Protocol.into());
+                if have - head.len > self.max_body {
+                    return Err(CallError::ReplyTooLarge.into());
                 }
                 if !self.eof {
                     return Ok(Next::Read(have + READ_AHEAD));
@@ -509,14 +515,16 @@ impl H1Conn<super::tls::AsyncSock> {
             }
     }
 
-    /// Sends `request` and reads the whole reply. `first_byte` gets the time from the
-    /// write to the first reply byte. The caller's timer bounds it.
+    /// Sends `request` and reads the whole reply, whose body may be at most `max_body`
+    /// bytes. `first_byte` gets the time from the write to the first reply byte. The
+    /// caller's timer bounds it.
     pub async fn exchange(
         &mut self,
         request: &[u8],
+        max_body: usize,
         first_byte: &mut Option<Duration>,
     ) -> Result<Response, ExchangeError> {
-        let mut reader = ReplyReader::new(Instant::now());
+        let mut reader = ReplyReader::new(Instant::now(), max_body);
         // The server may have closed while we were idle (a reset, a broken pipe): nothing
         // of a reply has come, so this is `NoReply` like an end of file before one.
         self.stream
@@ -559,10 +567,11 @@ impl H1Conn<TimedStream> {
     pub fn exchange_blocking(
         &mut self,
         request: &[u8],
+        max_body: usize,
         deadline: Instant,
         first_byte: &mut Option<Duration>,
     ) -> Result<Response, ExchangeError> {
-        let mut reader = ReplyReader::new(Instant::now());
+        let mut reader = ReplyReader::new(Instant::now(), max_body);
         self.stream
             .write_all(request)
             .map_err(|e| ExchangeError::NoReply(CallError::from_io(&e)))?;
@@ -599,6 +608,7 @@ mod tests {
             payload: b"hi",
             reply_len: None,
             delay_us: 0,
+            max_reply: 2,
         };
         let mut requests = Requests::new(&endpoint(), false);
         assert_eq!(
@@ -695,7 +705,7 @@ mod tests {
     /// `eof`; returns how the reply ended and whether the connection stays usable.
     fn read_reply(chunks: &[&[u8]], eof: bool) -> (Result<Vec<u8>, ExchangeError>, bool) {
         let mut inbuf = RecvBuf::new(16);
-        let mut reader = ReplyReader::new(Instant::now());
+        let mut reader = ReplyReader::new(Instant::now(), 1 << 20);
         let mut reusable = true;
         let mut first_byte = None;
         let mut reads = chunks

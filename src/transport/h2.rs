@@ -12,10 +12,7 @@
 //! whose streams tonic drives: the `h2` crate's client connection ([`handshake`]).
 
 use super::http::{self, worker_runtime};
-use super::{
-    AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
-    Transport, remaining,
-};
+use super::{AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, remaining, Facts};
 use super::h2_wire::{CONNECTION_WINDOW, Outgoing, Replied, STREAM_WINDOW, Wire};
 use super::tls::{AsyncSock, TlsNoted, Watched};
 use bytes::Bytes;
@@ -33,8 +30,13 @@ pub struct H2 {
 }
 
 impl Transport for H2 {
-    const PERSISTENT: bool = true;
-    const PORT: Port = Port::Http;
+    const FACTS: Facts = Facts {
+        summary: "HTTP/2 with prior knowledge, `POST /echo` as a stream on one kept connection per worker, one stream at a time, each call driving the connection frame by frame itself (on the `h2` crate's frame layer, without its stream state machine: `src/transport/h2_wire.rs`)",
+        persistent: true,
+        port: Port::Http,
+        round_trips: Some(1.0),
+        ..Facts::DEFAULT
+    };
 
     fn open(endpoint: Endpoint, timeout: Duration) -> Result<H2, OpenTransportError> {
         Ok(H2 {
@@ -299,6 +301,8 @@ where
     let (sender, conn) = ::h2::client::Builder::new()
         .initial_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
+        // Streams opened before the server's SETTINGS arrive: as h2_mux_wire assumes.
+        .initial_max_send_streams(super::h2_mux_wire::ASSUMED_MAX_STREAMS)
         .handshake::<_, Bytes>(stream)
         .await
         .map_err(|e| classify(&e))?;
@@ -318,6 +322,7 @@ pub(super) fn echo_request(origin: &mut Origin, call: &Call<'_>) -> Result<Outgo
         uri: origin.uri(&Endpoint::echo_path(call))?,
         headers: request_headers(call),
         payload: Bytes::copy_from_slice(call.payload),
+        max_body: call.max_reply,
     })
 }
 

@@ -20,10 +20,7 @@ use super::h2::{Origin, echo_request, open_stream};
 use super::h2_mux_wire::MuxWire;
 use super::http;
 use super::mux::{self, Shared};
-use super::{
-    AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
-    Transport, remaining,
-};
+use super::{AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, remaining, Facts, TransportKind};
 use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -110,10 +107,16 @@ impl MuxHandle {
 pub struct H2Mux(MuxHandle);
 
 impl Transport for H2Mux {
-    const PERSISTENT: bool = true;
-    /// One connection for the whole run: `connects` is 1 on a healthy run, whatever `-c`.
-    const SHARED: bool = true;
-    const PORT: Port = Port::Http;
+    const FACTS: Facts = Facts {
+        summary: "HTTP/2 with every worker sharing one connection, each call a concurrent stream: `-c 64` is 64 streams on 1 connection, and `connects` is 1; the connection is driven by a task of its own on the `h2` crate's frame layer (`src/transport/h2_mux_wire.rs`), which reads every stream's frames and writes every ready request in one pass, up to the server's stream limit",
+        persistent: true,
+        // One connection for the whole run: `connects` is 1 on a healthy run, whatever `-c`.
+        shared: true,
+        port: Port::Http,
+        round_trips: Some(1.0),
+        unshared_twin: Some(TransportKind::H2),
+        ..Facts::DEFAULT
+    };
 
     fn open(endpoint: Endpoint, timeout: Duration) -> Result<H2Mux, OpenTransportError> {
         Ok(H2Mux(MuxHandle::new(endpoint, timeout)))

@@ -85,6 +85,9 @@ pub(super) struct Outgoing {
     pub uri: hyper::Uri,
     pub headers: HeaderMap,
     pub payload: Bytes,
+    /// The largest reply body accepted: a larger one fails the call (`ReplyTooLarge`)
+    /// as soon as the DATA that passes it arrives, and the stream is reset.
+    pub max_body: usize,
 }
 
 /// What a finished call hands back (its body went to the caller's buffer): the reply's
@@ -107,6 +110,8 @@ struct Stream<'a> {
     /// What came back: the head's fields and the trailers.
     replied: Replied,
     body: &'a mut Vec<u8>,
+    /// The largest body accepted.
+    max_body: usize,
     /// The server ended the stream.
     ended: bool,
 }
@@ -151,6 +156,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Wire<T> {
             uri,
             headers,
             mut payload,
+            max_body,
         }: Outgoing,
         body: &mut Vec<u8>,
         phases: &mut Phases,
@@ -165,6 +171,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Wire<T> {
             status: None,
             replied: Replied::default(),
             body,
+            max_body,
             ended: false,
         };
         let sent = Instant::now();
@@ -301,6 +308,15 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Wire<T> {
             if stream.status.is_none() {
                 // DATA before the reply's head.
                 return Err(CallError::Protocol);
+            }
+            if stream.body.len() + data.payload().len() > stream.max_body {
+                // Not read further: the stream is reset, and the connection (whose window
+                // the rest would still use) is not used again.
+                self.done = true;
+                let _ = self
+                    .answer(frame::Reset::new(stream.id, Reason::CANCEL).into())
+                    .await;
+                return Err(CallError::ReplyTooLarge);
             }
             stream.body.extend_from_slice(data.payload());
             stream.ended = data.is_end_stream();
@@ -561,6 +577,7 @@ pub(super) mod script {
             uri: "http://test/echo".parse().unwrap(),
             headers,
             payload: Bytes::copy_from_slice(payload),
+            max_body: 16 << 20,
         }
     }
 

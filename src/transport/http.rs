@@ -103,14 +103,16 @@ impl Template {
 /// A request as hyper takes it.
 pub(super) type Req = hyper::Request<Full<Bytes>>;
 
-/// Sends `req` and reads the whole reply into `body`. Returns the seq header and the
-/// server time the reply carried. A connection found closed before any byte of the
+/// Sends `req` and reads the whole reply into `body`, at most `max_body` bytes of it (a
+/// larger reply fails as `ReplyTooLarge`, before it is held). Returns the seq header and
+/// the server time the reply carried. A connection found closed before any byte of the
 /// request was written (hyper hands the request back) is `Closed`, as any connection that
 /// ends before the reply: `http-fresh` never resends on its new connection.
 pub(super) async fn send(
     sender: &mut SendRequest<Full<Bytes>>,
     req: Req,
     body: &mut Vec<u8>,
+    max_body: usize,
     phases: &mut Phases,
 ) -> Result<(Option<u64>, Option<Duration>), CallError> {
     sender.ready().await.map_err(|e| classify(&e))?;
@@ -133,6 +135,9 @@ pub(super) async fn send(
     while let Some(frame) = incoming.frame().await {
         let frame = frame.map_err(|e| classify(&e))?;
         if let Some(data) = frame.data_ref() {
+            if body.len() + data.len() > max_body {
+                return Err(CallError::ReplyTooLarge);
+            }
             body.extend_from_slice(data);
         }
     }

@@ -4,10 +4,7 @@
 
 use super::h1::{AsyncH1Conn, Requests};
 use super::http::{self, worker_runtime};
-use super::{
-    AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
-    Transport, opened, remaining, within,
-};
+use super::{AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, opened, remaining, within, Facts, FILES_PER_RUNTIME};
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
@@ -23,8 +20,14 @@ pub struct HttpFresh {
 
 
 impl Transport for HttpFresh {
-    const PERSISTENT: bool = false;
-    const PORT: Port = Port::Http;
+    const FACTS: Facts = Facts {
+        summary: "HTTP/1.1 `POST /echo` with `Connection: close` on a new connection per call (hyper; on the event loop, a lean HTTP/1.1 client)",
+        persistent: false,
+        port: Port::Http,
+        round_trips: Some(2.0),
+        files_per_worker: FILES_PER_RUNTIME,
+        ..Facts::DEFAULT
+    };
 
     fn open(endpoint: Endpoint, timeout: Duration) -> Result<HttpFresh, OpenTransportError> {
         Ok(HttpFresh {
@@ -60,7 +63,7 @@ impl Transport for HttpFresh {
             // The connection future runs beside the request in this task rather than as a
             // spawned task: a one-call connection needs no task of its own, nor the wake-ups
             // between two. Once the reply is in, dropping both closes our side.
-            let send = http::send(&mut sender, req, body, phases);
+            let send = http::send(&mut sender, req, body, call.max_reply, phases);
             tokio::pin!(send, conn);
             let mut conn_done = false;
             loop {
@@ -143,7 +146,9 @@ impl AsyncTransport for AsyncHttpFresh {
                 connecting,
             );
             let conn = conn.insert(new);
-            let response = conn.exchange(request, &mut phases.first_byte).await?;
+            let response = conn
+                .exchange(request, call.max_reply, &mut phases.first_byte)
+                .await?;
             Ok::<_, CallError>((conn, response))
         })
         .await;

@@ -8,10 +8,7 @@
 //! codec does one write and one read for a small reply, like wrk.
 
 use super::h1::{AsyncH1Conn, BlockingH1Conn, Requests, may_resend};
-use super::{
-    AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
-    Transport, opened,
-};
+use super::{AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, opened, Facts, TransportKind};
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
@@ -35,8 +32,14 @@ pub struct HttpKeepalive {
 }
 
 impl Transport for HttpKeepalive {
-    const PERSISTENT: bool = true;
-    const PORT: Port = Port::Http;
+    const FACTS: Facts = Facts {
+        summary: "HTTP/1.1 `POST /echo` on one kept-alive connection per worker (a lean HTTP/1.1 client: one write and one read per small reply, as wrk)",
+        persistent: true,
+        port: Port::Http,
+        round_trips: Some(1.0),
+        fresh_twin: Some(TransportKind::HttpFresh),
+        ..Facts::DEFAULT
+    };
 
     fn open(endpoint: Endpoint, timeout: Duration) -> Result<HttpKeepalive, OpenTransportError> {
         Ok(HttpKeepalive {
@@ -75,7 +78,7 @@ impl Transport for HttpKeepalive {
                     slot.insert(new)
                 }
             };
-            match c.exchange_blocking(request, deadline, &mut phases.first_byte) {
+            match c.exchange_blocking(request, call.max_reply, deadline, &mut phases.first_byte) {
                 Ok(response) => break response,
                 Err(e) if may_resend(&e, reused, attempt) => *conn = None,
                 Err(e) => return Err(e.into()),
@@ -169,7 +172,8 @@ impl AsyncTransport for AsyncHttpKeepalive {
                         unreachable!("an address is looked up when there is no connection")
                     }
                 };
-                c.exchange(request, &mut phases.first_byte).await
+                c.exchange(request, call.max_reply, &mut phases.first_byte)
+                    .await
             })
             .await;
             match sent {

@@ -83,26 +83,11 @@ macro_rules! registry {
                 }
             }
 
-            /// True when the transport keeps one connection per worker, so `connects`
-            /// should equal the number of workers on a healthy run.
-            pub fn persistent(self) -> bool {
+            /// What the rest of the program asks about the transport, as the transport
+            /// itself answers it ([`Transport::FACTS`]).
+            pub const fn facts(self) -> Facts {
                 match self {
-                    $(TransportKind::$variant => <$module::$ty as Transport>::PERSISTENT,)*
-                }
-            }
-
-            /// True when all workers of a run share one connection, so `connects` is 1 on
-            /// a healthy run whatever the number of workers.
-            pub fn shared(self) -> bool {
-                match self {
-                    $(TransportKind::$variant => <$module::$ty as Transport>::SHARED,)*
-                }
-            }
-
-            /// Which of the server's ports the transport calls.
-            pub fn port(self) -> Port {
-                match self {
-                    $(TransportKind::$variant => <$module::$ty as Transport>::PORT,)*
+                    $(TransportKind::$variant => <$module::$ty as Transport>::FACTS,)*
                 }
             }
 
@@ -175,7 +160,116 @@ registry! {
     Udp = udp::{Udp, AsyncUdp}, "udp";
 }
 
+/// What the rest of the program asks about a transport, answered by the transport itself
+/// ([`Transport::FACTS`], in its own file): adding a transport is its file and its registry
+/// line, and nothing else. `tests/registry.rs` checks every registered transport's answers
+/// against each other and against the README's table.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Facts {
+    /// What one call is, as the README's table of transports says it.
+    pub summary: &'static str,
+    /// True when the transport keeps its connection from call to call (`connects` then
+    /// equals the number of workers on a healthy run, or 1 when `shared`); false when it
+    /// opens one per call.
+    pub persistent: bool,
+    /// True when all workers of a run share one connection (HTTP/2 multiplexing).
+    pub shared: bool,
+    /// The server listener it calls.
+    pub port: Port,
+    /// Round trips one call waits for on a plain connection by IP (the round-trip model,
+    /// `src/model.rs`): a kept connection sends its request and waits for the reply, one; a
+    /// connection per call first waits for the SYN-ACK, two (its close does not block);
+    /// HTTP/2 and gRPC open their connection in the warm-up, and a call is one stream, one.
+    /// `None` where the call never crosses a network (`unix`).
+    pub round_trips: Option<f64>,
+    /// Which security modes it runs in.
+    pub tls: Tls,
+    /// For a persistent transport, the one that makes the same call on a new connection
+    /// each time: the same protocol and client library, so the pair differs in reuse alone.
+    pub fresh_twin: Option<TransportKind>,
+    /// For a shared-connection transport, the one that makes the same call on a connection
+    /// per worker: the pair differs in multiplexing alone.
+    pub unshared_twin: Option<TransportKind>,
+    /// Open files a worker keeps besides its socket on the blocking engine (a libcurl
+    /// handle's wake-up pair, hyper's runtime): what `--concurrency` is checked against.
+    pub files_per_worker: u64,
+    /// True when libcurl makes the calls: the heading names the libcurl linked.
+    pub libcurl: bool,
+}
+
+impl Facts {
+    /// The answers most transports share, for `..Facts::DEFAULT`: every security mode, no
+    /// twin, no files besides the socket. A transport names the rest.
+    pub const DEFAULT: Facts = Facts {
+        summary: "",
+        persistent: true,
+        shared: false,
+        port: Port::Tcp,
+        round_trips: Some(1.0),
+        tls: Tls::All,
+        fresh_twin: None,
+        unshared_twin: None,
+        files_per_worker: 0,
+        libcurl: false,
+    };
+}
+
+/// The security modes a transport runs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tls {
+    /// Plain only: `udp` and `unix` (DTLS is out of scope, and a Unix socket never leaves
+    /// the host).
+    None,
+    /// Plain and the full handshakes, not the resume modes: `curl-fresh`, whose new handle
+    /// per call keeps no TLS session to resume (libcurl keeps them per handle).
+    Full,
+    /// Every security mode.
+    All,
+}
+
+/// Open files of one tokio runtime, counted in `/proc/PID/fd` (tokio 1.54): two epoll
+/// instances, the eventfd that wakes it and a copy of the signal driver's socket. Every
+/// event-loop thread has one, and so has every blocking `http-fresh` worker (hyper).
+pub const FILES_PER_RUNTIME: u64 = 4;
+
+/// Open files of one libcurl easy handle besides its connection, counted the same way:
+/// the socket pair its internal multi handle keeps for wake-ups.
+pub const FILES_PER_CURL_HANDLE: u64 = 2;
+
 impl TransportKind {
+    /// True when the transport keeps one connection per worker, so `connects` should equal
+    /// the number of workers on a healthy run.
+    pub const fn persistent(self) -> bool {
+        self.facts().persistent
+    }
+
+    /// True when all workers of a run share one connection, so `connects` is 1 on a
+    /// healthy run whatever the number of workers.
+    pub const fn shared(self) -> bool {
+        self.facts().shared
+    }
+
+    /// Which of the server's ports the transport calls.
+    pub const fn port(self) -> Port {
+        self.facts().port
+    }
+
+    /// True when the transport runs in `security`.
+    pub fn runs_secured(self, security: tls::Security) -> bool {
+        match self.facts().tls {
+            _ if !security.is_tls() => true,
+            Tls::None => false,
+            Tls::Full => !security.resumes(),
+            Tls::All => true,
+        }
+    }
+
+    /// True when `rpcbench agent` may probe it: it runs on the agent's event loop and
+    /// calls a port a peer's echo server has by default.
+    pub fn agent_probes(self) -> bool {
+        self.has_async() && matches!(self.port(), Port::Tcp | Port::Http)
+    }
+
     /// The connections a healthy run opens, warm-up included: one per call for fresh
     /// transports, one per worker for persistent ones, one in all for shared ones.
     pub fn expected_connects(self, workers: usize, calls_and_warmup: u64) -> u64 {
@@ -196,6 +290,23 @@ impl TransportKind {
     /// True when the transport speaks HTTP (and so uses the server's HTTP port).
     pub fn is_http(self) -> bool {
         self.port() == Port::Http
+    }
+
+    /// True when libcurl makes the calls (the heading then names the libcurl linked).
+    pub fn is_curl(self) -> bool {
+        self.facts().libcurl
+    }
+
+    /// The transport that makes the same call on a new connection each time
+    /// ([`Facts::fresh_twin`]).
+    pub const fn fresh_twin(self) -> Option<TransportKind> {
+        self.facts().fresh_twin
+    }
+
+    /// The transport that makes the same call on a connection per worker
+    /// ([`Facts::unshared_twin`]).
+    pub const fn unshared_twin(self) -> Option<TransportKind> {
+        self.facts().unshared_twin
     }
 }
 
@@ -528,6 +639,24 @@ pub struct Call<'a> {
     pub reply_len: Option<u32>,
     /// Ask the server to wait this long before replying.
     pub delay_us: u32,
+    /// The largest reply payload accepted (`--max-reply`): a transport stops reading a
+    /// reply that would be larger, before holding it, and fails the call with
+    /// [`CallError::ReplyTooLarge`], so a broken or hostile server cannot make the client
+    /// hold what it likes.
+    pub max_reply: usize,
+}
+
+impl Call<'_> {
+    /// The payload this call asks for back: the pattern's length, or the echo's.
+    pub fn expected_reply(&self) -> usize {
+        self.reply_len.map_or(self.payload.len(), |n| n as usize)
+    }
+
+    /// The largest reply body accepted when the transport's framing adds at most
+    /// `overhead` bytes to the payload.
+    pub fn max_body(&self, overhead: usize) -> usize {
+        self.max_reply.saturating_add(overhead)
+    }
 }
 
 /// What came back for one call, before verification.
@@ -587,6 +716,9 @@ pub enum CallError {
     /// TLS failed: the handshake, the certificates, or TLS against a plain port.
     #[error("TLS: {0}")]
     Tls(tls::TlsFailure),
+    /// The reply was larger than `--max-reply`: the transport stopped reading it.
+    #[error("reply larger than the largest accepted (--max-reply)")]
+    ReplyTooLarge,
 }
 
 /// How a connect failed.
@@ -633,6 +765,7 @@ impl CallError {
             CallError::Dns(LookupNameError::Timeout) => "dns_timeout".into(),
             CallError::Dns(LookupNameError::Other) => "dns_error".into(),
             CallError::Tls(failure) => failure.kind().into(),
+            CallError::ReplyTooLarge => "reply_above_max".into(),
         }
     }
 
@@ -662,14 +795,8 @@ impl CallError {
 
 /// One way of making calls, owned by one worker thread.
 pub trait Transport: Sized {
-    /// True when the transport keeps its connection from call to call (`connects` then
-    /// equals the number of workers on a healthy run, or 1 when [`Transport::SHARED`]);
-    /// false when it opens one per call.
-    const PERSISTENT: bool;
-    /// True when all workers of a run share one connection (HTTP/2 multiplexing).
-    const SHARED: bool = false;
-    /// The server listener it calls.
-    const PORT: Port;
+    /// What the rest of the program asks about this transport ([`Facts`]).
+    const FACTS: Facts;
 
     /// A transport for one worker. Nothing connects until the first call; what can fail
     /// is a resource the transport needs to exist (a hyper transport's runtime).

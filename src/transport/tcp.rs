@@ -7,12 +7,9 @@
 //! sends the same frames through the same code over a Unix socket.
 
 use super::buf::RecvBuf;
-use super::{
-    AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
-    Secure, Took, Transport, connect_nodelay, opened, remaining,
-};
+use super::{AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply, Secure, Took, Transport, connect_nodelay, opened, remaining, Facts, TransportKind};
 use super::tls::{Alpn, AsyncSock, BlockingIo, BlockingSock};
-use crate::wire::{self, LEN_PREFIX, Request, ResponseRef, Status};
+use crate::wire::{self, LEN_PREFIX, RESPONSE_OVERHEAD, Request, ResponseRef, Status};
 use std::cell::Cell;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -71,9 +68,10 @@ enum Framed {
     Need(usize),
 }
 
-/// Consumes the next whole frame in `inbuf`, or says how much more it needs.
+/// Consumes the next whole frame in `inbuf`, or says how much more it needs. A frame
+/// body above `max_body` fails the call before it is read.
 #[inline]
-fn next_frame(inbuf: &mut RecvBuf) -> Result<Framed, CallError> {
+fn next_frame(inbuf: &mut RecvBuf, max_body: usize) -> Result<Framed, CallError> {
     let have = inbuf.data();
     let Some(prefix) = have.first_chunk::<LEN_PREFIX>() else {
         return Ok(Framed::Need(LEN_PREFIX));
@@ -87,6 +85,9 @@ fn next_frame(inbuf: &mut RecvBuf) -> Result<Framed, CallError> {
             CallError::Protocol
         }
     })?;
+    if len > max_body {
+        return Err(CallError::ReplyTooLarge);
+    }
     if have.len() < LEN_PREFIX + len {
         return Ok(Framed::Need(LEN_PREFIX + len));
     }
@@ -277,8 +278,9 @@ impl<S: BlockingSocket> FrameConn<S> {
             .write_all(&self.outbuf)
             .map_err(|e| CallError::from_io(&e))?;
         let mut first = true;
+        let max_body = call.max_body(RESPONSE_OVERHEAD as usize);
         let body = loop {
-            let body = self.read_frame(deadline, &mut first, sent, phases)?;
+            let body = self.read_frame(max_body, deadline, &mut first, sent, phases)?;
             if is_reply_to(self.inbuf.get(body.clone()), call)? {
                 break body;
             }
@@ -287,16 +289,18 @@ impl<S: BlockingSocket> FrameConn<S> {
         reply_of(self.inbuf.get(body))
     }
 
-    /// Reads until a whole frame is buffered; returns the range of its body and consumes it.
+    /// Reads until a whole frame, of a body at most `max_body` bytes, is buffered; returns
+    /// the range of its body and consumes it.
     fn read_frame(
         &mut self,
+        max_body: usize,
         deadline: Instant,
         first: &mut bool,
         sent: Instant,
         phases: &mut Phases,
     ) -> Result<Range<usize>, CallError> {
         loop {
-            let need = match next_frame(&mut self.inbuf)? {
+            let need = match next_frame(&mut self.inbuf, max_body)? {
                 Framed::Body(body) => return Ok(body),
                 Framed::Need(need) => need,
             };
@@ -370,9 +374,10 @@ impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> AsyncFrameConn<S> 
             .await
             .map_err(|e| CallError::from_io(&e))?;
         let mut first = true;
+        let max_body = call.max_body(RESPONSE_OVERHEAD as usize);
         let body = loop {
             let body = loop {
-                let need = match next_frame(&mut self.inbuf)? {
+                let need = match next_frame(&mut self.inbuf, max_body)? {
                     Framed::Body(body) => break body,
                     Framed::Need(need) => need,
                 };
@@ -427,8 +432,14 @@ pub struct Tcp {
 }
 
 impl Transport for Tcp {
-    const PERSISTENT: bool = true;
-    const PORT: Port = Port::Tcp;
+    const FACTS: Facts = Facts {
+        summary: "one frame each way over a persistent TCP connection per worker (TCP_NODELAY)",
+        persistent: true,
+        port: Port::Tcp,
+        round_trips: Some(1.0),
+        fresh_twin: Some(TransportKind::TcpConnect),
+        ..Facts::DEFAULT
+    };
 
     fn open(endpoint: Endpoint, timeout: Duration) -> Result<Tcp, OpenTransportError> {
         Ok(Tcp {

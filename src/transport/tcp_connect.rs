@@ -2,10 +2,7 @@
 //! shape of netperf's TCP_CRR. The latency includes the connect.
 
 use super::tcp::{AsyncFrameConn, FrameConn};
-use super::{
-    AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
-    Transport, opened,
-};
+use super::{AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, opened, Facts};
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
@@ -20,8 +17,13 @@ pub struct TcpConnect {
 }
 
 impl Transport for TcpConnect {
-    const PERSISTENT: bool = false;
-    const PORT: Port = Port::Tcp;
+    const FACTS: Facts = Facts {
+        summary: "connect, one frame each way, close: a new TCP connection per call (netperf's TCP_CRR)",
+        persistent: false,
+        port: Port::Tcp,
+        round_trips: Some(2.0),
+        ..Facts::DEFAULT
+    };
 
     fn open(endpoint: Endpoint, timeout: Duration) -> Result<TcpConnect, OpenTransportError> {
         Ok(TcpConnect {

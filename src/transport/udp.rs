@@ -18,10 +18,7 @@
 //! opened: one per worker on a healthy run, like a persistent transport's connections.
 
 use super::tcp::{encode_request_body, reply_of};
-use super::{
-    AsyncTransport, Call, CallError, CallTimer, ConnectFailure, Endpoint, OpenTransportError,
-    Phases, Port, Reply, Transport, remaining,
-};
+use super::{AsyncTransport, Call, CallError, CallTimer, ConnectFailure, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, remaining, Facts, Tls};
 use crate::wire::{self, ResponseRef};
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -144,8 +141,14 @@ impl Udp {
 }
 
 impl Transport for Udp {
-    const PERSISTENT: bool = true;
-    const PORT: Port = Port::Udp;
+    const FACTS: Facts = Facts {
+        summary: "one datagram each way on a connected UDP socket per worker (`rpcbench-echo --udp`); `connects` counts sockets opened, one per worker",
+        persistent: true,
+        port: Port::Udp,
+        round_trips: Some(1.0),
+        tls: Tls::None,
+        ..Facts::DEFAULT
+    };
 
     fn open(endpoint: Endpoint, timeout: Duration) -> Result<Udp, OpenTransportError> {
         Ok(Udp {

@@ -7,10 +7,7 @@
 //! worker on a healthy run.
 
 use super::tcp::{AsyncFrameConn, FrameConn, TimedStream};
-use super::{
-    AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply,
-    Transport, opened, remaining,
-};
+use super::{AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, opened, remaining, Facts, Tls};
 use std::cell::Cell;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -39,8 +36,14 @@ pub struct Unix {
 }
 
 impl Transport for Unix {
-    const PERSISTENT: bool = true;
-    const PORT: Port = Port::Unix;
+    const FACTS: Facts = Facts {
+        summary: "one frame each way over a persistent Unix socket connection per worker (`rpcbench-echo --unix`; same host only, so it runs in address mode `ip` only)",
+        persistent: true,
+        port: Port::Unix,
+        round_trips: None,
+        tls: Tls::None,
+        ..Facts::DEFAULT
+    };
 
     fn open(endpoint: Endpoint, timeout: Duration) -> Result<Unix, OpenTransportError> {
         Ok(Unix {

@@ -15,6 +15,7 @@ mod route;
 pub(super) use reply::server_timing;
 
 use super::Shared;
+use super::budget::{ConnShare, Lease};
 use super::grpc::{self, Grpc};
 use super::registry::Registry;
 use super::stats::{ProtoCounters, Reject, Stats};
@@ -33,7 +34,36 @@ use tokio::net::{TcpListener, TcpStream};
 /// How often an HTTP connection checks whether it has been idle too long. A tenth of the
 /// timeout keeps the overshoot small without waking often: a connection is closed when
 /// this many checks in a row saw no byte move, between 1 and 1.1 timeouts after the last.
+/// The write timeout is watched by the same checks, a tenth of the shorter of the two.
 pub(super) const IDLE_CHECKS_PER_TIMEOUT: u32 = 10;
+
+/// hyper's HTTP/1.1 buffer limit (`max_buf_size`), its smallest allowed value: 8 KiB. It
+/// bounds the write buffer, into which hyper copies reply chunks while it holds less than
+/// this, so a client that stops reading holds at most this plus one chunk
+/// ([`crate::server::payload::CHUNK`]) of it; and the read buffer, so a request head is
+/// at most 8 KiB (a longer one gets 431), as nginx's `large_client_header_buffers` line.
+/// hyper's default, about 400 KiB, let every stalled connection hold 400 KiB of copies.
+const WRITE_BUFFER: usize = 8 * 1024;
+
+/// Streams an HTTP/2 client may have open at once on one connection: 100, as h2o and
+/// Go's server allow (nginx 128). hyper's default was 200; each open stream costs its
+/// request, its task and its state whatever its window, so this bounds what one
+/// connection holds that the buffer budget does not count. More are refused with
+/// REFUSED_STREAM, which clients retry.
+pub(super) const MAX_STREAMS: u32 = 100;
+
+/// Bytes HTTP/2 may queue for one stream before it asks the body for more: 64 KiB, four
+/// DATA frames. Chunks of the pattern are references to a static table and an echo's are
+/// slices of its leased body, so this bounds references rather than copies; hyper's
+/// default (400 KiB) only let a stream run further ahead of its reader.
+const STREAM_SEND_BUFFER: usize = 64 * 1024;
+
+/// What an open HTTP/2 stream costs besides its body, taken from the buffer budget while
+/// it is open: 4 KiB, above the 3.3 KiB measured per stream held at a zero window
+/// (its request's head, its task and future, the `h2` crate's stream state: 20,000
+/// streams on 200 connections grew the server by 72 MiB). Without it 2,000 connections of
+/// 20 streams each held 170 MiB that no budget counted.
+const STREAM_COST: u64 = 4 * 1024;
 
 /// Accepts connections until shutdown starts.
 pub(super) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
@@ -67,14 +97,18 @@ async fn accept_with(
     // vectored write cost more than the copy (callgrind: 8.6k -> 8.1k instructions per
     // 100-byte reply). A 1 MiB reply pays one extra memcpy, within the noise of its
     // millisecond round trip here.
-    http1.half_close(true).writev(false);
-    let builder = Arc::new(Builders {
-        http1,
-        http2: hyper::server::conn::http2::Builder::new(TokioExecutor::new()),
-    });
+    http1
+        .half_close(true)
+        .writev(false)
+        .max_buf_size(WRITE_BUFFER);
+    let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    http2
+        .max_concurrent_streams(MAX_STREAMS)
+        .max_send_buf_size(STREAM_SEND_BUFFER);
+    let builder = Arc::new(Builders { http1, http2 });
     let watched = Arc::new(Registry::<Watch>::default());
     tokio::spawn(watch(watched.clone(), shared.clone()));
-    let grpc = Grpc::new(shared.clone());
+    let grpc = Grpc::new();
     let counters: fn(&Stats) -> &ProtoCounters = match tls {
         Some(_) => |s| &s.https,
         None => |s| &s.http,
@@ -160,6 +194,10 @@ enum CloseReason {
     Idle = 1,
     /// The server is shutting down: expected, not counted.
     Shutdown = 2,
+    /// A reply took no byte for a whole write timeout: counted as
+    /// [`Reject::WriteTimeout`], and the connection is dropped at once (its replies are
+    /// what is stuck, so waiting for them to finish would wait forever).
+    WriteTimeout = 3,
 }
 
 /// The close reason of one connection: none until the watcher gives one, then that one for
@@ -182,6 +220,7 @@ impl CloseFlag {
         match self.0.load(Acquire) {
             1 => Some(CloseReason::Idle),
             2 => Some(CloseReason::Shutdown),
+            3 => Some(CloseReason::WriteTimeout),
             _ => None,
         }
     }
@@ -201,27 +240,38 @@ struct Watch {
     conn: Arc<ConnState>,
     /// The connection's `moves` count at the last check.
     moves_seen: u64,
-    /// Checks in a row that saw `moves` unchanged and no request in flight.
-    quiet_checks: u32,
+    /// When a check last saw a byte move or a request in flight.
+    busy_at: tokio::time::Instant,
+    /// The connection's `taken` count at the last check.
+    taken_seen: u64,
+    /// When a check last saw no reply waiting, or a reply's bytes taken.
+    taking_at: tokio::time::Instant,
 }
 
-/// Every tenth of the idle timeout, tells connections quiet for a whole timeout to close;
-/// at shutdown, tells every connection.
+/// Every tenth of the shorter of the idle and write timeouts, tells connections quiet
+/// for a whole idle timeout, and those whose replies took nothing for a whole write
+/// timeout, to close; at shutdown, tells every connection.
 async fn watch(watched: Arc<Registry<Watch>>, shared: Arc<Shared>) {
-    let mut check = tokio::time::interval(shared.config.idle_timeout / IDLE_CHECKS_PER_TIMEOUT);
+    let (idle, write) = (shared.config.idle_timeout, shared.config.write_timeout);
+    let mut check = tokio::time::interval(idle.min(write) / IDLE_CHECKS_PER_TIMEOUT);
     let stopping = super::stopping(shared.shutdown.clone());
     tokio::pin!(stopping);
     loop {
         tokio::select! {
-            _ = check.tick() => watched.for_each(|w| {
-                let now = w.conn.moves.load(Relaxed);
-                if now != w.moves_seen || w.conn.in_flight.load(Relaxed) > 0 {
-                    (w.moves_seen, w.quiet_checks) = (now, 0);
-                } else {
-                    w.quiet_checks += 1;
+            now = check.tick() => watched.for_each(|w| {
+                let conn = &w.conn;
+                let moves = conn.moves.load(Relaxed);
+                if moves != w.moves_seen || conn.in_flight.load(Relaxed) > 0 {
+                    (w.moves_seen, w.busy_at) = (moves, now);
                 }
-                if w.quiet_checks >= IDLE_CHECKS_PER_TIMEOUT {
-                    w.conn.tell_close(CloseReason::Idle);
+                let taken = conn.taken.load(Relaxed);
+                if taken != w.taken_seen || conn.sending.load(Relaxed) == 0 {
+                    (w.taken_seen, w.taking_at) = (taken, now);
+                }
+                if now - w.taking_at >= write {
+                    conn.tell_close(CloseReason::WriteTimeout);
+                } else if now - w.busy_at >= idle {
+                    conn.tell_close(CloseReason::Idle);
                 }
             }),
             _ = &mut stopping => {
@@ -252,17 +302,26 @@ async fn serve<S: HttpIo>(
 ) {
     let conn_state = Arc::new(ConnState {
         counters,
+        share: Arc::new(ConnShare::new(
+            &shared.stats.budget,
+            shared.config.max_frame,
+        )),
         shared: shared.clone(),
         in_flight: AtomicUsize::new(0),
         moves: AtomicU64::new(0),
+        sending: AtomicUsize::new(0),
+        taken: AtomicU64::new(0),
         close: CloseFlag::new(),
         waker: Mutex::new(None),
     });
+    let now = tokio::time::Instant::now();
     // Refused once shutdown has begun: returning closes the connection.
     let Some(_registered) = watched.add(Watch {
         conn: conn_state.clone(),
         moves_seen: 0,
-        quiet_checks: 0,
+        busy_at: now,
+        taken_seen: 0,
+        taking_at: now,
     }) else {
         return;
     };
@@ -291,12 +350,7 @@ async fn serve<S: HttpIo>(
         Ok(Ok(HeadEnd::Closed)) | Ok(Err(_)) => {
             return shared.stats.reject(Reject::HttpConnectionError);
         }
-        Err(why) => {
-            if why == CloseReason::Idle {
-                shared.stats.reject(Reject::IdleTimeout);
-            }
-            return;
-        }
+        Err(why) => return count_close(&shared, why),
     }
     let http2 = io.head.bytes.starts_with(H2_PREFACE);
     if http2 {
@@ -310,9 +364,9 @@ async fn serve<S: HttpIo>(
                 // A guard, not a decrement after the await: hyper drops this future when
                 // the connection ends mid-request, and the count must still go down.
                 let mut busy = InFlight::enter(&state, false);
-                let resp = route::route(req, &state.shared).await;
+                let resp = route::route(req, &state.shared, &state.share).await;
                 busy.answered = true;
-                Ok::<_, Infallible>(resp)
+                Ok::<_, Infallible>(resp.map(|body| Sending::new(body, &state)))
             }
         })
     };
@@ -327,15 +381,28 @@ async fn serve<S: HttpIo>(
                 let grpc = grpc.clone();
                 async move {
                     let mut busy = InFlight::enter(&state, true);
-                    let resp = if grpc::is_grpc(&req) {
-                        grpc::serve(&grpc, req, &state.shared)
+                    // The stream's own memory comes out of the budget for as long as it
+                    // is open, as a large request's would (the small share stays for
+                    // small bodies).
+                    let mut stream =
+                        Lease::new(&state.shared.stats.budget, Some(&state.share), u64::MAX);
+                    let resp = if !stream.grow_to(STREAM_COST) {
+                        if grpc::is_grpc(&req) {
+                            grpc::over_budget(&state.shared).map(Either::Right)
+                        } else {
+                            route::over_budget(&state.shared).map(Either::Left)
+                        }
+                    } else if grpc::is_grpc(&req) {
+                        grpc::serve(&grpc, req, &state.shared, &state.share)
                             .await
                             .map(Either::Right)
                     } else {
-                        route::route(req, &state.shared).await.map(Either::Left)
+                        route::route(req, &state.shared, &state.share)
+                            .await
+                            .map(Either::Left)
                     };
                     busy.answered = true;
-                    Ok::<_, Infallible>(resp)
+                    Ok::<_, Infallible>(resp.map(|body| Sending::new(body, &state).holding(stream)))
                 }
             })
         };
@@ -350,8 +417,11 @@ async fn serve<S: HttpIo>(
     let mut closing = false;
     let res = std::future::poll_fn(|cx| {
         if !closing && let Some(why) = conn_state.close_told(cx, &mut registered) {
-            if why == CloseReason::Idle {
-                shared.stats.reject(Reject::IdleTimeout);
+            count_close(&shared, why);
+            if why == CloseReason::WriteTimeout {
+                // The replies in flight are the ones the client does not take: the
+                // connection goes now, with them.
+                return Poll::Ready(Ok(()));
             }
             // Requests in flight finish; an idle keep-alive connection closes now.
             match &mut conn {
@@ -368,6 +438,15 @@ async fn serve<S: HttpIo>(
     .await;
     if res.is_err() && conn_state.close.get().is_none() {
         shared.stats.reject(Reject::HttpConnectionError);
+    }
+}
+
+/// Counts a connection closed for `why`, when that is worth counting.
+fn count_close(shared: &Shared, why: CloseReason) {
+    match why {
+        CloseReason::Idle => shared.stats.reject(Reject::IdleTimeout),
+        CloseReason::WriteTimeout => shared.stats.reject(Reject::WriteTimeout),
+        CloseReason::Shutdown => {}
     }
 }
 
@@ -458,11 +537,19 @@ fn ends_head(head: &[u8], from: usize) -> bool {
 struct ConnState {
     /// The listener's counters (`http` or `https`), where its bytes are counted.
     counters: fn(&Stats) -> &ProtoCounters,
+    /// What this connection's requests may hold of the buffer budget together.
+    share: Arc<ConnShare>,
     shared: Arc<Shared>,
     /// Requests being answered on this connection.
     in_flight: AtomicUsize,
     /// Reads and writes that moved data. Only this connection's task writes it.
     moves: AtomicU64,
+    /// Reply bodies handed to hyper and not yet all taken from (or dropped).
+    sending: AtomicUsize,
+    /// Reply body bytes hyper has taken: it takes more only as the client reads (HTTP/1.1)
+    /// or opens its window (HTTP/2), so an unchanged count with a reply waiting is a
+    /// client that takes nothing.
+    taken: AtomicU64,
     /// Set by the watcher: why the connection should close.
     close: CloseFlag,
     /// The connection task's waker, for the watcher to wake it after setting `close`.
@@ -527,6 +614,91 @@ impl Drop for InFlight<'_> {
                 stats.reject(Reject::Http2StreamReset);
             }
         }
+    }
+}
+
+/// A reply body on its way to the client: counted in its connection's `sending` while it
+/// has bytes ready that hyper has not taken, and its bytes in `taken` as hyper takes them,
+/// for the write timeout.
+///
+/// A body that has nothing ready (a gRPC stream waiting for the client's next request)
+/// is not counted: it waits for the client to send, not to read. hyper drops the body
+/// once it has taken its end, or when the stream or connection ends.
+struct Sending<B> {
+    inner: B,
+    conn: Arc<ConnState>,
+    /// Counted in `sending`: the body had something ready when last asked (or has not
+    /// been asked yet).
+    ready: bool,
+    /// An HTTP/2 stream's share of the budget, given back when the stream is done.
+    _stream: Option<Lease>,
+}
+
+impl<B> Sending<B> {
+    fn new(inner: B, conn: &Arc<ConnState>) -> Sending<B> {
+        conn.sending.fetch_add(1, Relaxed);
+        Sending {
+            inner,
+            conn: conn.clone(),
+            ready: true,
+            _stream: None,
+        }
+    }
+
+    /// Keeps `stream`, the lease of the stream this body answers, until it is dropped.
+    fn holding(mut self, stream: Lease) -> Sending<B> {
+        self._stream = Some(stream);
+        self
+    }
+
+    /// Counts the body in `sending` or not.
+    fn set_ready(&mut self, ready: bool) {
+        if ready != self.ready {
+            self.ready = ready;
+            if ready {
+                self.conn.sending.fetch_add(1, Relaxed);
+            } else {
+                self.conn.sending.fetch_sub(1, Relaxed);
+            }
+        }
+    }
+}
+
+impl<B> Drop for Sending<B> {
+    fn drop(&mut self) {
+        self.set_ready(false);
+    }
+}
+
+impl<B: hyper::body::Body<Data = bytes::Bytes> + Unpin> hyper::body::Body for Sending<B> {
+    type Data = bytes::Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, B::Error>>> {
+        let frame = Pin::new(&mut self.inner).poll_frame(cx);
+        match &frame {
+            Poll::Pending => self.set_ready(false),
+            Poll::Ready(Some(Ok(f))) => {
+                if let Some(data) = f.data_ref() {
+                    self.conn.taken.fetch_add(data.len() as u64, Relaxed);
+                }
+                self.set_ready(true);
+            }
+            // The end, or an error: nothing more will be ready.
+            Poll::Ready(_) => self.set_ready(false),
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
     }
 }
 

@@ -6,15 +6,51 @@
 //! reply, `server-timing` written with integer arithmetic), each with the figure that
 //! justified it.
 
-use crate::wire::{self, SEQ_HEADER};
+use crate::server::payload::Payload;
+use crate::wire::SEQ_HEADER;
 use bytes::Bytes;
-use http_body_util::Full;
+use hyper::body::{Frame, SizeHint};
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Response, StatusCode};
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-/// The body type of every reply: one buffer, sent whole.
-pub(super) type Body = Full<Bytes>;
+/// The body of every reply: its [`Payload`], handed to hyper a chunk at a time, so that a
+/// large reply is never made whole and a client that stops reading holds no more of it
+/// than hyper's buffers (see [`crate::server::payload`]).
+///
+/// Its exact length is known up front, so HTTP/1.1 replies carry a `content-length`
+/// rather than chunked encoding, as they did when bodies were sent whole.
+#[derive(Debug)]
+pub(in crate::server) struct Body(Payload);
+
+impl Body {
+    fn bytes(bytes: Bytes) -> Body {
+        Body(Payload::Bytes(bytes))
+    }
+}
+
+impl hyper::body::Body for Body {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Poll::Ready(self.get_mut().0.next_chunk().map(|c| Ok(Frame::data(c))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.0.len() as u64)
+    }
+}
 
 /// [`SEQ_HEADER`] as a header name, so lookups and inserts skip parsing the string.
 pub(super) static SEQ_NAME: HeaderName = HeaderName::from_static(SEQ_HEADER);
@@ -32,12 +68,12 @@ static SERVER_TIMING: HeaderName = HeaderName::from_static("server-timing");
 /// through memory, 20 instructions per request (callgrind, `GET /echo?reply_len=100`).
 #[inline(always)]
 pub(super) fn echo(
-    payload: Bytes,
+    payload: Payload,
     mut headers: HeaderMap,
     seq: Option<u64>,
     got_it: Instant,
 ) -> Response<Body> {
-    let mut resp = Response::new(Full::new(payload));
+    let mut resp = Response::new(Body(payload));
     headers.clear();
     *resp.headers_mut() = headers;
     let headers = resp.headers_mut();
@@ -64,22 +100,9 @@ pub(crate) fn unindexed(mut value: HeaderValue) -> HeaderValue {
     value
 }
 
-/// `n` bytes of the reply pattern for `seq`: borrowed from the static table in
-/// [`wire::pattern_static`] when it is short enough, so the common case allocates nothing.
-pub(super) fn pattern_body(seq: u64, n: usize) -> Bytes {
-    match wire::pattern_static(seq, n) {
-        Some(slice) => Bytes::from_static(slice),
-        None => {
-            let mut p = Vec::new();
-            wire::pattern(seq, n, &mut p);
-            Bytes::from(p)
-        }
-    }
-}
-
 /// A JSON reply (`/stats`).
 pub(super) fn json(body: Vec<u8>) -> Response<Body> {
-    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    let mut resp = Response::new(Body::bytes(Bytes::from(body)));
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
@@ -89,7 +112,7 @@ pub(super) fn json(body: Vec<u8>) -> Response<Body> {
 
 /// The Prometheus text of `/metrics` (see [`crate::server::metrics`]).
 pub(super) fn metrics(body: String) -> Response<Body> {
-    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    let mut resp = Response::new(Body::bytes(Bytes::from(body)));
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static(crate::server::metrics::CONTENT_TYPE),
@@ -97,9 +120,16 @@ pub(super) fn metrics(body: String) -> Response<Body> {
     resp
 }
 
+/// A reply of `status` and no body.
+pub(super) fn empty(status: StatusCode) -> Response<Body> {
+    let mut resp = Response::new(Body::bytes(Bytes::new()));
+    *resp.status_mut() = status;
+    resp
+}
+
 /// A plain-text reply: `/healthz`, and every error with its one-line reason.
 pub(super) fn text(status: StatusCode, body: &str) -> Response<Body> {
-    let mut resp = Response::new(Full::new(Bytes::copy_from_slice(body.as_bytes())));
+    let mut resp = Response::new(Body::bytes(Bytes::copy_from_slice(body.as_bytes())));
     *resp.status_mut() = status;
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -172,18 +202,6 @@ mod tests {
             // The same as the float formatting it replaces.
             let float = format!("app;dur={:.3}", took.as_nanos() as f64 / 1e6);
             assert_eq!(server_timing(took).to_str().unwrap(), float);
-        }
-    }
-
-    #[test]
-    fn pattern_bodies_are_the_wire_pattern() {
-        let max = wire::PATTERN_STATIC_MAX;
-        for (seq, n) in [(0, 0), (255, 3), (7, max), (9, max + 1)] {
-            let body = pattern_body(seq, n);
-            assert!(
-                body.len() == n && wire::is_pattern(seq, &body),
-                "seq {seq} len {n}"
-            );
         }
     }
 }

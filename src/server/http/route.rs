@@ -7,22 +7,29 @@
 
 use super::reply::{self, Body, SEQ_NAME};
 use crate::server::Shared;
+use crate::server::budget::{ConnShare, Held, Lease};
+use crate::server::payload::Payload;
 use crate::server::stats::Reject;
 use crate::wire::SEQ_HEADER;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Limited};
+use http_body_util::BodyExt;
 use hyper::body::{Body as _, Incoming};
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
+use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
-/// Answers one request.
-pub(super) async fn route(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
+/// Answers one request on a connection whose share of the buffer budget is `share`.
+pub(super) async fn route(
+    req: Request<Incoming>,
+    shared: &Shared,
+    share: &Arc<ConnShare>,
+) -> Response<Body> {
     shared.stats.http.requests.fetch_add(1, Relaxed);
     let got_it = Instant::now();
     let result = match (req.uri().path(), req.method()) {
-        ("/echo", &Method::POST | &Method::GET) => echo(req, shared, got_it).await,
+        ("/echo", &Method::POST | &Method::GET) => echo(req, shared, share, got_it).await,
         ("/healthz", &Method::GET) => Ok(reply::text(StatusCode::OK, "ok")),
         ("/stats", &Method::GET) => Ok(reply::json(
             serde_json::to_vec(&shared.stats.snapshot()).unwrap_or_default(),
@@ -45,6 +52,15 @@ pub(super) async fn route(req: Request<Incoming>, shared: &Shared) -> Response<B
     })
 }
 
+/// The reply to a request refused at once because the buffer budget is spent (an HTTP/2
+/// stream the budget cannot hold): 503 with no body, so that the stream ends with its
+/// headers whatever its window, counted.
+pub(super) fn over_budget(shared: &Shared) -> Response<Body> {
+    shared.stats.http.requests.fetch_add(1, Relaxed);
+    shared.stats.reject(Reject::OverBudgetHttp);
+    reply::empty(StatusCode::SERVICE_UNAVAILABLE)
+}
+
 /// A request the server refuses, with the one-line reason sent back as the body.
 #[derive(Debug, thiserror::Error)]
 enum HttpError {
@@ -59,6 +75,9 @@ enum HttpError {
     /// The client reset its HTTP/2 stream before the body was in: nobody reads the reply.
     #[error("stream reset by the client")]
     StreamReset,
+    /// The body does not fit in what is left of the server's buffer budget.
+    #[error("the server's buffer budget is spent; try again later")]
+    OverBudget,
 }
 
 impl HttpError {
@@ -71,6 +90,7 @@ impl HttpError {
             HttpError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             // Never seen: the stream is gone.
             HttpError::StreamReset => StatusCode::BAD_REQUEST,
+            HttpError::OverBudget => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -82,6 +102,7 @@ impl HttpError {
             HttpError::MethodNotAllowed(_) => Reject::HttpMethodNotAllowed,
             HttpError::PayloadTooLarge(_) => Reject::HttpPayloadTooLarge,
             HttpError::StreamReset => Reject::Http2StreamReset,
+            HttpError::OverBudget => Reject::OverBudgetHttp,
         }
     }
 }
@@ -139,10 +160,12 @@ fn split_at_byte(text: &str, sep: u8) -> (&str, &str) {
 }
 
 /// `/echo`: checks the parameters against the limits, reads the body (at most the max
-/// frame), waits `delay_us` after `got_it`, and replies with the body or the pattern.
+/// frame, within the buffer budget), waits `delay_us` after `got_it`, and replies with the
+/// body or the pattern.
 async fn echo(
     req: Request<Incoming>,
     shared: &Shared,
+    share: &Arc<ConnShare>,
     got_it: Instant,
 ) -> Result<Response<Body>, HttpError> {
     let config = &shared.config;
@@ -188,28 +211,51 @@ async fn echo(
         if declared.is_some_and(|n| n > u64::from(config.max_frame)) {
             return Err(HttpError::PayloadTooLarge(config.max_frame));
         }
-        Limited::new(body, config.max_frame as usize)
-            .collect()
-            .await
-            .map_err(|e| {
-                if e.is::<http_body_util::LengthLimitError>() {
-                    HttpError::PayloadTooLarge(config.max_frame)
-                } else if reset_by_client(&*e) {
-                    HttpError::StreamReset
-                } else {
-                    HttpError::BadRequest(format!("cannot read body: {e}"))
-                }
-            })?
-            .to_bytes()
+        read_body(body, declared, shared, share).await?
     };
     if params.delay_us > 0 {
         crate::server::sleep_until(got_it + Duration::from_micros(params.delay_us.into())).await;
     }
     let payload = match params.reply_len {
-        None => body,
-        Some(n) => reply::pattern_body(params.seq.unwrap_or(0), n as usize),
+        // The echo is the request's own buffer, not a copy: it stays leased until sent.
+        None => Payload::Bytes(body),
+        Some(n) => Payload::pattern(params.seq.unwrap_or(0), n as usize),
     };
     Ok(reply::echo(payload, parts.headers, params.seq, got_it))
+}
+
+/// Reads a request body of `declared` bytes (when the client said) into a buffer leased
+/// from the budget for its capacity: all of it at once when declared, else growing with
+/// what arrives. At most the max frame; over the budget the request is refused and what
+/// was read so far let go.
+async fn read_body(
+    mut body: Incoming,
+    declared: Option<u64>,
+    shared: &Shared,
+    share: &Arc<ConnShare>,
+) -> Result<Bytes, HttpError> {
+    let max = shared.config.max_frame as usize;
+    let lease = Lease::new(&shared.stats.budget, Some(share), declared.unwrap_or(0));
+    let mut held = Held::with_capacity(lease, declared.unwrap_or(0) as usize)
+        .map_err(|_| HttpError::OverBudget)?;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
+            if reset_by_client(&e) {
+                HttpError::StreamReset
+            } else {
+                HttpError::BadRequest(format!("cannot read body: {e}"))
+            }
+        })?;
+        let Ok(data) = frame.into_data() else {
+            // Trailers: nothing to echo.
+            continue;
+        };
+        if held.len() + data.len() > max {
+            return Err(HttpError::PayloadTooLarge(shared.config.max_frame));
+        }
+        held.extend(&data, max).map_err(|_| HttpError::OverBudget)?;
+    }
+    Ok(held.freeze())
 }
 
 #[cfg(test)]

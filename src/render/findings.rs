@@ -1,0 +1,526 @@
+//! The words of the findings: one sentence per [`Finding`](crate::site::findings::Finding) (and per DNS or sweep finding),
+//! the same after a run's tables and in `rpcbench report`. The figures come from the
+//! analysis (`site::findings`, `site::sweep`, `model`, `dnsdiag`); only this file says
+//! them.
+
+use super::units::{bytes, duration, rate, ratio, significant};
+use crate::dnsdiag::DnsFinding;
+use crate::site::PEER_RATIO_LIMIT;
+use crate::site::findings::{Choice, Delta, Finding, Multiplexing, RunName, TlsPrice, Versus};
+use crate::site::sweep::{SeriesName, StepAt, SweepFinding};
+
+/// What a sentence says of two figures that lie within their noise.
+const NO_DIFFERENCE: &str = "no measurable difference";
+
+/// `1.34×`, or [`NO_DIFFERENCE`].
+fn versus(v: Versus) -> String {
+    match v {
+        Versus::Times(x) => format!("{}×", ratio(x)),
+        Versus::NoDifference => NO_DIFFERENCE.to_string(),
+    }
+}
+
+/// `732 µs`, or [`NO_DIFFERENCE`].
+fn delta(d: Delta) -> String {
+    match d {
+        Delta::By(us) => duration(us),
+        Delta::NoDifference => NO_DIFFERENCE.to_string(),
+    }
+}
+
+/// A run's transport, with its security mode after it when that is not `plain`.
+fn run_name(r: RunName) -> String {
+    if r.security.is_tls() {
+        format!("{} {}", r.transport, r.security)
+    } else {
+        r.transport.to_string()
+    }
+}
+
+/// A series' name: the transport, and the mode when it is not `ip`.
+fn series_name(s: SeriesName) -> String {
+    match s.mode {
+        crate::resolve::AddrMode::Ip => s.transport.to_string(),
+        mode => format!("{} ({mode})", s.transport),
+    }
+}
+
+/// A count that may be fractional (an average), without a trailing `.0`.
+fn trim_float(x: f64) -> String {
+    if x.fract() == 0.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.1}")
+    }
+}
+
+/// The parts of a TLS finding joined: one per transport.
+fn joined<T>(parts: &[T], part: impl Fn(&T) -> String) -> String {
+    parts.iter().map(part).collect::<Vec<_>>().join("; ")
+}
+
+/// The sentence of a finding.
+pub fn sentence(f: &Finding) -> String {
+    match f {
+        Finding::Reuse(pairs) => format!(
+            "Reusing a connection is the biggest win: per call, {}.",
+            joined(pairs, |p| format!(
+                "{} {} against {} {} ({})",
+                p.kept.transport,
+                duration(p.kept.mean_us),
+                p.fresh.transport,
+                duration(p.fresh.mean_us),
+                versus(p.fresh_over_kept)
+            ))
+        ),
+        Finding::Multiplexing { h2, grpc } => {
+            let h2 = h2.as_ref().map(|m| format!(
+                "Multiplexing {} workers as streams on one HTTP/2 connection (h2-mux, {}) against a connection per worker, at the same {} workers: {}. Above 1× the shared connection costs more than it saves.",
+                m.workers,
+                duration(m.shared.mean_us),
+                m.workers,
+                against(m, |_| "")
+            ));
+            let grpc = grpc.as_ref().map(|m| format!(
+                "gRPC on one shared channel ({} workers, grpc-mux, {}) against {}: above 1× grpc-mux is the slower.",
+                m.workers,
+                duration(m.shared.mean_us),
+                against(m, |t| match t {
+                    crate::transport::TransportKind::H2Mux => {
+                        " (the same shared connection without gRPC)"
+                    }
+                    _ => " (a channel per worker)",
+                })
+            ));
+            h2.into_iter().chain(grpc).collect::<Vec<_>>().join(" ")
+        }
+        Finding::TlsHandshake(parts) => format!(
+            "A full TLS 1.3 handshake adds per fresh call: {}.",
+            joined(parts, |p| {
+                let handshake = p
+                    .handshake_us
+                    .map(|t| format!(", the handshake itself {}", duration(t)))
+                    .unwrap_or_default();
+                format!(
+                    "{} {} ({} plain, {} tls13{handshake})",
+                    p.transport,
+                    delta(p.delta),
+                    duration(p.base_us),
+                    duration(p.priced_us)
+                )
+            })
+        ),
+        Finding::TlsResumption(parts) => format!(
+            "Resuming the previous session wins back per fresh call: {}.",
+            priced_as(parts, "tls13-resume")
+        ),
+        Finding::TlsVersions(parts) => format!(
+            "TLS 1.2 against TLS 1.3 per fresh call (above 1× 1.2 is the slower): {}.",
+            joined(parts, |v| {
+                let both: Vec<String> = [(v.full, "full"), (v.resumed, "resumed")]
+                    .into_iter()
+                    .filter_map(|(x, what)| Some(format!("{} {what}", versus(x?))))
+                    .collect();
+                format!("{} {}", v.transport, both.join(", "))
+            })
+        ),
+        Finding::ClientCertificate(parts) => format!(
+            "A client certificate (mutual TLS) adds per fresh call: {}.",
+            priced_as(parts, "mtls")
+        ),
+        Finding::TlsKept(parts) => format!(
+            "On a kept-alive connection the handshake is paid once, and TLS 1.3 costs a call only its encryption: {}.",
+            joined(parts, |p: &TlsPrice| {
+                let cost = match p.delta {
+                    Delta::By(us) => format!("{us:+.0} µs"),
+                    Delta::NoDifference => NO_DIFFERENCE.to_string(),
+                };
+                format!(
+                    "{} {} against {} plain ({cost})",
+                    p.transport,
+                    duration(p.priced_us),
+                    duration(p.base_us)
+                )
+            })
+        ),
+        Finding::NameLookup {
+            transport,
+            by_ip_us,
+            by_name_us,
+            cached_us,
+            added,
+            resolver_late_us,
+        } => {
+            let cached = cached_us.map_or(String::new(), |c| {
+                format!(
+                    ", and caching the answer (cached) brings it back to {}",
+                    duration(c)
+                )
+            });
+            let resolver = match resolver_late_us {
+                0 => " with the resolver next door".to_string(),
+                late => format!(
+                    " with a resolver that answers {} late",
+                    duration(*late as f64)
+                ),
+            };
+            let cost = match added {
+                Delta::By(us) => duration(*us),
+                Delta::NoDifference => "no measurable time".to_string(),
+            };
+            format!(
+                "An uncached name lookup on every new connection costs {cost} per call{resolver}: {transport} takes {} by name against {} by IP{cached}; persistent transports pay it once per connection.",
+                duration(*by_name_us),
+                duration(*by_ip_us)
+            )
+        }
+        Finding::SearchList {
+            mode,
+            name,
+            candidates,
+            queries_per_lookup,
+            misses,
+        } => {
+            let queries = queries_per_lookup.map_or(String::new(), |q| {
+                format!(" and makes {} queries", trim_float(q))
+            });
+            let cost = misses.map_or(String::new(), |m| {
+                format!(
+                    "; the misses cost {} per fresh call ({} {} against {} asking the name alone)",
+                    delta(m.delta),
+                    m.transport,
+                    duration(m.priced_us),
+                    duration(m.base_us)
+                )
+            });
+            format!(
+                "Each {mode} lookup of {} tries {} names in turn ({}){queries}{cost}. The fully qualified name with its trailing dot ({name}), or a lower ndots, asks only the last.",
+                name.trim_end_matches('.'),
+                candidates.len(),
+                candidates.join(", "),
+            )
+        }
+        Finding::Pick { any, http } => format!(
+            "For this pair of hosts, pick {} when you own both ends; if it must be HTTP, {}, with a connection kept per worker.",
+            choice(any),
+            choice(http)
+        ),
+        Finding::ClientCpu { least, most } => format!(
+            "Client CPU per call ranges from {} ({}) to {} ({}).",
+            duration(least.1),
+            run_name(least.0),
+            duration(most.1),
+            run_name(most.0)
+        ),
+        Finding::SynRetries(s) => {
+            let tail = if s.in_p99() {
+                format!("p99 {:.0} ms is those retries", s.p99_us / 1000.0)
+            } else {
+                format!(
+                    "the max {:.0} ms is one of those retries (p99 {:.1} ms is below the timeout: fewer than 1% of calls waited)",
+                    s.max_us / 1000.0,
+                    s.p99_us / 1000.0
+                )
+            };
+            format!(
+                "{}: {} of {} connections retransmitted their SYN ({} SYN retransmits; {:.0} s timeout each); {tail}",
+                s.transport,
+                s.connections,
+                s.connections_sampled,
+                s.syn_retransmits,
+                s.timeout_us / 1e6,
+            )
+        }
+        Finding::AtLinkRtt { rtt_us, finding } => {
+            format!("At link RTT {}: {}", duration(*rtt_us), sentence(finding))
+        }
+        Finding::Lost { calls, failed } if failed.is_empty() => {
+            format!("No call was lost: all {calls} measured calls came back with their own bytes.")
+        }
+        Finding::Lost { calls, failed } => format!(
+            "Calls failed: {} (of {calls} measured calls in all); see the tables for their kinds.",
+            failed
+                .iter()
+                .map(|r| format!("{} ({}) {} of {}", r.transport, r.modes, r.failed, r.calls))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Finding::Peers {
+            placement,
+            worst,
+            over,
+        } if over.is_empty() => format!(
+            "Against established tools on the same placement ({placement}), rpcbench is at worst {}× the peer ({} against {}), so these figures measure the network and the stacks, not rpcbench.",
+            ratio(worst.2),
+            worst.0,
+            worst.1
+        ),
+        Finding::Peers {
+            placement, over, ..
+        } => format!(
+            "Against established tools on the same placement ({placement}), rpcbench is above the {PEER_RATIO_LIMIT}× limit for {}: there, part of the figure is rpcbench's own overhead (a benchmark, not a check: host noise moves it).",
+            over.iter()
+                .map(|(name, peer, r)| format!("{name} {}× {peer}", ratio(*r)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Finding::RoundTrips(g) => {
+            let why = if g.above() {
+                "something adds a wait on some calls: Nagle holding a small write until the delayed ACK of the previous one, a missing TCP_NODELAY, an `Expect: 100-continue`, or a write split in two that the other side answers separately; on a loaded virtual machine also the cost of waking a vCPU after each idle wait, which a larger RTT makes smaller in k"
+            } else {
+                "fewer round trips than the protocol needs: a cache or a connection reused where a new one was expected, or a link RTT recorded wrong (`--link-rtt`)"
+            };
+            format!(
+                "{} ({}) makes {:.2} round trips per call where the protocol needs {}: {why}.",
+                g.key.transport,
+                g.key.mode_label(),
+                g.fitted,
+                g.expected
+            )
+        }
+        Finding::Sweep(s) => sweep_sentence(s),
+        Finding::Dns(d) => dns_sentence(d),
+    }
+}
+
+/// `tcp-connect 221 µs (mtls 1.05 ms)`: each transport's difference and the priced mode's
+/// mean, the mode named `mode`.
+fn priced_as(parts: &[TlsPrice], mode: &str) -> String {
+    joined(parts, |p| {
+        format!(
+            "{} {} ({mode} {})",
+            p.transport,
+            delta(p.delta),
+            duration(p.priced_us)
+        )
+    })
+}
+
+/// `h2 40.1 µs (1.20×); http-keepalive 38.0 µs (no measurable difference)`, each run
+/// compared with the shared connection, `what` naming it.
+fn against(
+    m: &Multiplexing,
+    what: impl Fn(crate::transport::TransportKind) -> &'static str,
+) -> String {
+    m.against
+        .iter()
+        .map(|(t, v)| {
+            format!(
+                "{}{} {} ({})",
+                t.transport,
+                what(t.transport),
+                duration(t.mean_us),
+                versus(*v)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// `tcp (mean 16.2 µs, p99 60.1 µs), or as well unix (no measurable difference)`.
+fn choice(c: &Choice) -> String {
+    let tie = if c.tied.is_empty() {
+        String::new()
+    } else {
+        let tied: Vec<String> = c.tied.iter().map(|&r| run_name(r)).collect();
+        format!(", or as well {} ({NO_DIFFERENCE})", tied.join(", "))
+    };
+    format!(
+        "{} (mean {}, p99 {}){tie}",
+        run_name(c.run),
+        duration(c.mean_us),
+        duration(c.p99_us)
+    )
+}
+
+/// The sentence of a sweep finding.
+pub fn sweep_sentence(f: &SweepFinding) -> String {
+    match f {
+        SweepFinding::Lost {
+            calls,
+            steps,
+            failed,
+        } if failed.is_empty() => format!(
+            "No call was lost in the sweeps: all {calls} measured calls of {steps} steps came back with their own bytes."
+        ),
+        SweepFinding::Lost { calls, failed, .. } => format!(
+            "Calls failed in the sweeps: {} (of {calls} measured calls in all); see the step tables.",
+            failed
+                .iter()
+                .map(|f| {
+                    let at = match f.at {
+                        StepAt::Rate(r) => format!("{} calls/s", rate(r)),
+                        StepAt::Payload(b) => bytes(b),
+                    };
+                    format!(
+                        "{} at {at} {} of {}",
+                        series_name(f.series),
+                        f.failed,
+                        f.calls
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        SweepFinding::Capacity {
+            objective,
+            met,
+            missed,
+            at_top,
+        } => capacity_sentence(objective, met, missed, at_top),
+        SweepFinding::Knees { growth, knees } => format!(
+            "Past the knee (the last step before p99 grows more than {growth}× or the offered rate is no longer achieved) latency climbs faster than load: {}.",
+            knees
+                .iter()
+                .map(|(s, achieved, p99)| format!(
+                    "{} at {} calls/s (p99 {})",
+                    series_name(*s),
+                    rate(*achieved),
+                    duration(*p99)
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        SweepFinding::Payload { bytes: b, series } => format!(
+            "From {} to {} payloads: {}.",
+            bytes(b.0),
+            bytes(b.1),
+            series
+                .iter()
+                .map(|s| format!(
+                    "{} moves {} to {} MB/s, p99 {} to {}",
+                    series_name(s.series),
+                    significant(s.goodput_mb_s.0, 3),
+                    significant(s.goodput_mb_s.1, 3),
+                    duration(s.p99_us.0),
+                    duration(s.p99_us.1)
+                ))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+    }
+}
+
+/// `At p99 ≤ 2.00 ms, tcp sustains 18,400 calls/s and http-keepalive 9,100: tcp takes
+/// 2.02× the load.`, with the series that met it at no rate said after.
+fn capacity_sentence(
+    objective: &str,
+    met: &[(SeriesName, f64)],
+    missed: &[crate::site::sweep::Missed],
+    at_top: &[SeriesName],
+) -> String {
+    let mut text = format!("At {objective}");
+    let names = || -> Vec<String> { met.iter().map(|(s, _)| series_name(*s)).collect() };
+    match met {
+        [] => {}
+        [(s, c)] => text.push_str(&format!(
+            ", {} sustains {} calls/s",
+            series_name(*s),
+            rate(*c)
+        )),
+        [(_, top), .., (_, bottom)] if top == bottom => text.push_str(&format!(
+            ", {} each sustain {} calls/s",
+            names().join(" and "),
+            rate(*top)
+        )),
+        [(first, top), rest @ ..] => {
+            let others: Vec<String> = rest
+                .iter()
+                .map(|(s, c)| format!("{} {}", series_name(*s), rate(*c)))
+                .collect();
+            let (last, bottom) = met[met.len() - 1];
+            let of = if met.len() > 2 {
+                format!(" of {}", series_name(last))
+            } else {
+                String::new()
+            };
+            text.push_str(&format!(
+                ", {} sustains {} calls/s and {}: {} takes {}× the load{of}",
+                series_name(*first),
+                rate(*top),
+                others.join(", "),
+                series_name(*first),
+                ratio(top / bottom)
+            ));
+        }
+    }
+    if !missed.is_empty() {
+        let sep = if met.is_empty() { ", " } else { "; " };
+        text.push_str(sep);
+        let missed: Vec<String> = missed
+            .iter()
+            .map(|m| match m.lowest_tried {
+                Some(lowest) => format!(
+                    "{} met it at no rate tried (from {} calls/s)",
+                    series_name(m.series),
+                    rate(lowest)
+                ),
+                None => format!("{} was not judged at any rate", series_name(m.series)),
+            })
+            .collect();
+        text.push_str(&missed.join("; "));
+    }
+    if !at_top.is_empty() {
+        let at_top: Vec<String> = at_top.iter().map(|&s| series_name(s)).collect();
+        text.push_str(&format!(
+            " ({} met it at the highest rate tried, so may take more)",
+            at_top.join(", ")
+        ));
+    }
+    text.push('.');
+    text
+}
+
+/// The sentence of a DNS diagnosis's finding.
+pub fn dns_sentence(f: &DnsFinding) -> String {
+    match f {
+        DnsFinding::InHosts { name, addresses } => format!(
+            "`{name}` is in /etc/hosts ({}), which nsswitch reads before DNS: a lookup sends no query.",
+            addresses.join(", ")
+        ),
+        DnsFinding::SearchMisses {
+            name,
+            dots,
+            ndots,
+            misses,
+            queries,
+            codes,
+            wasted_us,
+            lookup_us,
+        } => format!(
+            "`{name}` has {dots} dot{} and ndots is {ndots}: each lookup first tries {misses} search domain{} ({queries} queries, all {}, {} of {}). Use the fully qualified name with a trailing dot (`{}.`), or lower ndots.",
+            if *dots == 1 { "" } else { "s" },
+            if *misses == 1 { "" } else { "s" },
+            codes.join("/"),
+            duration(*wasted_us),
+            duration(*lookup_us),
+            name.trim_end_matches('.'),
+        ),
+        DnsFinding::Dropped {
+            qtype,
+            candidate,
+            server,
+            timeout_s,
+        } => format!(
+            "{qtype} for {candidate} is dropped by {server}: every lookup waits the {timeout_s} s timeout (options timeout:{timeout_s})."
+        ),
+        DnsFinding::TruncatedToTcp { qtype, candidate } => format!(
+            "The {qtype} answer for {candidate} is truncated over UDP and fetched over TCP: a second exchange, with a TCP handshake, on every lookup."
+        ),
+        DnsFinding::TtlZero => {
+            "TTL is 0: caching cannot help; every lookup goes to the nameserver.".to_string()
+        }
+        DnsFinding::InBetween {
+            what,
+            getaddrinfo_us,
+            lookup_us,
+        } => format!(
+            "getaddrinfo took {} where the queries it should send took {}: {what} answers instead of the nameserver.",
+            duration(*getaddrinfo_us),
+            duration(*lookup_us)
+        ),
+        DnsFinding::NoAnswer { name } => {
+            format!("No candidate of `{name}` got an answer with records.")
+        }
+    }
+}

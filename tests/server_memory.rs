@@ -1,0 +1,539 @@
+//! Slow and hostile readers against the in-process server (issue #23): each attack of the
+//! issue's table, at a size that took gigabytes before, holds what the budget allows and
+//! no more, while a healthy small call is answered; the budget's refusals and the write
+//! timeout are counted; and the client stops reading a reply above `--max-reply`.
+//!
+//! Memory is checked two ways: by the server's own gauge (`buffered_bytes`, and its peak,
+//! never above `--max-buffered`), and by this process's resident memory, with bounds that
+//! are a small fraction of what the same attack cost before (1.6 GB for 100 HTTP/1.1
+//! non-readers of 16 MiB replies; 3.2 GB for one HTTP/2 connection at window 0), so noise
+//! cannot fail them. The tests of this file take turns ([`ONE_AT_A_TIME`]), so one's
+//! memory is not another's.
+
+mod common;
+
+use common::h2raw::{self, DATA, END_HEADERS, END_STREAM, HEADERS, RST_STREAM, SETTINGS};
+use common::{FrameClient, IO_TIMEOUT, TestServer, curl_call};
+use rpcbench::runner::{RunConfig, run_transport};
+use rpcbench::server::ServerConfig;
+use rpcbench::server::stats::{Reject, StatsSnapshot};
+use rpcbench::transport::{Endpoint, Port, TransportKind};
+use rpcbench::wire::{self, Request, Response};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Held by every test of this file while it runs: their resident memory is one process's.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The largest reply the default server sends: its max frame, 16 MiB.
+const BIG: u32 = wire::DEFAULT_MAX_FRAME;
+
+/// The longest a healthy call may take while an attack runs: far above its milliseconds
+/// on any machine, so noise cannot fail it (the figures in `report/server_memory.md`
+/// measure the real time).
+const HEALTHY_WITHIN: Duration = Duration::from_secs(2);
+
+/// How long an attack is given to reach the server before it is measured.
+const SETTLE: Duration = Duration::from_millis(500);
+
+/// This process's resident memory, in KiB.
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/self/status")
+}
+
+/// Resident memory growth from `before`, in MiB.
+fn grown_mib(before: u64) -> f64 {
+    rss_kib().saturating_sub(before) as f64 / 1024.0
+}
+
+/// A small call on a fresh HTTP/1.1 connection is answered correctly, and soon.
+fn healthy_http(server: &TestServer) {
+    let started = Instant::now();
+    let mut easy = curl::easy::Easy::new();
+    let url = format!("http://{}/echo?reply_len=64&seq=7", server.http);
+    let reply = curl_call(&mut easy, "GET", &url, None, &[]);
+    let took = started.elapsed();
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert!(wire::is_pattern(7, &reply.body) && reply.body.len() == 64);
+    assert!(took < HEALTHY_WITHIN, "a healthy call took {took:?}");
+}
+
+/// A small call on a fresh raw TCP connection is answered correctly, and soon.
+fn healthy_tcp(server: &TestServer) {
+    let started = Instant::now();
+    let mut c = FrameClient::connect(server.tcp);
+    c.check_echo(1, b"healthy");
+    let took = started.elapsed();
+    assert!(took < HEALTHY_WITHIN, "a healthy call took {took:?}");
+}
+
+/// Connects a client that will not read: its receive buffer is made small, so the kernel
+/// holds little of what the server sends and the server meets a full socket soon.
+fn non_reader(addr: SocketAddr) -> TcpStream {
+    use nix::sys::socket::{setsockopt, sockopt};
+    let socket = TcpStream::connect(addr).unwrap();
+    setsockopt(&socket, sockopt::RcvBuf, &4096).unwrap();
+    socket.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+    socket
+}
+
+/// An HTTP/2 connection whose every stream has a send window of 0: the preface, SETTINGS
+/// with INITIAL_WINDOW_SIZE 0, and the acknowledgement of the server's SETTINGS (so its
+/// limits, the stream limit first, are in force before any stream is opened).
+fn h2_at_window_zero(addr: SocketAddr) -> h2raw::RawH2 {
+    let mut h2 = h2raw::RawH2::connect(addr);
+    let mut hello = Vec::new();
+    // SETTINGS_INITIAL_WINDOW_SIZE (0x4) = 0.
+    h2raw::put_frame(&mut hello, SETTINGS, 0, 0, &[0, 4, 0, 0, 0, 0]);
+    h2.send(&hello).unwrap();
+    h2.frame_until(IO_TIMEOUT, |f| f.kind == SETTINGS && f.flags == 0)
+        .expect("the server's SETTINGS");
+    h2
+}
+
+/// Opens `n` streams (1, 3, 5, ...) on `h2`, each `GET path`, ended at once.
+fn open_streams(h2: &mut h2raw::RawH2, n: u32, path: &str, extra: &[(&str, &str)]) {
+    let mut out = Vec::new();
+    for k in 0..n {
+        let block = h2raw::request_block("GET", path, extra);
+        h2raw::put_frame(
+            &mut out,
+            HEADERS,
+            END_HEADERS | END_STREAM,
+            2 * k + 1,
+            &block,
+        );
+    }
+    h2.send(&out).unwrap();
+}
+
+/// The attacks' common end: the server gave back every lease once they left.
+fn assert_all_given_back(server: &TestServer) -> StatsSnapshot {
+    server.wait_stats(
+        IO_TIMEOUT,
+        "every connection closed and lease given back",
+        |s| s.http.connections_open == 0 && s.tcp.connections_open == 0 && s.buffered_bytes == 0,
+    )
+}
+
+#[test]
+fn http1_non_readers_of_16_mib_replies_hold_no_reply() {
+    let _turn = one_at_a_time();
+    let server = TestServer::start_default();
+    healthy_http(&server);
+    let before = rss_kib();
+    let request = format!("GET /echo?reply_len={BIG} HTTP/1.1\r\nHost: test\r\n\r\n");
+    let conns: Vec<TcpStream> = (0..120)
+        .map(|_| {
+            let mut s = non_reader(server.http);
+            s.write_all(request.as_bytes()).unwrap();
+            s
+        })
+        .collect();
+    server.wait_stats(IO_TIMEOUT, "120 requests", |s| s.http.requests >= 121);
+    std::thread::sleep(SETTLE);
+    healthy_http(&server);
+    let grown = grown_mib(before);
+    // Before: 16 MiB each, 1.9 GB. Now hyper's buffers: about 20 KiB each.
+    assert!(
+        grown < 64.0,
+        "120 non-readers grew the server by {grown:.1} MiB"
+    );
+    assert_eq!(
+        server.stats().buffered_bytes,
+        0,
+        "a pattern holds no budget"
+    );
+    drop(conns);
+    assert_all_given_back(&server);
+}
+
+#[test]
+fn one_h2_connection_at_window_zero_holds_a_hundred_streams_at_most() {
+    let _turn = one_at_a_time();
+    let server = TestServer::start_default();
+    let before = rss_kib();
+    let mut h2 = h2_at_window_zero(server.http);
+    open_streams(&mut h2, 150, &format!("/echo?reply_len={BIG}"), &[]);
+    // The streams past the limit are refused; the hundred others wait for a window.
+    let mut refused = 0;
+    let deadline = Instant::now() + IO_TIMEOUT;
+    while refused < 50 && Instant::now() < deadline {
+        let Some(f) = h2.next_frame(IO_TIMEOUT) else {
+            break;
+        };
+        assert_ne!(f.kind, DATA, "a zero window lets no DATA out");
+        if f.kind == RST_STREAM {
+            refused += 1;
+        }
+    }
+    assert_eq!(refused, 50, "streams past the limit of 100 are refused");
+    let stream_cost = 4096;
+    server.wait_stats(IO_TIMEOUT, "100 streams held", |s| {
+        s.buffered_bytes == 100 * stream_cost
+    });
+    healthy_http(&server);
+    let grown = grown_mib(before);
+    // Before: 16 MiB per stream, 3.2 GB for 200.
+    assert!(
+        grown < 32.0,
+        "100 streams at window 0 grew the server by {grown:.1} MiB"
+    );
+    drop(h2);
+    assert_all_given_back(&server);
+}
+
+#[test]
+fn many_h2_connections_at_window_zero_stay_within_the_budget() {
+    let _turn = one_at_a_time();
+    let max_buffered = 1 << 20;
+    let server = TestServer::start(ServerConfig {
+        max_buffered,
+        ..common::config()
+    });
+    let before = rss_kib();
+    let conns: Vec<h2raw::RawH2> = (0..20)
+        .map(|_| {
+            let mut h2 = h2_at_window_zero(server.http);
+            open_streams(&mut h2, 20, "/echo?reply_len=1048576", &[]);
+            h2
+        })
+        .collect();
+    // 400 streams of 4 KiB; the budget less its small share holds 224 of them.
+    let large = max_buffered - max_buffered / 8;
+    let held = large / 4096;
+    let snap = server.wait_stats(IO_TIMEOUT, "every stream held or refused", |s| {
+        s.http.requests >= 400
+    });
+    healthy_http(&server);
+    assert_eq!(snap.rejected(Reject::OverBudgetHttp), 400 - held);
+    assert_eq!(snap.buffered_bytes, held * 4096);
+    assert!(snap.buffered_bytes_peak <= max_buffered);
+    let grown = grown_mib(before);
+    assert!(
+        grown < 32.0,
+        "20 x 20 streams grew the server by {grown:.1} MiB"
+    );
+    drop(conns);
+    assert_all_given_back(&server);
+}
+
+#[test]
+fn raw_tcp_non_readers_hold_no_reply() {
+    let _turn = one_at_a_time();
+    let server = TestServer::start_default();
+    healthy_tcp(&server);
+    let before = rss_kib();
+    let largest = BIG - wire::RESPONSE_OVERHEAD;
+    let conns: Vec<TcpStream> = (0..100u64)
+        .map(|i| {
+            let mut s = non_reader(server.tcp);
+            s.write_all(&common::frame(&common::pattern_req(i, largest)))
+                .unwrap();
+            s
+        })
+        .collect();
+    server.wait_stats(IO_TIMEOUT, "100 requests", |s| s.tcp.requests >= 101);
+    std::thread::sleep(SETTLE);
+    healthy_tcp(&server);
+    let grown = grown_mib(before);
+    // Before: the reply made whole, then copied into the batch: 32 MiB each.
+    assert!(
+        grown < 64.0,
+        "100 non-readers grew the server by {grown:.1} MiB"
+    );
+    assert_eq!(server.stats().buffered_bytes, 0);
+    drop(conns);
+    assert_all_given_back(&server);
+}
+
+/// A gRPC `Call` of `msg` on stream `id`: its HEADERS, and its one message in a DATA frame.
+fn grpc_call(out: &mut Vec<u8>, id: u32, msg: &[u8], declared: usize, end: bool) {
+    let block = h2raw::request_block(
+        "POST",
+        "/rpcbench.v1.Echo/Call",
+        &[("content-type", "application/grpc"), ("te", "trailers")],
+    );
+    h2raw::put_frame(out, HEADERS, END_HEADERS, id, &block);
+    let mut data = vec![0];
+    data.extend_from_slice(&(declared as u32).to_be_bytes());
+    data.extend_from_slice(msg);
+    h2raw::put_frame(out, DATA, if end { END_STREAM } else { 0 }, id, &data);
+}
+
+#[test]
+fn grpc_calls_at_window_zero_hold_no_reply() {
+    use prost::Message as _;
+    let _turn = one_at_a_time();
+    let server = TestServer::start_default();
+    let before = rss_kib();
+    let mut h2 = h2_at_window_zero(server.http);
+    let mut out = Vec::new();
+    for k in 0..50u32 {
+        let msg = rpcbench::proto::EchoRequest {
+            seq: u64::from(k),
+            reply_len: Some(i64::from(BIG - 100)),
+            delay_us: 0,
+            payload: bytes::Bytes::new(),
+        }
+        .encode_to_vec();
+        grpc_call(&mut out, 2 * k + 1, &msg, msg.len(), true);
+    }
+    h2.send(&out).unwrap();
+    server.wait_stats(IO_TIMEOUT, "50 calls answered", |s| s.grpc.messages == 50);
+    healthy_http(&server);
+    let snap = server.stats();
+    assert_eq!(snap.buffered_bytes, 50 * 4096, "only the streams' own cost");
+    let grown = grown_mib(before);
+    assert!(
+        grown < 32.0,
+        "50 calls at window 0 grew the server by {grown:.1} MiB"
+    );
+    drop(h2);
+    assert_all_given_back(&server);
+}
+
+/// Requests whose bodies are declared, and only partly sent, hold the budget for all of
+/// it; the next large one over the budget is refused at once on each protocol, counted by
+/// kind; a small call still gets through; and the leases go when the clients do.
+#[test]
+fn bodies_over_the_budget_are_refused_and_counted_on_every_protocol() {
+    let _turn = one_at_a_time();
+    let max_buffered: u64 = 1 << 20;
+    let server = TestServer::start(ServerConfig {
+        max_buffered,
+        ..common::config()
+    });
+    let body = 600 * 1024;
+    // HTTP/1.1: a declared body, half sent, holds its lease...
+    let mut holder = TcpStream::connect(server.http).unwrap();
+    let head = format!("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: {body}\r\n\r\n");
+    holder.write_all(head.as_bytes()).unwrap();
+    holder.write_all(&vec![1; body / 2]).unwrap();
+    server.wait_stats(IO_TIMEOUT, "the body leased", |s| {
+        s.buffered_bytes == body as u64
+    });
+    // ...so the next one is refused with 503, and a small one is answered.
+    let mut easy = curl::easy::Easy::new();
+    let url = format!("http://{}/echo", server.http);
+    let refused = curl_call(&mut easy, "POST", &url, Some(&vec![2; body]), &[]);
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    let small = curl_call(&mut easy, "POST", &url, Some(b"small"), &[]);
+    assert_eq!((small.status, &small.body[..]), (200, &b"small"[..]));
+    // Raw TCP: a frame over the budget is read, dropped, and answered with status 4.
+    let mut c = FrameClient::connect(server.tcp);
+    let big = common::echo_req(9, &vec![3; body]);
+    let resp = c.call(&big);
+    assert_eq!((resp.seq, resp.status), (9, wire::Status::OverBudget as u8));
+    c.check_echo(10, b"and the connection goes on");
+    // gRPC: a message over the budget is RESOURCE_EXHAUSTED (8).
+    let status = grpc_status_of_call(server.http, body);
+    assert_eq!(status.as_deref(), Some("8"));
+    let snap = server.stats();
+    for kind in [
+        Reject::OverBudgetHttp,
+        Reject::OverBudgetFrame,
+        Reject::OverBudgetGrpc,
+    ] {
+        assert_eq!(
+            snap.rejected(kind),
+            1,
+            "{}: {:?}",
+            kind.name(),
+            snap.rejected
+        );
+    }
+    assert!(snap.buffered_bytes_peak <= max_buffered);
+    drop((holder, c, easy));
+    assert_all_given_back(&server);
+}
+
+/// One unary call whose message declares `len` bytes (and brings them); its grpc-status.
+fn grpc_status_of_call(http: SocketAddr, len: usize) -> Option<String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(http).await.unwrap();
+        let (client, conn) = h2::client::handshake(tcp).await.unwrap();
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let mut client = client.ready().await.unwrap();
+        let req = hyper::Request::post(format!("http://{http}/rpcbench.v1.Echo/Call"))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(())
+            .unwrap();
+        let (resp, mut body) = client.send_request(req, false).unwrap();
+        let mut msg = vec![0];
+        msg.extend_from_slice(&(len as u32).to_be_bytes());
+        msg.resize(5 + len, 0);
+        // The server may refuse before all of it is sent: what is not taken is dropped.
+        let _ = body.send_data(msg.into(), true);
+        let resp = tokio::time::timeout(IO_TIMEOUT, resp).await.ok()?.ok()?;
+        resp.headers()
+            .get("grpc-status")
+            .map(|v| v.to_str().unwrap().to_string())
+    })
+}
+
+/// A reply the client stops taking closes its connection after the write timeout, on
+/// HTTP/1.1, HTTP/2 (a zero window) and raw TCP, counted as `write_timeout`.
+#[test]
+fn the_write_timeout_closes_connections_whose_replies_are_not_taken() {
+    let _turn = one_at_a_time();
+    let server = TestServer::start(ServerConfig {
+        write_timeout: Duration::from_millis(300),
+        ..common::config()
+    });
+    let mut h1 = non_reader(server.http);
+    let request = format!("GET /echo?reply_len={BIG} HTTP/1.1\r\nHost: test\r\n\r\n");
+    h1.write_all(request.as_bytes()).unwrap();
+    let mut tcp = non_reader(server.tcp);
+    tcp.write_all(&common::frame(&common::pattern_req(1, BIG / 2)))
+        .unwrap();
+    let mut h2 = h2_at_window_zero(server.http);
+    open_streams(&mut h2, 1, "/echo?reply_len=1000", &[]);
+    let snap = server.wait_stats(IO_TIMEOUT, "three write timeouts", |s| {
+        s.rejected(Reject::WriteTimeout) == 3
+    });
+    server.wait_stats(IO_TIMEOUT, "every connection closed", |s| {
+        s.http.connections_open == 0 && s.tcp.connections_open == 0
+    });
+    assert_eq!(snap.rejected(Reject::IdleTimeout), 0);
+    // A reader that takes its reply is not one of them.
+    healthy_http(&server);
+    healthy_tcp(&server);
+    drop((h1, tcp, h2));
+    assert_eq!(server.stats().rejected(Reject::WriteTimeout), 3);
+}
+
+/// A reply larger than `--max-reply` fails its call as `reply_above_max` on every TCP
+/// and HTTP transport, against the real server asked for more than the client accepts.
+#[test]
+fn every_transport_counts_a_reply_above_max_reply() {
+    let _turn = one_at_a_time();
+    let server = TestServer::start_default();
+    let endpoint = Endpoint::new(server.tcp, server.http);
+    let config = RunConfig {
+        calls: 20,
+        warmup: 0,
+        reply: Some(64 * 1024),
+        max_reply: Some(1024),
+        timeout: Duration::from_secs(5),
+        ..RunConfig::default()
+    };
+    for kind in TransportKind::ALL {
+        if !matches!(kind.port(), Port::Tcp | Port::Http) {
+            continue;
+        }
+        let run = run_transport(kind, &endpoint, &config, Arc::new(AtomicU64::new(0)));
+        let t = &run.tally;
+        assert_eq!(
+            (t.ok, t.errors.get("reply_above_max").copied()),
+            (0, Some(t.calls())),
+            "{kind:?}: {:?}",
+            t.errors
+        );
+        assert_eq!(t.calls(), config.calls, "{kind:?}");
+    }
+    // And within the limit, every call is ok.
+    let fits = RunConfig {
+        max_reply: Some(64 * 1024),
+        ..config
+    };
+    let run = run_transport(
+        TransportKind::H2,
+        &endpoint,
+        &fits,
+        Arc::new(AtomicU64::new(0)),
+    );
+    assert_eq!(run.tally.ok, fits.calls);
+}
+
+/// A hostile server that declares a 1 GiB body and streams it: the client fails the call
+/// on the head, holding nothing of it.
+#[test]
+fn a_server_that_sends_too_much_is_cut_off() {
+    let _turn = one_at_a_time();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    let server = std::thread::spawn(move || {
+        listener.set_nonblocking(true).unwrap();
+        while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+            let Ok((mut s, _)) = listener.accept() else {
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
+            };
+            s.set_nonblocking(false).unwrap();
+            s.set_write_timeout(Some(Duration::from_secs(1))).unwrap();
+            let mut req = [0u8; 4096];
+            let _ = s.read(&mut req);
+            let head = "HTTP/1.1 200 OK\r\nContent-Length: 1073741824\r\n\r\n";
+            let _ = s.write_all(head.as_bytes());
+            let zeros = vec![0u8; 64 * 1024];
+            while s.write_all(&zeros).is_ok() {}
+        }
+    });
+    let before = rss_kib();
+    let config = RunConfig {
+        calls: 5,
+        warmup: 0,
+        timeout: Duration::from_secs(5),
+        ..RunConfig::default()
+    };
+    let endpoint = Endpoint::new(addr, addr);
+    for kind in [TransportKind::HttpKeepalive, TransportKind::HttpFresh] {
+        let run = run_transport(kind, &endpoint, &config, Arc::new(AtomicU64::new(0)));
+        assert_eq!(
+            run.tally.errors.get("reply_above_max").copied(),
+            Some(config.calls),
+            "{kind:?}: {:?}",
+            run.tally.errors
+        );
+    }
+    assert!(grown_mib(before) < 64.0);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    server.join().unwrap();
+}
+
+/// The frame protocol's reply to a dropped request carries no payload and its status.
+#[test]
+fn a_dropped_frame_is_answered_by_its_seq() {
+    let _turn = one_at_a_time();
+    let server = TestServer::start(ServerConfig {
+        max_buffered: 64 * 1024,
+        ..common::config()
+    });
+    let mut c = FrameClient::connect(server.tcp);
+    // Larger than the whole budget: dropped, whatever else is held.
+    let req = Request {
+        seq: 300_000,
+        reply_len: None,
+        delay_us: 0,
+        payload: vec![7; 100 * 1024],
+    };
+    let resp: Response = c.call(&req);
+    assert_eq!(
+        (resp.seq, resp.status, resp.payload.len()),
+        (300_000, wire::Status::OverBudget as u8, 0)
+    );
+    assert_eq!(server.stats().rejected(Reject::OverBudgetFrame), 1);
+    c.check_echo(300_001, b"next");
+}
