@@ -86,7 +86,8 @@ pub struct BenchSpec {
     /// (`--link-rtt`): recorded on every run as `link_rtt_us`, for the round-trip model.
     pub link_rtt: Option<Duration>,
     /// Where rpcbench places its own threads (`--placement`): by default the client and
-    /// the embedded server on one CPU ([`crate::placement`]).
+    /// the embedded server on one CPU at `-c 1`, on a CPU each for load
+    /// ([`crate::placement`]).
     pub placement: Placement,
     /// The workers of the shared-connection transports (`h2-mux`, `grpc-mux`) and of
     /// their unshared twins beside them, when `-c` was not given: at the default `-c 1`
@@ -178,6 +179,9 @@ pub enum RunBenchError {
     /// The threads could not be placed as `--placement` asks.
     #[error(transparent)]
     Place(#[from] PlaceThreadsError),
+    /// A curl transport was asked for, and the libcurl linked is not the system's.
+    #[error(transparent)]
+    Libcurl(#[from] crate::transport::BundledLibcurl),
     /// The preflight found ports the run needs that are not rpcbench-echo of this wire;
     /// nothing was measured.
     #[error(transparent)]
@@ -310,7 +314,10 @@ impl Session {
     /// makes inherits it, then the client's CPU, which the resolvers checked here and the
     /// run's workers inherit.
     pub fn open(spec: &BenchSpec) -> Result<Session, RunBenchError> {
-        let placed = Placed::new(spec.placement, spec.target.is_none())?;
+        if spec.transports.iter().any(|t| t.is_curl()) {
+            crate::transport::LinkedLibcurl::detect().check()?;
+        }
+        let placed = Placed::new(spec.placement, spec.run.concurrency, spec.target.is_none())?;
         let (embedded, socket_dir) = match spec.target {
             None => {
                 let dir = SocketDir::create().map_err(|e| {
@@ -594,10 +601,12 @@ impl Session {
                 plan.tcp_port,
                 plan.http_port,
             ),
-            environment: Environment::detect(),
+            environment: Environment {
+                placement: Some(self.placed.record().clone()),
+                ..Environment::detect()
+            },
             server,
             path_rtt_estimate: crate::tcpinfo::path_rtt_of_runs(&runs),
-            placement: Some(self.placed.record().clone()),
             runs,
             physics: Vec::new(),
             coherent: None,

@@ -4,7 +4,8 @@
 //! On a small VM the scheduler sometimes wakes the server on the other vCPU, and then every
 //! call pays a cross-core wake-up (60-80 µs against a 5-20 µs round trip): two runs of the
 //! same command differ 4-17×, and address modes that cannot matter seem to. So rpcbench
-//! places its threads itself, by default all on one CPU ([`Placement::SameCore`]).
+//! places its threads itself ([`Placement::Auto`]): all on one CPU for a latency run at
+//! `-c 1`, the client and the embedded server on a CPU each when several workers load it.
 //!
 //! A thread inherits its creator's CPU mask (`sched_setaffinity(2)`), so placing is done
 //! on the thread that starts everything: it takes the server's CPU while the embedded
@@ -31,9 +32,15 @@ const STAT_FIELD_AFTER_COMM: usize = 3;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Placement {
-    /// Client and embedded server on one CPU: each call's wake-up stays on that core, so
-    /// figures agree between runs and between transports (the default).
+    /// The default: `same-core` when one worker makes the calls (`-c 1`), or when the
+    /// process has one CPU; `split` when several workers load an embedded server (each
+    /// side then has a CPU of its own, as a load tool and its server on two machines
+    /// would); against `--target` at `-c` above 1, the client's workers are not placed,
+    /// so that they may use every CPU. Resolved by [`Placement::resolve`] before a run.
     #[default]
+    Auto,
+    /// Client and embedded server on one CPU: each call's wake-up stays on that core, so
+    /// figures agree between runs and between transports.
     SameCore,
     /// The client on one CPU, the embedded server on another: every call crosses cores,
     /// as it would between two busy services on one host (needs two CPUs).
@@ -46,9 +53,28 @@ impl Placement {
     /// The name as the command line spells it.
     pub fn name(self) -> &'static str {
         match self {
+            Placement::Auto => "auto",
             Placement::SameCore => "same-core",
             Placement::Split => "split",
             Placement::None => "none",
+        }
+    }
+}
+
+impl Placement {
+    /// What `auto` stands for in a run of `concurrency` workers, with an embedded server
+    /// or against a target, on a process allowed `cpus` CPUs; any other setting is itself.
+    ///
+    /// One worker waits for each reply, so a second CPU only adds a cross-core wake-up to
+    /// every call: same core. Several workers keep the server busy, and on one CPU the
+    /// client's and the server's work would queue behind each other: split, when there
+    /// are two CPUs to split over.
+    pub fn resolve(self, concurrency: usize, embedded: bool, cpus: usize) -> Placement {
+        match self {
+            Placement::Auto if concurrency <= 1 || cpus < 2 => Placement::SameCore,
+            Placement::Auto if embedded => Placement::Split,
+            Placement::Auto => Placement::None,
+            other => other,
         }
     }
 }
@@ -72,6 +98,10 @@ pub struct PlacementRecord {
     /// The CPU of the embedded server's threads; `null` when not placed, or when the
     /// server is remote (its placement is its host's).
     pub server_cpu: Option<usize>,
+    /// The server is another process (`--target`): its placement is its host's
+    /// (`rpcbench-echo --cpus` there). False in reports from before it.
+    #[serde(default)]
+    pub remote_server: bool,
 }
 
 impl PlacementRecord {
@@ -83,6 +113,10 @@ impl PlacementRecord {
             (Some(c), None) => {
                 format!("placed: client on CPU {c}; the server's placement is its host's")
             }
+            _ if self.remote_server => format!(
+                "client not placed (CPUs {}); the server's placement is its host's",
+                self.allowed
+            ),
             _ => format!("not placed (CPUs {})", self.allowed),
         }
     }
@@ -112,17 +146,23 @@ pub struct Placed {
 }
 
 impl Placed {
-    /// Picks the CPUs for `placement` from the calling thread's mask, with an embedded
-    /// server or not, and moves the calling thread onto the server's CPU (when there is
-    /// one to start) or the client's. Call [`Placed::enter_client`] once the server runs.
-    pub fn new(placement: Placement, embedded: bool) -> Result<Placed, PlaceThreadsError> {
+    /// Picks the CPUs for `placement` (`auto` resolved for `concurrency` workers) from
+    /// the calling thread's mask, with an embedded server or not, and moves the calling
+    /// thread onto the server's CPU (when there is one to start) or the client's. Call
+    /// [`Placed::enter_client`] once the server runs.
+    pub fn new(
+        placement: Placement,
+        concurrency: usize,
+        embedded: bool,
+    ) -> Result<Placed, PlaceThreadsError> {
         let original = sched_getaffinity(Pid::from_raw(0)).map_err(PlaceThreadsError::Affinity)?;
         let cpus = cpus_of(&original);
         let allowed = cpu_list(&cpus);
+        let placement = placement.resolve(concurrency, embedded, cpus.len());
         let here = current_cpu().filter(|c| cpus.contains(c));
         let first = here.or_else(|| cpus.first().copied());
         let (client_cpu, server_cpu) = match placement {
-            Placement::None => (None, None),
+            Placement::None | Placement::Auto => (None, None),
             Placement::SameCore => (first, if embedded { first } else { None }),
             Placement::Split if !embedded => return Err(PlaceThreadsError::SplitRemote),
             Placement::Split => {
@@ -141,6 +181,7 @@ impl Placed {
                 allowed,
                 client_cpu,
                 server_cpu,
+                remote_server: !embedded,
             },
         };
         if let Some(cpu) = server_cpu.or(client_cpu) {
@@ -170,6 +211,71 @@ impl Drop for Placed {
             let _ = sched_setaffinity(Pid::from_raw(0), &original);
         }
     }
+}
+
+/// Confines the calling thread, and every thread it starts from now on, to `cpus`
+/// (`rpcbench-echo --cpus`): called first thing, before the server makes any thread.
+/// Refused when a CPU is not in the mask the process was given (`taskset`, a cgroup), so
+/// the server is never placed outside it.
+pub fn confine(cpus: &[usize]) -> Result<(), ConfineError> {
+    let original = sched_getaffinity(Pid::from_raw(0)).map_err(ConfineError::Affinity)?;
+    let allowed = cpus_of(&original);
+    if let Some(&outside) = cpus.iter().find(|c| !allowed.contains(c)) {
+        return Err(ConfineError::Outside {
+            cpu: outside,
+            allowed: cpu_list(&allowed),
+        });
+    }
+    let mut set = CpuSet::new();
+    for &cpu in cpus {
+        set.set(cpu).map_err(ConfineError::Affinity)?;
+    }
+    sched_setaffinity(Pid::from_raw(0), &set).map_err(ConfineError::Affinity)
+}
+
+/// Why `rpcbench-echo --cpus` could not confine the server.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfineError {
+    /// A CPU of the list is not one this process may run on.
+    #[error("--cpus: CPU {cpu} is not one this process may run on (CPUs {allowed})")]
+    Outside { cpu: usize, allowed: String },
+    /// The kernel refused to read or set the mask.
+    #[error("--cpus: cannot set the CPU affinity")]
+    Affinity(#[source] nix::Error),
+}
+
+/// A list of CPUs from the command line (`rpcbench-echo --cpus`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
+impl CpuList {
+    /// Parses the list ([`parse_cpu_list`]).
+    pub fn parse(text: &str) -> Result<CpuList, String> {
+        parse_cpu_list(text).map(CpuList)
+    }
+}
+
+/// Parses a CPU list as `taskset -c` and `Cpus_allowed_list` write it (`0`, `0-1`,
+/// `0,2-3`), ascending and without repeats.
+pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, String> {
+    let bad = || format!("'{text}' is not a CPU list (such as 0, 1-3 or 0,2)");
+    let mut cpus = Vec::new();
+    for part in text.split(',') {
+        let part = part.trim();
+        let (lo, hi) = match part.split_once('-') {
+            Some((lo, hi)) => (lo, hi),
+            None => (part, part),
+        };
+        let lo: usize = lo.trim().parse().map_err(|_| bad())?;
+        let hi: usize = hi.trim().parse().map_err(|_| bad())?;
+        if lo > hi || hi >= CpuSet::count() {
+            return Err(bad());
+        }
+        cpus.extend(lo..=hi);
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Ok(cpus)
 }
 
 /// Pins the calling thread to `cpu`.
@@ -224,9 +330,44 @@ fn current_cpu() -> Option<usize> {
 /// `/proc/self/task/TID/status`), for checking where threads were placed.
 pub fn thread_cpus(tid: &str) -> Option<String> {
     let status = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).ok()?;
+    status_field(&status, "Cpus_allowed_list:")
+}
+
+/// A thread as `/proc` shows it: its id, name and the CPUs it may run on.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ThreadMask {
+    pub tid: String,
+    pub name: String,
+    pub cpus: String,
+}
+
+/// Every thread of process `pid` (`self` for this one) now, with where it may run, for
+/// checking where threads were placed; empty when the process is gone.
+pub fn thread_masks(pid: &str) -> Vec<ThreadMask> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for task in tasks.flatten() {
+        // A thread gone since the listing is left out.
+        let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+            continue;
+        };
+        let name = status_field(&status, "Name:");
+        let cpus = status_field(&status, "Cpus_allowed_list:");
+        if let (Some(name), Some(cpus)) = (name, cpus) {
+            let tid = task.file_name().to_string_lossy().into_owned();
+            out.push(ThreadMask { tid, name, cpus });
+        }
+    }
+    out
+}
+
+/// The trimmed value of a `/proc/.../status` line that starts with `field`.
+fn status_field(status: &str, field: &str) -> Option<String> {
     status
         .lines()
-        .find_map(|line| Some(line.strip_prefix("Cpus_allowed_list:")?.trim().to_string()))
+        .find_map(|line| Some(line.strip_prefix(field)?.trim().to_string()))
 }
 
 #[cfg(test)]
@@ -242,6 +383,41 @@ mod tests {
     }
 
     #[test]
+    fn cpu_lists_parse_as_taskset_writes_them() {
+        assert_eq!(parse_cpu_list("0").unwrap(), [0]);
+        assert_eq!(parse_cpu_list("0,2-3,5").unwrap(), [0, 2, 3, 5]);
+        assert_eq!(parse_cpu_list("3,1-2,2").unwrap(), [1, 2, 3]);
+        for bad in ["", "a", "1-", "3-1", "1,,2", "-1", "99999"] {
+            assert!(parse_cpu_list(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn auto_is_same_core_for_one_worker_and_split_for_load() {
+        use Placement::*;
+        assert_eq!(Auto.resolve(1, true, 2), SameCore);
+        assert_eq!(Auto.resolve(16, true, 2), Split);
+        assert_eq!(Auto.resolve(16, true, 1), SameCore);
+        assert_eq!(Auto.resolve(1, false, 4), SameCore);
+        assert_eq!(Auto.resolve(8, false, 4), None);
+        assert_eq!(Split.resolve(1, true, 2), Split);
+        assert_eq!(None.resolve(1, true, 2), None);
+    }
+
+    #[test]
+    fn confining_outside_the_mask_is_refused() {
+        let mask = sched_getaffinity(Pid::from_raw(0)).unwrap();
+        let outside = (0..CpuSet::count())
+            .find(|&c| !mask.is_set(c).unwrap())
+            .unwrap();
+        let err = confine(&[outside]).unwrap_err();
+        assert!(
+            err.to_string().contains(&format!("CPU {outside} is not")),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn the_current_cpu_is_allowed() {
         let mask = sched_getaffinity(Pid::from_raw(0)).unwrap();
         let cpu = current_cpu().expect("/proc/thread-self/stat has the processor field");
@@ -252,7 +428,7 @@ mod tests {
     fn same_core_pins_the_thread_and_gives_the_mask_back() {
         std::thread::spawn(|| {
             let before = sched_getaffinity(Pid::from_raw(0)).unwrap();
-            let placed = Placed::new(Placement::SameCore, true).unwrap();
+            let placed = Placed::new(Placement::SameCore, 1, true).unwrap();
             let r = placed.record().clone();
             let cpu = r.client_cpu.unwrap();
             assert_eq!(r.server_cpu, Some(cpu));
@@ -270,11 +446,11 @@ mod tests {
 
     #[test]
     fn none_places_nothing_and_split_needs_an_embedded_server() {
-        let placed = Placed::new(Placement::None, true).unwrap();
+        let placed = Placed::new(Placement::None, 1, true).unwrap();
         assert_eq!(placed.record().client_cpu, None);
         assert!(placed.record().describe().starts_with("not placed"));
         assert!(matches!(
-            Placed::new(Placement::Split, false),
+            Placed::new(Placement::Split, 1, false),
             Err(PlaceThreadsError::SplitRemote)
         ));
     }

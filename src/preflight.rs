@@ -31,6 +31,10 @@ use std::time::{Duration, Instant};
 /// geostationary satellite's 600 ms) needs `--no-preflight`.
 pub const PREFLIGHT_TIMEOUT: Duration = Duration::from_millis(500);
 
+/// How many probe datagrams the UDP probe sends, spread over [`PREFLIGHT_TIMEOUT`], so
+/// that one datagram lost on a lossy link does not read as a port that never answers.
+pub const UDP_PROBES: u32 = 3;
+
 /// The probe's sequence number: any value works; this one reads as "rpcbench" in a dump.
 const PROBE_SEQ: u64 = u64::from_be_bytes(*b"rpcbench");
 
@@ -119,9 +123,13 @@ pub struct Probe {
 pub enum Seen {
     /// The connection (or datagram) was refused: nothing listens there.
     Refused,
-    /// Nothing came back within [`PREFLIGHT_TIMEOUT`]: not to the connection attempt
-    /// (a firewall dropping it, or no host at that address), nor, for UDP, to the request.
+    /// Nothing came back within [`PREFLIGHT_TIMEOUT`] to the connection attempt (a
+    /// firewall dropping it, or no host at that address).
     NoAnswer,
+    /// No reply to any of [`UDP_PROBES`] datagrams within [`PREFLIGHT_TIMEOUT`], and no
+    /// refusal. UDP has no handshake, so this cannot tell a firewall that drops the
+    /// datagrams from a program that ignores the frame, or a refusal filtered on the way.
+    NoDatagramReply,
     /// Connecting failed another way (no route to the host, a firewall rejecting it):
     /// the system's words.
     Unreachable(String),
@@ -487,27 +495,33 @@ fn datagram_exchange(addr: SocketAddr) -> Result<(), Seen> {
         IpAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
         IpAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
     };
+    let wait = PREFLIGHT_TIMEOUT / UDP_PROBES;
     let sock = UdpSocket::bind(local)
         .and_then(|s| s.connect(addr).map(|()| s))
-        .and_then(|s| s.set_read_timeout(Some(PREFLIGHT_TIMEOUT)).map(|()| s))
+        .and_then(|s| s.set_read_timeout(Some(wait)).map(|()| s))
         .map_err(|e| Seen::Unreachable(e.to_string()))?;
     let request = postcard::to_allocvec(&probe_request()).expect("a Vec takes any message");
-    // An ICMP port unreachable from an earlier datagram can fail the send itself.
-    sock.send(&request).map_err(|e| match e.kind() {
-        ErrorKind::ConnectionRefused => Seen::Refused,
-        _ => Seen::Unreachable(e.to_string()),
-    })?;
     let mut buf = vec![0u8; wire::MAX_UDP_PAYLOAD];
-    let n = sock.recv(&mut buf).map_err(|e| match e.kind() {
-        // Linux hands a connected UDP socket the ICMP port unreachable as this error.
-        ErrorKind::ConnectionRefused => Seen::Refused,
-        ErrorKind::WouldBlock | ErrorKind::TimedOut => Seen::NoAnswer,
-        _ => Seen::Unreachable(e.to_string()),
-    })?;
-    match wire::decode_body::<Response>(&buf[..n]) {
-        Ok(reply) if is_probe_reply(&reply) => Ok(()),
-        _ => Err(not_ours(&buf[..n])),
+    for _ in 0..UDP_PROBES {
+        // An ICMP port unreachable from an earlier datagram can fail the send itself.
+        sock.send(&request).map_err(|e| match e.kind() {
+            ErrorKind::ConnectionRefused => Seen::Refused,
+            _ => Seen::Unreachable(e.to_string()),
+        })?;
+        match sock.recv(&mut buf) {
+            Ok(n) => {
+                return match wire::decode_body::<Response>(&buf[..n]) {
+                    Ok(reply) if is_probe_reply(&reply) => Ok(()),
+                    _ => Err(not_ours(&buf[..n])),
+                };
+            }
+            // Linux hands a connected UDP socket the ICMP port unreachable as this error.
+            Err(e) if e.kind() == ErrorKind::ConnectionRefused => return Err(Seen::Refused),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(e) => return Err(Seen::Unreachable(e.to_string())),
+        }
     }
+    Err(Seen::NoDatagramReply)
 }
 
 /// One HTTP/1.1 reply: its status and body.

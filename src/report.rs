@@ -41,10 +41,6 @@ pub struct Report {
     /// Absent when neither was measured, and in reports from before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path_rtt_estimate: Option<crate::tcpinfo::PathRttEstimate>,
-    /// Where rpcbench placed its own threads (`--placement`): the CPU of the client's
-    /// and of the embedded server's; absent in reports from before it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub placement: Option<crate::placement::PlacementRecord>,
     /// The run's physics checks ([`crate::physics`]): orderings the protocols fix, each
     /// against the noise of its figures. Empty when none applied, and in reports from
     /// before them.
@@ -132,22 +128,34 @@ pub struct Environment {
     /// before it, or when libcurl has no TLS.
     #[serde(default)]
     pub libcurl_tls: String,
+    /// Whether that libcurl is the system's shared library (a release, loaded from its
+    /// own file) rather than a bundled copy built into the binary; `None` in reports from
+    /// before it. rpcbench refuses to run a curl transport on any other.
+    #[serde(default)]
+    pub libcurl_system: Option<bool>,
     /// A caching daemon in front of getaddrinfo (nscd, systemd-resolved), if one was seen:
     /// mode `system` then measures that cache.
     pub resolver_cache: Option<String>,
+    /// Where rpcbench placed its own threads (`--placement`): the CPU of the client's
+    /// and of the embedded server's; absent in reports from before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<crate::placement::PlacementRecord>,
 }
 
 impl Environment {
     /// Reads the facts of this machine.
     pub fn detect() -> Environment {
+        let libcurl = crate::transport::LinkedLibcurl::detect();
         Environment {
             hostname: crate::host::hostname(),
             kernel: crate::host::kernel(),
             cpus: crate::host::cpus(),
             cpu_affinity: crate::host::cpu_affinity(),
-            libcurl: curl::Version::get().version().to_string(),
-            libcurl_tls: curl::Version::get().ssl_version().unwrap_or("").to_string(),
+            libcurl: libcurl.version.clone(),
+            libcurl_tls: libcurl.tls.clone(),
+            libcurl_system: Some(libcurl.is_system()),
             resolver_cache: crate::resolve::system_cache(),
+            placement: None,
         }
     }
 }

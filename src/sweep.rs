@@ -271,11 +271,8 @@ pub struct SweepReport {
     /// The objective; `null` without `--slo`.
     pub slo: Option<SloRecord>,
     pub step_duration_s: f64,
+    /// The client's machine, with where rpcbench placed its threads.
     pub environment: Environment,
-    /// Where rpcbench placed its own threads (`--placement`); absent in sweeps from
-    /// before it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub placement: Option<crate::placement::PlacementRecord>,
     pub series: Vec<Series>,
 }
 
@@ -314,8 +311,10 @@ pub fn run(spec: &SweepSpec, observer: &mut dyn Observer) -> Result<SweepReport,
             .to_string(),
         slo: spec.slo.map(SloRecord::from),
         step_duration_s: spec.step_duration.as_secs_f64(),
-        environment: Environment::detect(),
-        placement: Some(placement),
+        environment: Environment {
+            placement: Some(placement),
+            ..Environment::detect()
+        },
         series,
     })
 }

@@ -396,6 +396,7 @@ fn a_plain_run_prints_its_table_then_its_findings() {
     // rpcbench placed its own threads: the heading says where, and no advice to pin
     // follows.
     let placement = report
+        .environment
         .placement
         .as_ref()
         .expect("the placement is recorded");

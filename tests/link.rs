@@ -413,7 +413,9 @@ fn lost_syns_show_as_tcp_info_retransmits_and_explain_the_tail() {
     let _echo = EchoInNetns::start(&a.name, "10.88.0.1:7001");
     let json = std::env::temp_dir().join(format!("rpcbench-tcpinfo-{}.json", std::process::id()));
     // --warmup 0: every connection is a measured call's, so a SYN retry is in the figures.
-    // A 10 s timeout outlasts three SYN timeouts in a row (1 + 2 + 4 s).
+    // A 10 s timeout outlasts three SYN timeouts in a row (1 + 2 + 4 s). --no-preflight: a
+    // probe's lost SYN would read as a firewall (500 ms, under the 1 s SYN retry) and stop
+    // the run, and the probe's packets would shift the seeded loss pattern.
     let out = Command::new("ip")
         .args(["netns", "exec", &b.name, env!("CARGO_BIN_EXE_rpcbench")])
         .args([
@@ -431,6 +433,7 @@ fn lost_syns_show_as_tcp_info_retransmits_and_explain_the_tail() {
             "--timeout",
             "10s",
             "--no-progress",
+            "--no-preflight",
             "--max-lost",
             "300",
         ])

@@ -404,6 +404,8 @@ fn one_percent_loss_keeps_every_call_counted_once() {
             "5",
             "--max-lost",
             &n,
+            // A lost probe would read as a firewall and stop the run.
+            "--no-preflight",
         ],
         &dir.path().join("tcp.json"),
     );
@@ -421,6 +423,7 @@ fn one_percent_loss_keeps_every_call_counted_once() {
             UDP_TIMEOUT,
             "--max-lost",
             &n,
+            "--no-preflight",
         ],
         &dir.path().join("udp.json"),
     );

@@ -25,26 +25,16 @@ struct Seen {
 
 /// This process's thread ids, names and allowed CPUs, now.
 fn threads() -> BTreeMap<String, Seen> {
-    let mut out = BTreeMap::new();
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return out;
-    };
-    for task in tasks.flatten() {
-        let tid = task.file_name().to_string_lossy().into_owned();
-        let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
-            continue; // gone since the listing
-        };
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .map(|v| v.trim().to_string())
-        };
-        if let (Some(name), Some(cpus)) = (field("Name:"), field("Cpus_allowed_list:")) {
-            out.insert(tid, Seen { name, cpus });
-        }
-    }
-    out
+    rpcbench::placement::thread_masks("self")
+        .into_iter()
+        .map(|t| {
+            let seen = Seen {
+                name: t.name,
+                cpus: t.cpus,
+            };
+            (t.tid, seen)
+        })
+        .collect()
 }
 
 /// Runs `rpcbench` in-process with `args` while a watcher records every thread it sees;
@@ -141,7 +131,11 @@ fn threads_run_where_the_placement_says() {
         }
         let report = report.unwrap_or_else(|e| panic!("{placement}: {e}"));
         assert_eq!(report.failed(), 0, "{placement}");
-        let record = report.placement.clone().expect("the placement is recorded");
+        let record = report
+            .environment
+            .placement
+            .clone()
+            .expect("the placement is recorded");
         assert_eq!(record.placement, placement);
         let server: Vec<&Seen> = seen.values().filter(|s| server_thread(s)).collect();
         let client: Vec<&Seen> = seen.values().filter(|s| !server_thread(s)).collect();

@@ -568,6 +568,71 @@ fn a_refused_udp_port_is_said() {
     );
 }
 
+/// A UDP socket made for a test on 127.0.0.1:0 that takes datagrams for at most `for_how`
+/// and answers each with `answer` (or nothing); returns its port and how many came.
+fn udp_peer(
+    answer: Option<&'static [u8]>,
+    for_how: Duration,
+) -> (u16, std::thread::JoinHandle<u64>) {
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
+    let port = sock.local_addr().unwrap().port();
+    let thread = std::thread::spawn(move || {
+        let started = Instant::now();
+        let mut taken = 0;
+        let mut buf = [0u8; 2048];
+        while started.elapsed() < for_how {
+            if let Ok((_, from)) = sock.recv_from(&mut buf) {
+                taken += 1;
+                if let Some(bytes) = answer {
+                    let _ = sock.send_to(bytes, from);
+                }
+            }
+        }
+        taken
+    });
+    (port, thread)
+}
+
+/// A UDP port that takes datagrams and never answers: silence is said as silence (UDP
+/// cannot tell a firewall from a program that ignores the frame), after the probe tried
+/// more than once, within the preflight's timeout. One that answers other bytes is not
+/// rpcbench-echo. Either way nothing is measured.
+#[test]
+fn a_silent_or_foreign_udp_port_is_said_for_what_udp_can_tell() {
+    let server = TestServer::start_default();
+    let cases: [(Option<&'static [u8]>, String, u64); 2] = [
+        (
+            None,
+            format!(
+                "no reply to 3 probe datagrams within {PREFLIGHT_MS} ms, and no refusal: UDP has no handshake"
+            ),
+            3,
+        ),
+        (
+            Some(b"PONG"),
+            "answered with bytes that are not rpcbench-echo's (`PONG`)".to_string(),
+            1,
+        ),
+    ];
+    for (answer, seen, probes) in cases {
+        let (port, peer) = udp_peer(answer, Duration::from_secs(3));
+        let out = client_at(
+            &server.tcp.port().to_string(),
+            &server.http.port().to_string(),
+            &["--udp-port", &port.to_string(), "--transports", "tcp,udp"],
+            &[],
+        );
+        let line = out.one_problem();
+        let expected = format!("rpcbench: 127.0.0.1 udp port {port}: {seen}");
+        assert!(line.starts_with(&expected), "{line}");
+        assert!(line.contains("--udp 127.0.0.1:"), "{line}");
+        assert!(out.took < Duration::from_secs(5), "{:?}", out.took);
+        assert_eq!(peer.join().unwrap(), probes, "datagrams the probe sent");
+    }
+}
+
 /// rpcbench-echo of another version on the same wire: one warning line, the run goes on,
 /// and the report carries the server's version beside the client's. Its wire differing:
 /// the run stops before any call, and says which version to start. The same warning

@@ -202,13 +202,16 @@ pub struct BenchArgs {
     /// smaller; shown with the table format only).
     #[arg(long)]
     pub what_if: bool,
-    /// Where rpcbench runs its own threads: same-core (the client and the embedded
-    /// server on one CPU, so each call's wake-up stays on that core and figures agree
-    /// between runs), split (client and embedded server on two CPUs: every call crosses
-    /// cores) or none (the scheduler decides; figures may move between runs). Against
-    /// --target only the client is placed: the server's placement is its host's. CPUs are
-    /// picked from those this process was given (taskset, a cgroup cpuset).
-    #[arg(long, value_enum, default_value_t = crate::placement::Placement::SameCore)]
+    /// Where rpcbench runs its own threads: auto (same-core at -c 1, split when several
+    /// workers load the embedded server, the client's workers unplaced against --target at
+    /// -c above 1), same-core (the client and the embedded server on one CPU, so each
+    /// call's wake-up stays on that core and figures agree between runs), split (client
+    /// and embedded server on two CPUs: every call crosses cores, and each side has a CPU
+    /// of its own under load) or none (the scheduler decides; figures may move between
+    /// runs). Against --target only the client is placed: the server's placement is its
+    /// host's (rpcbench-echo --cpus). CPUs are picked from those this process was given
+    /// (taskset, a cgroup cpuset), never outside them.
+    #[arg(long, value_enum, default_value_t = crate::placement::Placement::Auto)]
     pub placement: crate::placement::Placement,
 }
 

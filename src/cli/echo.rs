@@ -78,6 +78,12 @@ pub struct EchoArgs {
     /// is served by a thread of its own.
     #[arg(long, value_name = "N", value_parser = checked(parse_count, check_threads))]
     pub threads: Option<usize>,
+    /// Run every server thread on these CPUs (a list as taskset writes it: 0, 1-3, 0,2),
+    /// for two-machine runs whose figures should not depend on where the scheduler woke
+    /// the server; CPUs outside those the process was given are refused. /stats reports
+    /// the result (settings.cpu_affinity). Default: not placed.
+    #[arg(long, value_name = "LIST", value_parser = crate::placement::CpuList::parse)]
+    pub cpus: Option<crate::placement::CpuList>,
     /// DNS responder UDP listen address (IP:PORT, port 0 = any free port), or `off`.
     #[arg(long, value_name = "ADDR", default_value = "off", value_parser = parse_listen)]
     pub dns: Listen,
@@ -357,6 +363,11 @@ fn no_huge_pages() -> nix::Result<()> {
 }
 
 fn run(args: EchoArgs) -> anyhow::Result<()> {
+    // Before the runtime: every thread the server makes inherits the mask, and the
+    // runtime's default of a thread per CPU counts the CPUs it was given.
+    if let Some(cpus) = &args.cpus {
+        crate::placement::confine(&cpus.0)?;
+    }
     let rt = runtime(args.threads).context("cannot start the async runtime")?;
     if args.dns.0.is_some() && args.dns_ttl == 0 {
         tracing::warn!("--dns-ttl 0: answers may not be cached, so every lookup asks again");

@@ -4,6 +4,7 @@
 
 use crate::preflight::{
     Address, Finding, Listener, PREFLIGHT_TIMEOUT, Reply, Seen, ServerIdentity, StartCommand,
+    UDP_PROBES,
 };
 use crate::transport::tls::TlsFailure;
 use crate::wire::WIRE_VERSION;
@@ -88,6 +89,9 @@ fn what(seen: &Seen, listeners: &[Listener]) -> String {
         Seen::NoAnswer => format!(
             "no answer within {timeout}: a firewall drops the packets, or nothing is at that address"
         ),
+        Seen::NoDatagramReply => format!(
+            "no reply to {UDP_PROBES} probe datagrams within {timeout}, and no refusal: UDP has no handshake, so a firewall that drops them and a program that ignores the frame look alike"
+        ),
         Seen::Unreachable(why) => format!("cannot connect: {why}"),
         Seen::NoSocket => "no socket there: nothing listens".into(),
         Seen::Silent => format!(
@@ -130,6 +134,9 @@ fn fix(seen: &Seen) -> String {
     let ours = env!("CARGO_PKG_VERSION");
     match seen {
         Seen::Refused | Seen::NoSocket => "start the server there".into(),
+        Seen::NoDatagramReply => {
+            "check that rpcbench-echo runs there with --udp on that port and that the firewall lets UDP through, or leave udp out with --transports".into()
+        }
         Seen::NoAnswer | Seen::Unreachable(_) => {
             "check the address, open the port in the firewall there, and start the server if it is not running".into()
         }
@@ -176,7 +183,7 @@ mod tests {
         let findings = [
             finding(Listener::Tcp, 7001, Seen::Refused),
             finding(Listener::Http, 7080, Seen::Refused),
-            finding(Listener::Udp, 7002, Seen::NoAnswer),
+            finding(Listener::Udp, 7002, Seen::NoDatagramReply),
         ];
         let refs: Vec<&Finding> = findings.iter().collect();
         let lines = problem_lines("10.0.0.2", &refs, &start);
@@ -186,7 +193,7 @@ mod tests {
             "10.0.0.2 tcp port 7001 and http port 7080: connection refused: nothing listens there; start the server there: rpcbench-echo --tcp 0.0.0.0:7001"
         );
         assert!(
-            lines[1].starts_with("10.0.0.2 udp port 7002: no answer within 500 ms"),
+            lines[1].starts_with("10.0.0.2 udp port 7002: no reply to 3 probe datagrams within 500 ms, and no refusal"),
             "{}",
             lines[1]
         );

@@ -130,7 +130,7 @@ fn heading(report: &Report) -> Vec<String> {
     if c.rounds > 1 {
         parts.push(format!("{} rounds merged", c.rounds));
     }
-    if let Some(p) = &report.placement {
+    if let Some(p) = &report.environment.placement {
         parts.push(p.describe());
     }
     if report.runs.iter().any(|r| r.transport.is_curl()) {
@@ -140,15 +140,20 @@ fn heading(report: &Report) -> Vec<String> {
     parts
 }
 
-/// The libcurl that made the curl rows, as the heading names it: `curl rows: libcurl
-/// 7.88.1, OpenSSL/3.0.17` (read from the library linked, at run time).
+/// The libcurl that made the curl rows, as the heading names it: `curl rows: system
+/// libcurl 7.88.1, OpenSSL/3.0.17` (read from the library linked, at run time).
 fn libcurl_part(e: &crate::report::Environment) -> String {
     let tls = if e.libcurl_tls.is_empty() {
         "no TLS".to_string()
     } else {
         e.libcurl_tls.clone()
     };
-    format!("curl rows: libcurl {}, {tls}", e.libcurl)
+    let whose = match e.libcurl_system {
+        Some(true) => "system ",
+        Some(false) => "bundled ",
+        None => "",
+    };
+    format!("curl rows: {whose}libcurl {}, {tls}", e.libcurl)
 }
 
 /// The two ends of a run against a target, from the server's `/stats` and the client's

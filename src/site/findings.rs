@@ -609,7 +609,7 @@ const PIN_CPU: usize = 0;
 /// server, if remote, was pinned on its host.
 pub fn pinning_advice(report: &Report) -> Option<String> {
     let embedded = report.target.starts_with("embedded");
-    let placed = report.placement.as_ref();
+    let placed = report.environment.placement.as_ref();
     // Reports from before `--placement` were placed only by a taskset around rpcbench.
     let client_free = match placed {
         Some(p) => p.client_cpu.is_none() && cpu_count(&p.allowed) > 1,

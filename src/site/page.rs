@@ -146,7 +146,7 @@ fn lead_line(site: &Site) -> String {
         Lead::Run(b) => (&b.target, placement(b), &b.started, &b.rpcbench),
         Lead::Sweep(s) => (
             &s.target,
-            match &s.placement {
+            match &s.environment.placement {
                 Some(p) => placed(p),
                 None => placement_of(&s.environment.cpu_affinity, None),
             },
@@ -367,7 +367,7 @@ fn describe(r: &Report) -> String {
 /// Where client and server ran, as the report should state it: as rpcbench placed its
 /// threads (`--placement`), else, for a report from before it, as their CPU masks say.
 fn placement(r: &Report) -> String {
-    if let Some(p) = &r.placement {
+    if let Some(p) = &r.environment.placement {
         return placed(p);
     }
     let server = r.server.as_ref().map(|s| s.settings.cpu_affinity.as_str());

@@ -250,3 +250,129 @@ fn tls_failure(e: &curl::Error) -> Option<TlsFailure> {
         None
     }
 }
+
+/// The libcurl this process runs with, read at run time: curl-sys's build script runs once
+/// and its output is cached, so a build made before the system libcurl was installed keeps
+/// a bundled copy (another version, no TLS) that no check in a build script can see.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkedLibcurl {
+    /// `curl_version_info`'s version, e.g. `7.88.1`; a bundled build says `8.22.0-DEV`.
+    pub version: String,
+    /// The TLS backend and its version (`OpenSSL/3.0.17`); empty when it has none.
+    pub tls: String,
+    /// The shared object it was loaded from (`/proc/self/maps`); `None` when libcurl is
+    /// linked into the binary itself, as the bundled build is.
+    pub file: Option<String>,
+}
+
+/// The process's memory map, which names every shared object loaded.
+const SELF_MAPS: &str = "/proc/self/maps";
+
+/// The suffix of a version string that curl's own source tree carries (`8.22.0-DEV`), so a
+/// libcurl built from the curl-sys crate's bundled source rather than a distribution's.
+const DEV_SUFFIX: &str = "-DEV";
+
+impl LinkedLibcurl {
+    /// Reads the version from libcurl itself and the file from `/proc/self/maps`.
+    pub fn detect() -> LinkedLibcurl {
+        let info = ::curl::Version::get();
+        let maps = std::fs::read_to_string(SELF_MAPS).unwrap_or_default();
+        LinkedLibcurl {
+            version: info.version().to_string(),
+            tls: info.ssl_version().unwrap_or("").to_string(),
+            file: libcurl_file(&maps),
+        }
+    }
+
+    /// True when this is a distribution's libcurl: a shared object of its own, with a
+    /// release's version.
+    pub fn is_system(&self) -> bool {
+        self.file.is_some() && !self.version.ends_with(DEV_SUFFIX)
+    }
+
+    /// Refuses a libcurl that is not the system's: the `curl-*` figures would then depend on
+    /// which machine built rpcbench and when.
+    pub fn check(&self) -> Result<(), BundledLibcurl> {
+        if self.is_system() {
+            Ok(())
+        } else {
+            Err(BundledLibcurl {
+                version: self.version.clone(),
+            })
+        }
+    }
+}
+
+/// The libcurl linked is curl-sys's bundled copy, not the system library.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "rpcbench was built with a bundled libcurl {version}, not the system's: install \
+     libcurl4-openssl-dev, run `cargo clean -p curl-sys`, then build again (or leave the \
+     curl transports out with --transports)"
+)]
+pub struct BundledLibcurl {
+    /// The version it reports.
+    pub version: String,
+}
+
+/// The path of the libcurl shared object in a `/proc/PID/maps` text, if one is mapped.
+fn libcurl_file(maps: &str) -> Option<String> {
+    maps.lines()
+        .filter_map(|line| line.split_whitespace().nth(5))
+        .find(|path| {
+            let name = path.rsplit('/').next().unwrap_or(path);
+            name.starts_with("libcurl") && name.contains(".so")
+        })
+        .map(str::to_string)
+}
+
+#[cfg(test)]
+mod linked_tests {
+    use super::*;
+
+    const MAPS: &str = "\
+7f1c2a000000-7f1c2a01e000 r--p 00000000 08:01 1312 /usr/lib/x86_64-linux-gnu/libcurl.so.4.8.0
+7f1c2a200000-7f1c2a21e000 r--p 00000000 08:01 1313 /usr/lib/x86_64-linux-gnu/libssl.so.3
+7ffd5a000000-7ffd5a021000 rw-p 00000000 00:00 0    [stack]
+";
+
+    fn linked(version: &str, file: Option<&str>) -> LinkedLibcurl {
+        LinkedLibcurl {
+            version: version.to_string(),
+            tls: String::new(),
+            file: file.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn the_shared_object_is_found_in_the_maps() {
+        assert_eq!(
+            libcurl_file(MAPS).as_deref(),
+            Some("/usr/lib/x86_64-linux-gnu/libcurl.so.4.8.0")
+        );
+        assert_eq!(libcurl_file("7ffd-7ffe rw-p 0 00:00 0 [stack]\n"), None);
+        assert_eq!(libcurl_file(""), None);
+    }
+
+    #[test]
+    fn a_bundled_libcurl_is_refused_in_one_line() {
+        let so = Some("/usr/lib/x86_64-linux-gnu/libcurl.so.4.8.0");
+        assert!(linked("7.88.1", so).check().is_ok());
+        // curl-sys's bundled source: a -DEV version, linked into the binary.
+        let err = linked("8.22.0-DEV", None).check().unwrap_err();
+        let line = err.to_string();
+        assert!(line.contains("bundled libcurl 8.22.0-DEV"), "{line}");
+        assert!(line.contains("cargo clean -p curl-sys"), "{line}");
+        assert!(!line.contains('\n'), "{line}");
+        // Either sign alone is enough to refuse it.
+        assert!(linked("8.22.0-DEV", so).check().is_err());
+        assert!(linked("7.88.1", None).check().is_err());
+    }
+
+    #[test]
+    fn this_build_links_the_system_libcurl() {
+        // build.rs refuses any other, and the check must agree with it here.
+        let here = LinkedLibcurl::detect();
+        assert!(here.is_system(), "{here:?}");
+    }
+}

@@ -29,6 +29,7 @@ pub mod tls;
 
 use crate::resolve::{AddrMode, LookupNameError, Names};
 use crate::tcpinfo::TcpInfoTally;
+pub use curl::{BundledLibcurl, LinkedLibcurl};
 use std::cell::Cell;
 use std::net::SocketAddr;
 use std::sync::Arc;
