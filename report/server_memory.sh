@@ -20,8 +20,8 @@
 # times the size of the issue's table, against a fresh rpcbench-echo and against nginx (one
 # worker, the files served from disk) under the same readers:
 #   h1        100*SCALE HTTP/1.1 connections, each asking a 16 MiB reply and never reading
-#   h2-one    one HTTP/2 connection, SETTINGS_INITIAL_WINDOW_SIZE 0, 200*SCALE streams of
-#             16 MiB
+#   h2-full   SCALE HTTP/2 connections, SETTINGS_INITIAL_WINDOW_SIZE 0, each with every
+#             stream the server allows (100, nginx's and h2o's limit too) asking 16 MiB
 #   h2-many   200*SCALE HTTP/2 connections at window 0, 20 streams of 1 MiB each
 #   tcp       100*SCALE raw TCP connections asking 16 MiB replies, never reading (no nginx)
 # It prints RSS before, while the readers hold on and after they left, what the issue
@@ -405,7 +405,7 @@ PY
     }
     mib=$((1024 * 1024))
     echo_row h1 h1 $((100 * scale)) 1 $((16 * mib))
-    echo_row h2-one h2 1 $((200 * scale)) $((16 * mib))
+    echo_row h2-full h2 "$scale" 100 $((16 * mib))
     echo_row h2-many h2 $((200 * scale)) 20 $mib
     echo_row tcp tcp $((100 * scale)) 1 $((16 * mib - 26))
 
@@ -457,7 +457,7 @@ PY
     sleep 0.5
     attack nginx h1 h1 "$worker" 127.0.0.1 "$h1_port" $((100 * scale)) 1 $((16 * mib)) /echo \
         http "$h1_port" /small
-    attack nginx h2-one h2 "$worker" 127.0.0.1 "$h2_port" 1 $((200 * scale)) $((16 * mib)) /echo \
+    attack nginx h2-full h2 "$worker" 127.0.0.1 "$h2_port" "$scale" 100 $((16 * mib)) /echo \
         http "$h1_port" /small
     attack nginx h2-many h2 "$worker" 127.0.0.1 "$h2_port" $((200 * scale)) 20 $mib /echo1m \
         http "$h1_port" /small
@@ -492,7 +492,7 @@ PY
         done
     )
     say "$table" ""
-    say "conns:     the readers' connections (h2-one: one connection of 200*SCALE streams)" \
+    say "conns:     the readers' connections (h2-full: SCALE connections of 100 streams each)" \
         "RSS held:  VmRSS while the readers hold their connections" \
         "allowed:   the start plus --max-buffered plus 32 KiB per open connection (issue #23)" \
         "back:      RSS after the readers left, against the start" \

@@ -114,6 +114,8 @@ impl Budget {
 pub struct ConnShare {
     max: u64,
     held: AtomicU64,
+    /// HTTP/2 streams open on the connection ([`StreamLease`]).
+    streams: AtomicU64,
 }
 
 impl ConnShare {
@@ -123,6 +125,7 @@ impl ConnShare {
         ConnShare {
             max: (budget.max / 4).max(u64::from(max_frame)),
             held: AtomicU64::new(0),
+            streams: AtomicU64::new(0),
         }
     }
 
@@ -185,6 +188,40 @@ impl Drop for Lease {
         if let Some(conn) = &self.conn {
             conn.held.fetch_sub(self.n, Relaxed);
         }
+    }
+}
+
+/// An open HTTP/2 stream's own memory (its head, task and stream state), taken from the
+/// budget for as long as the stream is open, as a large request's would be: the small
+/// share stays for small bodies.
+///
+/// Except one: a stream opened when none is open on its connection costs the budget
+/// nothing. It is part of what the connection itself costs, which `--max-connections`
+/// bounds, so a healthy client's call on a fresh connection is never refused because
+/// other clients' stalled streams spent the budget. At most one stream per connection is
+/// free at a time: the next free one comes only when every stream there has closed.
+#[derive(Debug)]
+pub struct StreamLease {
+    _lease: Lease,
+    conn: Arc<ConnShare>,
+}
+
+impl StreamLease {
+    /// Opens a stream on `conn` costing `cost` bytes; `None` when the budget or the
+    /// connection's share has not got them.
+    pub fn open(budget: &Arc<Budget>, conn: &Arc<ConnShare>, cost: u64) -> Option<StreamLease> {
+        let first = conn.streams.fetch_add(1, Relaxed) == 0;
+        let mut stream = StreamLease {
+            _lease: Lease::new(budget, Some(conn), u64::MAX),
+            conn: conn.clone(),
+        };
+        (first || stream._lease.grow_to(cost)).then_some(stream)
+    }
+}
+
+impl Drop for StreamLease {
+    fn drop(&mut self) {
+        self.conn.streams.fetch_sub(1, Relaxed);
     }
 }
 
@@ -312,6 +349,36 @@ mod tests {
         assert_eq!(budget.held(), 1 << 20, "a refused share takes nothing");
         drop(a);
         assert!(b.grow_to(10));
+    }
+
+    #[test]
+    fn a_connections_first_stream_is_free_while_stalled_streams_spent_the_budget() {
+        let max = 1 << 20;
+        let budget = Arc::new(Budget::new(max));
+        let cost = 4096;
+        let stalled = Arc::new(ConnShare::new(&budget, 1 << 20));
+        let mut open = Vec::new();
+        while let Some(s) = StreamLease::open(&budget, &stalled, cost) {
+            open.push(s);
+        }
+        let large = max - max / SMALL_SHARE;
+        assert_eq!(
+            budget.held(),
+            large,
+            "streams spent the large share, one free"
+        );
+        // A fresh connection: its first stream opens, its second does not.
+        let fresh = Arc::new(ConnShare::new(&budget, 1 << 20));
+        let first = StreamLease::open(&budget, &fresh, cost).expect("the first is free");
+        assert!(StreamLease::open(&budget, &fresh, cost).is_none());
+        // ...and its small body still fits in the small share.
+        assert!(Lease::new(&budget, Some(&fresh), 100).grow_to(100));
+        // Only when every stream there has closed is the next one free again.
+        drop(first);
+        let again = StreamLease::open(&budget, &fresh, cost).expect("free again");
+        drop((open, again));
+        assert_eq!(budget.held(), 0);
+        assert_eq!(stalled.streams.load(Relaxed), 0);
     }
 
     #[test]

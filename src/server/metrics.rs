@@ -155,6 +155,27 @@ pub fn render(snap: &StatsSnapshot) -> String {
     );
     family(
         &mut out,
+        &own("write_timeout_seconds"),
+        Kind::Gauge,
+        "A connection whose reply takes no byte for this long is closed (--write-timeout).",
+        &[("", snap.settings.write_timeout_s)],
+    );
+    family(
+        &mut out,
+        &own("idle_timeout_seconds"),
+        Kind::Gauge,
+        "A connection that sends nothing for this long is closed (--idle-timeout).",
+        &[("", snap.settings.idle_timeout_s)],
+    );
+    family(
+        &mut out,
+        &own("http2_max_concurrent_streams"),
+        Kind::Gauge,
+        "HTTP/2 streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS).",
+        &[("", f64::from(snap.settings.http2_max_streams))],
+    );
+    family(
+        &mut out,
         &own("connections_total"),
         Kind::Counter,
         "Connections accepted, including those closed at once for the connection limit.",

@@ -281,6 +281,7 @@ impl ServerConfig {
             idle_timeout_s: self.idle_timeout.as_secs_f64(),
             max_buffered: self.max_buffered,
             write_timeout_s: self.write_timeout.as_secs_f64(),
+            http2_max_streams: http::MAX_STREAMS,
             dns: self.dns.as_ref().map(|d| stats::DnsSettings {
                 name: d.name.clone(),
                 answer: self.dns_answer(d).to_string(),

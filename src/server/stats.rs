@@ -327,6 +327,10 @@ pub struct ServerSettings {
     /// Zero from a server from before it.
     #[serde(default)]
     pub write_timeout_s: f64,
+    /// The most HTTP/2 streams open at once on one connection
+    /// (`SETTINGS_MAX_CONCURRENT_STREAMS`). Zero from a server from before it.
+    #[serde(default)]
+    pub http2_max_streams: u32,
     /// The DNS responder, when it is on.
     pub dns: Option<DnsSettings>,
 }

@@ -15,7 +15,7 @@ mod route;
 pub(super) use reply::server_timing;
 
 use super::Shared;
-use super::budget::{ConnShare, Lease};
+use super::budget::{ConnShare, StreamLease};
 use super::grpc::{self, Grpc};
 use super::registry::Registry;
 use super::stats::{ProtoCounters, Reject, Stats};
@@ -382,11 +382,10 @@ async fn serve<S: HttpIo>(
                 async move {
                     let mut busy = InFlight::enter(&state, true);
                     // The stream's own memory comes out of the budget for as long as it
-                    // is open, as a large request's would (the small share stays for
-                    // small bodies).
-                    let mut stream =
-                        Lease::new(&state.shared.stats.budget, Some(&state.share), u64::MAX);
-                    let resp = if !stream.grow_to(STREAM_COST) {
+                    // is open, but for a connection's only stream (StreamLease).
+                    let stream =
+                        StreamLease::open(&state.shared.stats.budget, &state.share, STREAM_COST);
+                    let resp = if stream.is_none() {
                         if grpc::is_grpc(&req) {
                             grpc::over_budget(&state.shared).map(Either::Right)
                         } else {
@@ -631,7 +630,7 @@ struct Sending<B> {
     /// been asked yet).
     ready: bool,
     /// An HTTP/2 stream's share of the budget, given back when the stream is done.
-    _stream: Option<Lease>,
+    _stream: Option<StreamLease>,
 }
 
 impl<B> Sending<B> {
@@ -646,8 +645,8 @@ impl<B> Sending<B> {
     }
 
     /// Keeps `stream`, the lease of the stream this body answers, until it is dropped.
-    fn holding(mut self, stream: Lease) -> Sending<B> {
-        self._stream = Some(stream);
+    fn holding(mut self, stream: Option<StreamLease>) -> Sending<B> {
+        self._stream = stream;
         self
     }
 
