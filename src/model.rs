@@ -166,7 +166,11 @@ pub fn least_squares(points: &[(f64, f64)]) -> Option<(f64, f64)> {
 /// `reports` (runs with `link_rtt_us` and at least one ok call); sorted by key.
 pub fn fit_reports(reports: &[&Report]) -> Vec<Fit> {
     let mut groups: std::collections::BTreeMap<ModelKey, Vec<[f64; 2]>> = Default::default();
-    for r in reports.iter().flat_map(|r| &r.runs) {
+    // Not the unshared twins a default run adds beside h2-mux and grpc-mux at 16 workers
+    // (`h2 ip c16`): their fixed cost is not the one-worker run's of the same key, and one
+    // line through both would fit neither.
+    let twin = |r: &&RunRecord| r.mux_comparison && r.transport.unshared_twin().is_none();
+    for r in reports.iter().flat_map(|r| &r.runs).filter(|r| !twin(r)) {
         if let (Some(rtt), Some(l)) = (r.link_rtt_us, r.latency_us) {
             groups
                 .entry(ModelKey::of(r))

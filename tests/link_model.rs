@@ -255,6 +255,11 @@ fn means_are_c_plus_k_rtt_and_the_fitted_k_is_the_protocols() {
                     &WARMUP.to_string(),
                     "--link-rtt",
                     &format!("{rtt}ms"),
+                    // One worker for every transport, h2-mux and grpc-mux too: the model
+                    // is c + k x D for one call at a time (without -c the run adds rows at
+                    // 16 workers, whose calls queue on the link and whose c is not this).
+                    "-c",
+                    "1",
                 ],
                 out,
             )

@@ -637,3 +637,100 @@ fn a_dropped_frame_is_answered_by_its_seq() {
     assert_eq!(server.stats().rejected(Reject::OverBudgetFrame), 1);
     c.check_echo(300_001, b"next");
 }
+
+/// A TLS connection to `addr` (verified against the CA in `ca`) that has sent `request`
+/// and will read nothing: the TLS records of the reply pile up in its small receive
+/// buffer, then in the server's, and the server meets a full socket.
+fn tls_non_reader(addr: SocketAddr, ca: &std::path::Path, request: &[u8]) -> TcpStream {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, ServerName};
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = ServerName::try_from("localhost").unwrap();
+    let mut conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let mut sock = non_reader(addr);
+    sock.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    while conn.is_handshaking() {
+        conn.complete_io(&mut sock).expect("the TLS handshake");
+    }
+    conn.writer().write_all(request).unwrap();
+    while conn.wants_write() {
+        conn.write_tls(&mut sock).unwrap();
+    }
+    sock
+}
+
+/// The same slow readers over TLS, against the real binary (its allocator, its RSS):
+/// 200 HTTPS connections each asking a 16 MiB reply and never reading. rustls buffers at
+/// most 16 KiB of plaintext per connection and pattern replies hold no budget, so the
+/// server stays under the budget plus 32 KiB a connection, and a healthy call is answered.
+#[test]
+fn https_non_readers_hold_no_reply() {
+    const CONNS: u64 = 200;
+    let _turn = one_at_a_time();
+    let dir = std::env::temp_dir().join(format!("rpcbench-https-readers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = dir.join("ca.pem");
+    let echo =
+        common::EchoProcess::spawn(&["--https", "127.0.0.1:0", "--ca-out", ca.to_str().unwrap()]);
+    let https = echo.https.expect("the https listener");
+    let stats = |easy: &mut curl::easy::Easy| -> StatsSnapshot {
+        let reply = curl_call(
+            easy,
+            "GET",
+            &format!("http://{}/stats", echo.http),
+            None,
+            &[],
+        );
+        serde_json::from_slice(&reply.body).expect("/stats is JSON")
+    };
+    let mut easy = curl::easy::Easy::new();
+    let before = echo.proc_status_kib("VmRSS");
+    let request = format!("GET /echo?reply_len={BIG} HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    let conns: Vec<TcpStream> = (0..CONNS)
+        .map(|_| tls_non_reader(https, &ca, request.as_bytes()))
+        .collect();
+    let deadline = Instant::now() + IO_TIMEOUT;
+    // Requests are counted as HTTP's whichever listener took them: the readers' and each
+    // /stats call before its own reply.
+    let mut asked = 0;
+    while stats(&mut easy).http.requests < CONNS + asked + 1 && Instant::now() < deadline {
+        asked += 1;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(SETTLE);
+    let snap = stats(&mut easy);
+    assert_eq!(
+        snap.http.requests,
+        CONNS + asked + 2,
+        "every reader's request was taken"
+    );
+    assert_eq!(snap.https.connections_open, CONNS);
+    // A healthy call on a fresh connection, meanwhile.
+    let started = Instant::now();
+    let url = format!("http://{}/echo?reply_len=64&seq=9", echo.http);
+    let reply = curl_call(&mut easy, "GET", &url, None, &[]);
+    assert!(reply.status == 200 && wire::is_pattern(9, &reply.body));
+    assert!(started.elapsed() < HEALTHY_WITHIN);
+    let grown = echo.proc_status_kib("VmRSS").saturating_sub(before) as f64 / 1024.0;
+    eprintln!("{CONNS} HTTPS non-readers grew rpcbench-echo by {grown:.1} MiB");
+    // The bar: the budget plus 32 KiB per open connection. Before: a 16 MiB reply
+    // each, 3.2 GB for 200. (Measured: about 50 KiB a connection, rustls's buffers with
+    // the handshake's state; no reply is held.)
+    let allowed = (snap.settings.max_buffered + CONNS * 32 * 1024) as f64 / (1 << 20) as f64;
+    assert!(
+        grown < allowed,
+        "{CONNS} HTTPS non-readers grew the server by {grown:.1} MiB, over {allowed:.1}"
+    );
+    drop(conns);
+    drop(echo);
+    let _ = std::fs::remove_dir_all(&dir);
+}
