@@ -260,6 +260,46 @@ fn connection_close_is_honoured() {
     assert_rejects(&snap, &[]);
 }
 
+/// A refusal sent before the body is in does not cut the client off: the server reads
+/// the rest of the body and drops it, so the client can finish sending (no reset) and the
+/// connection serves the next request. Closing at once instead made curl fail with
+/// "Failed sending data to the peer" on some runs, before it read the refusal.
+#[test]
+fn a_refused_body_is_read_and_the_connection_goes_on() {
+    let max_frame = 64 * 1024;
+    let server = TestServer::start(rpcbench::server::ServerConfig {
+        max_frame,
+        ..common::config()
+    });
+    let body = vec![7u8; 16 * max_frame as usize];
+    for (path, status) in [("/echo", 413), ("/echo?delay_us=x", 400), ("/nowhere", 404)] {
+        let mut stream = TcpStream::connect(server.http).unwrap();
+        stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        let mut buf = Vec::new();
+        let refused = read_http1(&mut stream, &mut buf);
+        assert_eq!(refused.status, status, "POST {path}");
+        // Had the server closed, the kernel would have reset the connection by now.
+        std::thread::sleep(Duration::from_millis(100));
+        stream
+            .write_all(&body)
+            .unwrap_or_else(|e| panic!("POST {path}: sending the body after the refusal: {e}"));
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        let next = read_http1(&mut stream, &mut buf);
+        assert_eq!(
+            (next.status, &next.body[..]),
+            (200, &b"ok"[..]),
+            "POST {path}"
+        );
+    }
+}
+
 /// A client may shut its write side once its request is sent (HTTP/1 half-close, as
 /// `nc -N` does): the reply still comes, also when the server delays it, and then the
 /// server closes its side.

@@ -15,7 +15,8 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::{Body as _, Incoming};
 use hyper::header::{self, HeaderValue};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::http::request::Parts;
+use hyper::{Method, Request, Response, StatusCode, Version};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -28,8 +29,11 @@ pub(super) async fn route(
 ) -> Response<Body> {
     shared.stats.http.requests.fetch_add(1, Relaxed);
     let got_it = Instant::now();
-    let result = match (req.uri().path(), req.method()) {
-        ("/echo", &Method::POST | &Method::GET) => echo(req, shared, share, got_it).await,
+    let (mut parts, mut body) = req.into_parts();
+    let result = match (parts.uri.path(), &parts.method) {
+        ("/echo", &Method::POST | &Method::GET) => {
+            echo(&mut parts, &mut body, shared, share, got_it).await
+        }
         ("/healthz", &Method::GET) => Ok(reply::text(StatusCode::OK, "ok")),
         ("/stats", &Method::GET) => Ok(reply::json(
             serde_json::to_vec(&shared.stats.snapshot()).unwrap_or_default(),
@@ -42,6 +46,9 @@ pub(super) async fn route(
         (path, _) => Err(HttpError::NotFound(path.to_string())),
     };
     result.unwrap_or_else(|e| {
+        if parts.version < Version::HTTP_2 && !body.is_end_stream() {
+            drain(body);
+        }
         shared.stats.reject(e.kind());
         let mut resp = reply::text(e.status(), &format!("{e}\n"));
         if let HttpError::MethodNotAllowed(allow) = e {
@@ -50,6 +57,25 @@ pub(super) async fn route(
         }
         resp
     })
+}
+
+/// How long a refused HTTP/1.1 request's unread body is read and dropped.
+///
+/// The refusal is sent before the body is in. Were the connection closed with the body
+/// still arriving, the kernel would answer the client's next segments with a reset, which
+/// can reach the client before it has read the refusal (curl: "Failed sending data to the
+/// peer"). Read and dropped in place, the body costs no memory, and once it is in the
+/// connection serves the next request. A body still coming after this long is cut off.
+/// nginx does the same for its refusals (`lingering_close`, 5 s `lingering_timeout`).
+const DRAIN_FOR: Duration = Duration::from_secs(5);
+
+/// Reads `body` to its end, or for [`DRAIN_FOR`], dropping every frame, in a task of its
+/// own: the refusal is written meanwhile.
+fn drain(mut body: Incoming) {
+    tokio::spawn(async move {
+        let to_the_end = async { while let Some(Ok(_)) = body.frame().await {} };
+        let _ = tokio::time::timeout(DRAIN_FOR, to_the_end).await;
+    });
 }
 
 /// The reply to a request refused at once because the buffer budget is spent (an HTTP/2
@@ -163,13 +189,13 @@ fn split_at_byte(text: &str, sep: u8) -> (&str, &str) {
 /// frame, within the buffer budget), waits `delay_us` after `got_it`, and replies with the
 /// body or the pattern.
 async fn echo(
-    req: Request<Incoming>,
+    parts: &mut Parts,
+    body: &mut Incoming,
     shared: &Shared,
     share: &Arc<ConnShare>,
     got_it: Instant,
 ) -> Result<Response<Body>, HttpError> {
     let config = &shared.config;
-    let (parts, body) = req.into_parts();
     let mut params = EchoParams::parse(parts.uri.query())?;
     if let Some(value) = parts.headers.get(&SEQ_NAME) {
         let seq = value
@@ -221,7 +247,12 @@ async fn echo(
         None => Payload::Bytes(body),
         Some(n) => Payload::pattern(params.seq.unwrap_or(0), n as usize),
     };
-    Ok(reply::echo(payload, parts.headers, params.seq, got_it))
+    Ok(reply::echo(
+        payload,
+        std::mem::take(&mut parts.headers),
+        params.seq,
+        got_it,
+    ))
 }
 
 /// Reads a request body of `declared` bytes (when the client said) into a buffer leased
@@ -229,7 +260,7 @@ async fn echo(
 /// what arrives. At most the max frame; over the budget the request is refused and what
 /// was read so far let go.
 async fn read_body(
-    mut body: Incoming,
+    body: &mut Incoming,
     declared: Option<u64>,
     shared: &Shared,
     share: &Arc<ConnShare>,
