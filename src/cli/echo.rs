@@ -324,6 +324,8 @@ pub fn runtime(threads: Option<usize>) -> std::io::Result<tokio::runtime::Runtim
     builder
         .thread_name(crate::server::THREAD_NAMES[0])
         .on_thread_stop(crate::host::note_thread_end)
+        // Each worker gives its free memory back as it goes idle (server::memory).
+        .on_thread_park(crate::server::memory::on_idle)
         .enable_all()
         .build()
 }

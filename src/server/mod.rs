@@ -15,6 +15,7 @@ mod grpc;
 mod grpc_echo;
 mod handle;
 mod http;
+pub(crate) mod memory;
 pub mod metrics;
 mod payload;
 mod pool;
@@ -359,6 +360,7 @@ pub(crate) struct ConnGuard {
 impl Drop for ConnGuard {
     fn drop(&mut self) {
         (self.which)(&self.proto).open.fetch_sub(1, Relaxed);
+        memory::note_release();
     }
 }
 
@@ -454,42 +456,6 @@ fn nap_until(deadline: Instant) {
         // default: as large as a loopback round trip. 1 ns asks for the real deadline.
         let _ = nix::sys::prctl::set_timerslack(1);
         std::thread::sleep(nap);
-    }
-}
-
-/// How often the server lets its allocator return memory freed meanwhile to the kernel.
-///
-/// mimalloc (the allocator of `rpcbench-echo`) returns freed pages one purge delay (1 s)
-/// after they were freed, but only from inside a later allocation or free that frees a
-/// page: a server left idle after 10,000 connections closed kept their memory for good
-/// (RSS measured flat for 12 s after closing, `report/server_memory.md`). Every two
-/// seconds is often enough that memory comes back within a few seconds of connections
-/// closing, and costs one allocation per tick.
-const TIDY_EVERY: Duration = Duration::from_secs(2);
-
-/// The block [`tidy_memory`] allocates and frees: above mimalloc's largest object that
-/// shares a page (512 KiB), so that it has a page of its own, and freeing that page runs
-/// the allocator's purge of what is due. Never written to, so it is never resident.
-const TIDY_BLOCK: usize = 1 << 20;
-
-/// Every [`TIDY_EVERY`], allocates and frees [`TIDY_BLOCK`] bytes until shutdown starts:
-/// the only way to ask mimalloc to return memory without `unsafe` (its `mi_collect` is a C
-/// function; the `mimalloc` crate exposes no safe call for it, and its purge delay can
-/// only be set by an environment variable read before `main`). With another allocator it
-/// is one harmless allocation per tick.
-async fn tidy_memory(shutdown: watch::Receiver<bool>) {
-    let mut tick = tokio::time::interval(TIDY_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let stop = stopping(shutdown);
-    tokio::pin!(stop);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {
-                // black_box: an allocation nobody reads may be optimised away.
-                drop(std::hint::black_box(Vec::<u8>::with_capacity(TIDY_BLOCK)));
-            }
-            _ = &mut stop => return,
-        }
     }
 }
 
@@ -663,7 +629,7 @@ impl EchoServer {
             tokio::spawn(unix::accept_loop(listener, shared.clone()));
             file
         });
-        tokio::spawn(tidy_memory(shared.shutdown.clone()));
+        tokio::spawn(memory::tidy(shared.shutdown.clone()));
         let dns_addr = dns.map(|(socket, tcp, zone, addr)| {
             tokio::spawn(dns::serve(socket, zone.clone(), shared.clone()));
             tokio::spawn(dns::serve_tcp(tcp, zone, shared.clone()));

@@ -67,6 +67,9 @@ impl ThreadPool {
             .spawn(move || {
                 pool.work(job);
                 crate::host::note_thread_end();
+                // The thread's heap goes back to mimalloc as it exits: collected by the
+                // next thread that goes idle (server::memory).
+                super::memory::note_release();
             })
             .map(drop)
     }
@@ -79,6 +82,7 @@ impl ThreadPool {
         let mut job = first;
         loop {
             job();
+            super::memory::on_idle();
             {
                 let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
                 if idle.len() >= MAX_IDLE {

@@ -1,5 +1,7 @@
-//! Thin, safe wrappers over the few system calls that neither `std`, `nix` nor `socket2`
-//! wraps. The only place in the crate where `unsafe` code is allowed; each call is one
-//! small function with its safety argument beside it.
+//! Thin, safe wrappers over the few foreign calls that neither `std`, `nix`, `socket2` nor
+//! `mimalloc` wraps: a system call and one allocator call. The only place in the crate
+//! where `unsafe` code is allowed; each call is one small function with its safety
+//! argument beside it.
 
+pub mod alloc;
 pub mod tcp_info;
