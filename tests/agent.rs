@@ -13,7 +13,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 /// The probe interval of the agents here.
@@ -268,6 +269,25 @@ fn calls(samples: &[Sample], peer: &str, transport: &str) -> f64 {
         })
         .map(|s| s.2)
         .sum()
+}
+
+/// The agent's threads and open files at `last` are where they were at `first`, give or
+/// take a couple of threads and a few sockets in passing.
+fn assert_threads_and_files_held(first: &[Sample], last: &[Sample]) {
+    let threads = |s: &[Sample]| value(s, "process_threads", &[]).unwrap();
+    let fds = |s: &[Sample]| value(s, "process_open_fds", &[]).unwrap();
+    assert!(
+        threads(last) <= threads(first) + 2.0,
+        "threads grew: {} -> {}",
+        threads(first),
+        threads(last)
+    );
+    assert!(
+        fds(last) <= fds(first) + 8.0,
+        "open files grew: {} -> {}",
+        fds(first),
+        fds(last)
+    );
 }
 
 /// The series of `peer` still listed.
@@ -589,8 +609,6 @@ fn dead_peers_cost_one_call_per_interval() {
     });
     let started = Instant::now();
     let rss_first = agent.rss_kib();
-    let threads = |s: &[Sample]| value(s, "process_threads", &[]).unwrap();
-    let fds = |s: &[Sample]| value(s, "process_open_fds", &[]).unwrap();
     // Bounded in time: 30 intervals.
     let mut last = first.clone();
     while started.elapsed() < 30 * INTERVAL {
@@ -658,18 +676,7 @@ fn dead_peers_cost_one_call_per_interval() {
         .unwrap_or(0.0);
         assert_eq!(lost + ct, calls(&last, "silent", t), "silent {t}");
     }
-    assert!(
-        threads(&last) <= threads(&first) + 2.0,
-        "threads grew: {} -> {}",
-        threads(&first),
-        threads(&last)
-    );
-    assert!(
-        fds(&last) <= fds(&first) + 8.0,
-        "open files grew: {} -> {}",
-        fds(&first),
-        fds(&last)
-    );
+    assert_threads_and_files_held(&first, &last);
     let rss_last = agent.rss_kib();
     assert!(
         rss_last < rss_first + 8 * 1024,
@@ -965,4 +972,149 @@ fn a_named_peer_is_resolved_per_mode() {
         .unwrap();
     assert_eq!(sample.1["mode"], "system");
     assert_eq!(sample.1["address"], "localhost");
+}
+
+/// What a hostile peer does on each connection, once the prober's first bytes arrived.
+#[derive(Clone, Copy)]
+enum Hostile {
+    /// Writes `head`, then junk without end, as fast as the prober takes it.
+    Flood(&'static [u8]),
+    /// Writes one byte of junk every 20 ms without end.
+    Trickle,
+}
+
+/// A peer on `127.0.0.1:0` that answers every connection as `how` says, until `stop` is
+/// set; each connection on a thread of its own, which ends when the prober closes it or
+/// after 64 MiB. The accept loop ends at `stop` (one last connect wakes it).
+fn hostile_peer(how: Hostile, stop: &Arc<AtomicBool>) -> (u16, std::thread::JoinHandle<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let stop = stop.clone();
+    let accepting = std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            if stop.load(Relaxed) {
+                return;
+            }
+            let Ok(mut conn) = conn else { continue };
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
+                let mut first = [0u8; 512];
+                if !matches!(std::io::Read::read(&mut conn, &mut first), Ok(n) if n > 0) {
+                    return;
+                }
+                let junk = [b'x'; 64 * 1024];
+                let mut sent = 0usize;
+                if let Hostile::Flood(head) = how
+                    && conn.write_all(head).is_err()
+                {
+                    return;
+                }
+                while !stop.load(Relaxed) && sent < 64 << 20 {
+                    let chunk: &[u8] = match how {
+                        Hostile::Flood(_) => &junk,
+                        Hostile::Trickle => {
+                            std::thread::sleep(Duration::from_millis(20));
+                            &junk[..1]
+                        }
+                    };
+                    if conn.write_all(chunk).is_err() {
+                        return;
+                    }
+                    sent += chunk.len();
+                }
+            });
+        }
+    });
+    (port, accepting)
+}
+
+/// The agent with every peer hostile (issue #35, step 5): replies that claim 16 MiB or a
+/// gigabyte and keep coming, a header without end, replies trickled a byte at a time.
+/// Every probe fails and is counted once, none is ok, and the agent's memory, threads and
+/// files stay where they were: a hostile peer cannot make it hold what it sends.
+#[test]
+fn hostile_peers_cannot_grow_the_agent() {
+    let stop = Arc::new(AtomicBool::new(false));
+    // A raw TCP reply head claiming 16 MiB - 1 (the length prefix), then junk.
+    let (tcp_flood, t1) = hostile_peer(Hostile::Flood(&[0x00, 0xff, 0xff, 0xff]), &stop);
+    let (http_flood, t2) = hostile_peer(
+        Hostile::Flood(b"HTTP/1.1 200 OK\r\ncontent-length: 1000000000\r\n\r\n"),
+        &stop,
+    );
+    let (endless_head, t3) = hostile_peer(Hostile::Flood(b"HTTP/1.1 200 OK\r\nx-junk: "), &stop);
+    let (trickle, t4) = hostile_peer(Hostile::Trickle, &stop);
+    let peers =
+        entry("flood", tcp_flood, http_flood, "") + &entry("endless", trickle, endless_head, "");
+    let agent = Agent::start(&peers, &["--timeout", "100ms"]);
+    let transports = ["tcp", "http-keepalive", "http-fresh"];
+    let first = agent.wait_for("probes counted", |s| {
+        transports
+            .iter()
+            .all(|t| calls(s, "flood", t) >= 2.0 && calls(s, "endless", t) >= 2.0)
+    });
+    let rss_first = agent.rss_kib();
+    let mut rss_most = rss_first;
+    let started = Instant::now();
+    let mut last = first.clone();
+    // Bounded in time: 30 intervals.
+    while started.elapsed() < 30 * INTERVAL {
+        std::thread::sleep(INTERVAL);
+        last = agent.scrape();
+        rss_most = rss_most.max(agent.rss_kib());
+    }
+    for peer in ["flood", "endless"] {
+        for t in transports {
+            let made = calls(&last, peer, t);
+            assert!(
+                made > calls(&first, peer, t),
+                "{peer} {t}: no probe in 30 intervals"
+            );
+            let ok = value(
+                &last,
+                "rpcbench_probe_calls_total",
+                &[("peer", peer), ("transport", t), ("outcome", "ok")],
+            )
+            .unwrap_or(0.0);
+            assert_eq!(ok, 0.0, "{peer} {t}: a hostile reply counted as ok");
+        }
+    }
+    // The floods are refused for their size, not read to the end.
+    for t in transports {
+        let above = value(
+            &last,
+            "rpcbench_probe_calls_total",
+            &[
+                ("peer", "flood"),
+                ("transport", t),
+                ("outcome", "reply_above_max"),
+            ],
+        )
+        .unwrap_or(0.0);
+        // Refused as replies above --max-reply: all of them here, at least half however
+        // loaded the machine (a probe may time out at 100 ms before its flood begins).
+        let made = calls(&last, "flood", t);
+        assert!(
+            above >= 1.0 && above >= made / 2.0,
+            "flood {t}: {above} of {made} probes refused as replies above --max-reply"
+        );
+    }
+    assert_threads_and_files_held(&first, &last);
+    // Each flood could have sent 64 MiB a probe, 30 probes and more a transport.
+    assert!(
+        rss_most < rss_first + 16 * 1024,
+        "RSS grew from {rss_first} KiB to {rss_most} KiB under hostile peers"
+    );
+    eprintln!("agent RSS under hostile peers: {rss_first} KiB, at most {rss_most} KiB");
+    stop.store(true, Relaxed);
+    drop(agent);
+    for (port, t) in [
+        (tcp_flood, t1),
+        (http_flood, t2),
+        (endless_head, t3),
+        (trickle, t4),
+    ] {
+        let _ = std::net::TcpStream::connect(("127.0.0.1", port));
+        t.join().unwrap();
+    }
 }
