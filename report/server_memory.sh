@@ -320,9 +320,12 @@ def one():
             if not chunk:
                 break
             got += chunk
-            if kind == "tcp" and len(got) >= 11:
+            # A reply frame is its 4-byte length and that many bytes: 10 in all when the
+            # server's time fits one varint byte (under 128 ns), so read the length.
+            if kind == "tcp" and len(got) >= 4 and len(got) >= 4 + struct.unpack(">I", got[:4])[0]:
                 break
-    ok = len(got) >= 11 if kind == "tcp" else got.startswith(b"HTTP/1.1 200")
+    done = kind == "tcp" and len(got) >= 4 and len(got) == 4 + struct.unpack(">I", got[:4])[0]
+    ok = done and got.endswith(b"hi") if kind == "tcp" else got.startswith(b"HTTP/1.1 200")
     return time.monotonic() - start, ok
 
 

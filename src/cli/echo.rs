@@ -325,7 +325,7 @@ pub fn runtime(threads: Option<usize>) -> std::io::Result<tokio::runtime::Runtim
         .thread_name(crate::server::THREAD_NAMES[0])
         .on_thread_stop(crate::host::note_thread_end)
         // Each worker gives its free memory back as it goes idle (server::memory).
-        .on_thread_park(crate::server::memory::on_idle)
+        .on_thread_park(crate::server::memory::on_park)
         .enable_all()
         .build()
 }

@@ -82,7 +82,7 @@ impl ThreadPool {
         let mut job = first;
         loop {
             job();
-            super::memory::on_idle();
+            let _ = super::memory::on_idle();
             {
                 let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
                 if idle.len() >= MAX_IDLE {
