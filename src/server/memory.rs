@@ -12,7 +12,9 @@
 //! thread of [`super::pool`] when its connection ends. A collection is due only when a
 //! connection has closed since the thread's last one, and at most every [`MIN_GAP`], so a
 //! benchmark over kept connections never pays for it and one over fresh connections pays
-//! a collection (tens of microseconds) a quarter of a second at most. A worker that parked
+//! one collection a quarter of a second at most (2.5-27 µs, median 12 µs, measured
+//! under `tcp-connect` and `http-fresh`; up to 10 ms right after 2,000 HTTP/2 connections
+//! closed). A worker that parked
 //! within [`MIN_GAP`] of its last collection would keep what it freed since, so
 //! [`tidy`] wakes the workers until each has collected since the last close.
 
@@ -26,7 +28,7 @@ use tokio::sync::watch;
 static RELEASED: AtomicU64 = AtomicU64::new(0);
 
 /// The shortest time between two collections on one thread.
-pub(crate) const MIN_GAP: Duration = Duration::from_millis(250);
+const MIN_GAP: Duration = Duration::from_millis(250);
 
 /// How often [`tidy`] looks whether connections closed, and wakes the workers if so.
 const TIDY_EVERY: Duration = Duration::from_secs(1);
@@ -91,8 +93,13 @@ pub(crate) fn on_park() {
         }
         slot.get()
     });
+    // Stored only when it moved: workers park between the calls of a latency run, and a
+    // store on every park would bounce the array's cache line between their cores.
     if let Some(entry) = slot.and_then(|i| COLLECTED.get(i)) {
-        entry.store(LAST.with(|last| last.get().0), Relaxed);
+        let collected = LAST.with(|last| last.get().0);
+        if entry.load(Relaxed) != collected {
+            entry.store(collected, Relaxed);
+        }
     }
 }
 
