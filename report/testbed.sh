@@ -186,6 +186,14 @@ teardown() {
 }
 trap teardown EXIT
 trap 'exit 130' INT TERM
+# A signal between starting a process in the background and noting its PID would leave it
+# running, unknown to the trap: hold INT and TERM across the two, and act on them after.
+HELD=""
+hold_signals() { trap 'HELD=1' INT TERM; }
+release_signals() {
+    trap 'exit 130' INT TERM
+    [ -z "$HELD" ] || exit 130
+}
 
 # A previous run killed hard may have left its namespaces: start clean.
 teardown
@@ -226,8 +234,10 @@ userspace_on() {
     local rt=()
     # A release on time needs a CPU at once: real-time priority, where the system allows it.
     if command -v chrt >/dev/null && chrt -f 50 true 2>/dev/null; then rt=(chrt -f 50); fi
+    hold_signals
     "${rt[@]}" "$BIN/rpcbench-link" "${args[@]}" >"$WORK/link.out" 2>"$WORK/link.err" &
     LINK_PID=$!
+    release_signals
     for _ in $(seq 100); do
         grep -q '^rpcbench-link: up' "$WORK/link.out" 2>/dev/null && break
         kill -0 "$LINK_PID" 2>/dev/null || { wait "$LINK_PID" || true; LINK_PID=""; break; }
@@ -267,9 +277,11 @@ start_server() { # start_server EXTRA-ARGS...: rpcbench-echo in rb-srv, pinned
     stop_server
     # Not through in_srv: `$!` must be the server itself (ip netns exec and taskset both
     # exec into it) so that it can be stopped by PID.
+    hold_signals
     ip netns exec "$SRV" "${SRV_PIN[@]}" "$BIN/rpcbench-echo" --threads 1 --tcp "$SRV_IP:$TCP_PORT" --http "$SRV_IP:$HTTP_PORT" \
         --udp "$SRV_IP:$UDP_PORT" --dns "$SRV_IP:53" --dns-name "$NAME" "$@" >"$WORK/server.out" 2>"$WORK/server.err" &
     SERVER_PID=$!
+    release_signals
     for _ in $(seq 100); do
         [ "$(grep -c '^listening' "$WORK/server.out" 2>/dev/null || true)" -ge 3 ] && return 0
         kill -0 "$SERVER_PID" 2>/dev/null || break

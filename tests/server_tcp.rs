@@ -42,6 +42,24 @@ fn sequential_round_trips_on_one_connection() {
     assert_rejects(&snap, &[]);
 }
 
+/// Writes every request of `reqs` on `c`'s socket at once, from another thread, so that a
+/// full socket buffer on either side cannot deadlock the test while it reads the replies.
+/// The bytes sent, and the writer to join.
+fn pipeline(
+    c: &FrameClient,
+    reqs: &[Request],
+) -> (usize, std::thread::JoinHandle<std::io::Result<()>>) {
+    let mut all = Vec::new();
+    for r in reqs {
+        wire::encode_frame(r, &mut all);
+    }
+    let mut writer = c.stream.try_clone().expect("clone socket");
+    (
+        all.len(),
+        std::thread::spawn(move || writer.write_all(&all)),
+    )
+}
+
 #[test]
 fn pipelined_requests_are_answered_in_order() {
     let server = TestServer::start_default();
@@ -56,15 +74,7 @@ fn pipelined_requests_are_answered_in_order() {
             }
         })
         .collect();
-    let mut all = Vec::new();
-    for r in &reqs {
-        wire::encode_frame(r, &mut all);
-    }
-    // Write everything at once from another thread, so a full socket buffer on either side
-    // cannot deadlock the test, and read the replies here meanwhile.
-    let mut writer = c.stream.try_clone().expect("clone socket");
-    let total = all.len();
-    let write = std::thread::spawn(move || writer.write_all(&all));
+    let (total, write) = pipeline(&c, &reqs);
     for req in &reqs {
         let resp = c.recv();
         assert_reply(req, &resp);
@@ -72,6 +82,54 @@ fn pipelined_requests_are_answered_in_order() {
     write.join().unwrap().expect("pipelined write failed");
     let snap = server.wait_stats(IO_TIMEOUT, "all requests counted", |s| s.tcp.requests == N);
     assert_eq!(snap.tcp.bytes_in, total as u64);
+}
+
+/// A client that stops reading in the middle of its replies, for long enough that the
+/// server parks the connection until it can write again (it waits 5 ms for a stalled
+/// client), gets every byte once it reads again, in order: the rest of a batch, a large
+/// echo and large patterns resumed where they stopped, and the small replies between and
+/// after them. Nothing is answered or counted twice, and every byte written is counted.
+#[test]
+fn a_reader_that_pauses_gets_every_reply_whole_and_once() {
+    let server = TestServer::start_default();
+    let mut c = FrameClient::connect(server.tcp);
+    let mut reqs = vec![
+        echo_req(0, b"first"),
+        echo_req(1, &payload_for(1, 1 << 20)),
+        pattern_req(2, 3 << 20),
+    ];
+    // Small replies, batched, between the large ones.
+    reqs.extend((3..300).map(|seq| echo_req(seq, &payload_for(seq, 100))));
+    reqs.push(pattern_req(300, (2 << 20) + 17));
+    reqs.push(echo_req(301, b"last"));
+    let (total, write) = pipeline(&c, &reqs);
+    for (i, req) in reqs.iter().enumerate() {
+        if i % 100 == 0 {
+            // Long past the server's 5 ms: the rest waits on the reactor.
+            std::thread::sleep(Duration::from_millis(150));
+        }
+        let resp = c.recv();
+        assert_reply(req, &resp);
+    }
+    write.join().unwrap().expect("pipelined write failed");
+    // A write is counted once it returns, which can be after the client has read it.
+    let received = c.received;
+    let snap = server.wait_stats(IO_TIMEOUT, "the bytes read counted as written", |s| {
+        s.tcp.bytes_out >= received
+    });
+    assert_eq!(
+        snap.tcp.requests,
+        reqs.len() as u64,
+        "every request counted once"
+    );
+    assert_eq!(snap.tcp.bytes_in, total as u64);
+    assert_eq!(
+        snap.tcp.bytes_out, received,
+        "every byte written counted once"
+    );
+    assert_rejects(&snap, &[]);
+    // The connection is served as before.
+    c.check_echo(400, b"after the pauses");
 }
 
 #[test]

@@ -15,6 +15,8 @@
 //! Needs root for network namespaces: `cargo test --release --test testbed -- --ignored`
 //! (`.ci/run` does, as root).
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -59,33 +61,6 @@ fn testbed(out: &Path, peers: bool) -> (Option<i32>, String) {
     (output.status.code(), text)
 }
 
-fn assert_nothing_left() {
-    let netns = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    let list = String::from_utf8_lossy(&netns.stdout);
-    assert!(
-        !list.contains("rb-srv") && !list.contains("rb-cli"),
-        "namespaces left: {list}"
-    );
-    assert!(
-        !Path::new("/etc/netns/rb-cli").exists(),
-        "/etc/netns/rb-cli left"
-    );
-    let links = Command::new("ip").args(["link", "show"]).output().unwrap();
-    assert!(
-        !String::from_utf8_lossy(&links.stdout).contains("rb-veth"),
-        "veth left"
-    );
-    let ps = Command::new("pgrep")
-        .args(["-f", "rpcbench-echo .*10.77.0.1"])
-        .output()
-        .unwrap();
-    assert!(
-        ps.stdout.is_empty(),
-        "server left running: {}",
-        String::from_utf8_lossy(&ps.stdout)
-    );
-}
-
 /// The rows of the README's markdown table whose first cell starts with `prefix`.
 fn rows<'a>(readme: &'a str, prefix: &str) -> Vec<&'a str> {
     readme
@@ -105,10 +80,10 @@ fn testbed_runs_twice_reports_and_cleans_up() {
     let _ = std::fs::remove_dir_all(&out);
     // A run without peers first: the second, right after it, must work too.
     let (_, text) = testbed(&out, false);
-    assert_nothing_left();
+    common::netns::assert_testbed_gone();
     assert!(text.contains("report written"), "{text}");
     let (status, text) = testbed(&out, true);
-    assert_nothing_left();
+    common::netns::assert_testbed_gone();
     assert!(text.contains("report written"), "{text}");
     let readme = std::fs::read_to_string(out.join("README.md")).unwrap();
 

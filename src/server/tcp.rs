@@ -15,11 +15,19 @@
 //! connections fit where 2,000 used 578 MiB (issue #10, `report/server_memory.md`).
 //!
 //! Every complete frame already buffered is answered before the replies are written in one
-//! `write_all`, so pipelined requests cost one write per batch instead of one per reply.
-//! A reply is never made whole: its head goes to the batch, and a payload of more than a
-//! few kilobytes is written from where it already is, the static pattern table or the
-//! request's own bytes, so a client that stops reading holds this connection's two small
-//! buffers and its thread, until the write timeout closes it (issue #23). A request frame
+//! go, so pipelined requests cost one write per batch instead of one per reply. A reply is
+//! never made whole: its head goes to the batch, and a payload of more than a few
+//! kilobytes is written from where it already is, the static pattern table or the
+//! request's own bytes (issue #23).
+//!
+//! A client that stops reading does not keep a thread either. A write that the client
+//! takes nothing of for [`BUSY_SPELL`] leaves what is still owed in the connection's state
+//! (the rest of the batch, and how far into a large payload it got) and parks the
+//! connection on the reactor until the socket is writable again; the write timeout counts
+//! from when the client last took a byte, and closes it. A stalled reader so costs a task,
+//! the request it asked with and at most a batch, not a thread whose stack and allocator
+//! heap stay behind after it leaves (issue #35: 1,000 stalled readers used to leave the
+//! server 63% larger once they had gone). A request frame
 //! larger than the small buffer is leased from the server's buffer budget
 //! ([`super::budget`]) when its length prefix arrives; over the budget it is read and
 //! dropped, and answered with status 4.
@@ -54,9 +62,8 @@ where
     /// The thread names of the listener's pool.
     const THREAD_NAME: &'static str;
 
-    /// Sets the blocking socket up for a busy spell: the read timeout is the spell, the
-    /// write timeout (`--write-timeout`) keeps a client that stops reading from holding a
-    /// thread forever.
+    /// Sets the blocking socket up for a busy spell: a read or a write that waits this
+    /// long for the client gives the thread back.
     fn set_timeouts(&self, read: Duration, write: Duration) -> std::io::Result<()>;
     /// Registers the socket with the reactor.
     fn park(self) -> std::io::Result<Self::Parked>;
@@ -65,6 +72,9 @@ where
     /// and the socket type cannot tell them apart without a read; the busy thread then
     /// reads 0 and closes the connection).
     fn readable(parked: &Self::Parked) -> impl Future<Output = std::io::Result<usize>> + Send;
+    /// Waits until the parked socket can take more bytes (or has failed, which the next
+    /// write finds).
+    fn writable(parked: &Self::Parked) -> impl Future<Output = std::io::Result<()>> + Send;
     /// Back to a blocking socket for a pool thread.
     fn unpark(parked: Self::Parked) -> std::io::Result<Self>;
 }
@@ -92,6 +102,10 @@ impl FrameStream for TcpStream {
         parked.peek(&mut probe).await
     }
 
+    async fn writable(parked: &tokio::net::TcpStream) -> std::io::Result<()> {
+        parked.writable().await
+    }
+
     fn unpark(parked: tokio::net::TcpStream) -> std::io::Result<TcpStream> {
         let stream = parked.into_std()?;
         stream.set_nonblocking(false)?;
@@ -115,7 +129,9 @@ const BATCH: usize = SMALL_BUF / 2;
 const INLINE: usize = SMALL_BUF / 2 - LEN_PREFIX - wire::RESPONSE_OVERHEAD as usize;
 
 /// How long a busy connection keeps its thread after its last request: its blocking
-/// `recv` waits this long (`SO_RCVTIMEO`) before the connection is parked.
+/// `recv` waits this long (`SO_RCVTIMEO`) before the connection is parked. A blocking
+/// `send` that the client takes nothing of waits as long (`SO_SNDTIMEO`) before the
+/// connection is parked until it can write again: a reader that keeps up never sees it.
 ///
 /// Back-to-back calls, and calls paced faster than 200 per second per connection, never
 /// see it: their next request arrives within the spell and costs the same two system
@@ -131,9 +147,12 @@ pub(super) const BUSY_SPELL: Duration = Duration::from_millis(5);
 pub(super) struct Listener<S> {
     shared: Arc<Shared>,
     pool: Arc<ThreadPool>,
-    /// The runtime the listener runs on: a thread parks its connection there.
-    reactor: tokio::runtime::Handle,
-    _stream: std::marker::PhantomData<fn(S)>,
+    /// Where a thread gives a connection back to be parked: a task on the runtime spawns
+    /// the parked connection's task, so that a runtime worker allocates it. A pool thread
+    /// that allocated it could exit first (it does after 10 s idle), and the allocator
+    /// keeps the pages of an exited thread that still hold live blocks: 300 stalled readers
+    /// parked by the threads that served them left 1.9 MiB behind that way.
+    parking: tokio::sync::mpsc::UnboundedSender<(S, Conn, Next)>,
 }
 
 /// The state of one open connection besides its socket, moved with it between a pool
@@ -150,6 +169,8 @@ struct Conn {
     /// When the last byte arrived (or the connection was accepted): the idle timeout
     /// counts from here.
     last_input: Instant,
+    /// Replies not written yet: nothing is read or answered before they are.
+    owed: Owed,
     /// Keeps the connection's slot and its place in the "open" count until it closes.
     _guard: ConnGuard,
 }
@@ -158,6 +179,8 @@ struct Conn {
 enum Next {
     /// Silent for [`BUSY_SPELL`]: wait for the next request on the reactor.
     Park,
+    /// The client took nothing for [`BUSY_SPELL`]: wait on the reactor until it can.
+    WaitWritable,
     /// Closed by the client or by shutdown, or closed with a reason worth counting.
     Close(Option<Reject>),
 }
@@ -189,19 +212,33 @@ where
 {
     /// A listener's serving side, on the current runtime.
     pub(super) fn new(shared: Arc<Shared>) -> Arc<Self> {
-        Arc::new(Listener {
+        let (parking, mut given_back) = tokio::sync::mpsc::unbounded_channel();
+        let listener = Arc::new(Listener {
             shared,
             pool: ThreadPool::new(S::THREAD_NAME),
-            reactor: tokio::runtime::Handle::current(),
-            _stream: std::marker::PhantomData,
-        })
+            parking,
+        });
+        // Ends when the listener, and the sender in it, is gone.
+        let weak = Arc::downgrade(&listener);
+        tokio::spawn(async move {
+            while let Some((stream, conn, next)) = given_back.recv().await {
+                let Some(listener) = weak.upgrade() else {
+                    return;
+                };
+                match next {
+                    Next::Park => tokio::spawn(listener.park(stream, conn)),
+                    _ => tokio::spawn(listener.wait_writable(stream, conn)),
+                };
+            }
+        });
+        listener
     }
 
     /// Serves a newly accepted (blocking) connection that holds `guard`.
     pub(super) fn serve(self: &Arc<Self>, stream: S, guard: ConnGuard) {
         let config = &self.shared.config;
         if stream
-            .set_timeouts(BUSY_SPELL.min(config.idle_timeout), config.write_timeout)
+            .set_timeouts(BUSY_SPELL.min(config.idle_timeout), BUSY_SPELL)
             .is_err()
         {
             return self.shared.stats.reject(Reject::IoError);
@@ -212,6 +249,7 @@ where
             inbuf: InBuf::new(),
             dropping: None,
             last_input: Instant::now(),
+            owed: Owed::default(),
             _guard: guard,
         };
         self.busy(stream, conn);
@@ -223,10 +261,9 @@ where
         let started = self
             .pool
             .run(move || match serve(&stream, &mut conn, &tcp.shared) {
-                Next::Park => {
-                    conn.inbuf.release();
-                    let parked = tcp.clone().park(stream, conn);
-                    tcp.reactor.spawn(parked);
+                // Dropped, and so closed, if the runtime is shutting down.
+                next @ (Next::Park | Next::WaitWritable) => {
+                    let _ = tcp.parking.send((stream, conn, next));
                 }
                 Next::Close(None) => {}
                 Next::Close(Some(kind)) => tcp.shared.stats.reject(kind),
@@ -250,15 +287,14 @@ where
     /// Rejected: keeping the socket blocking under `AsyncFd` (two calls fewer), whose safe
     /// constructors tokio deprecated as unsound, and `#![forbid(unsafe_code)]` rules out
     /// the unsafe one.
-    async fn park(self: Arc<Self>, stream: S, conn: Conn) {
+    async fn park(self: Arc<Self>, stream: S, mut conn: Conn) {
+        // Given back here, on the runtime, so that what stays is the runtime's to free.
+        conn.inbuf.release();
+        conn.owed.batch = Vec::new();
         let stats = &self.shared.stats;
         let deadline = conn.last_input + self.shared.config.idle_timeout;
-        let stream = match stream.park() {
-            Ok(stream) => stream,
-            Err(e) => {
-                tracing::warn!("cannot park a connection: {e}");
-                return stats.reject(Reject::IoError);
-            }
+        let Some(stream) = self.register(stream) else {
+            return;
         };
         tokio::select! {
             peeked = tokio::time::timeout_at(deadline.into(), S::readable(&stream)) => {
@@ -273,70 +309,128 @@ where
             // Nothing in flight: shutdown closes a parked connection at once.
             _ = super::stopping(self.shared.shutdown.clone()) => return,
         }
+        self.resume(stream, conn);
+    }
+
+    /// Waits without a thread until a client that stopped taking its replies can take
+    /// more, then hands the connection to a thread to write them; closes it when the
+    /// client has taken nothing for the write timeout.
+    ///
+    /// Shutdown does not close it: a reply is in flight, and the write timeout bounds the
+    /// wait, as it bounded a blocking write before.
+    async fn wait_writable(self: Arc<Self>, stream: S, mut conn: Conn) {
+        // Keep only what is owed: the request a large payload comes from, the rest of the
+        // batch (moved here, on the runtime, as in `park`).
+        conn.inbuf.release();
+        conn.owed.batch.shrink_to_fit();
+        let stalled_since = conn.owed.stalled_since.unwrap_or_else(Instant::now);
+        let deadline = stalled_since + self.shared.config.write_timeout;
+        let Some(stream) = self.register(stream) else {
+            return;
+        };
+        match tokio::time::timeout_at(deadline.into(), S::writable(&stream)).await {
+            Ok(Ok(())) => self.resume(stream, conn),
+            Ok(Err(_)) => self.shared.stats.reject(Reject::IoError),
+            Err(_stalled) => self.shared.stats.reject(Reject::WriteTimeout),
+        }
+    }
+
+    /// The socket of a connection being parked, registered with the reactor; `None` (the
+    /// failure counted) when it cannot be.
+    fn register(&self, stream: S) -> Option<S::Parked> {
+        match stream.park() {
+            Ok(stream) => Some(stream),
+            Err(e) => {
+                tracing::warn!("cannot park a connection: {e}");
+                self.shared.stats.reject(Reject::IoError);
+                None
+            }
+        }
+    }
+
+    /// Hands a parked connection back to a thread.
+    fn resume(self: &Arc<Self>, stream: S::Parked, conn: Conn) {
         match S::unpark(stream) {
             Ok(stream) => self.busy(stream, conn),
-            Err(_) => stats.reject(Reject::IoError),
+            Err(_) => self.shared.stats.reject(Reject::IoError),
         }
     }
 }
 
+/// Why serving a connection on its thread stopped before it could go on.
+enum Halt {
+    /// The client took nothing for [`BUSY_SPELL`]: what is owed waits in [`Conn::owed`].
+    Stalled,
+    /// Closed, for a reason worth counting.
+    Close(Reject),
+}
+
+impl From<Reject> for Halt {
+    fn from(kind: Reject) -> Halt {
+        Halt::Close(kind)
+    }
+}
+
 /// Serves one connection on the calling thread until it is silent for [`BUSY_SPELL`],
-/// the client closes it, it misbehaves, or shutdown starts.
+/// the client stops taking its replies, closes it or misbehaves, or shutdown starts.
 fn serve<S: FrameStream>(stream: &S, conn: &mut Conn, shared: &Shared) -> Next
 where
     for<'a> &'a S: Read + Write,
 {
     match serve_busy(stream, conn, shared) {
         Ok(next) => next,
-        Err(kind) => Next::Close(Some(kind)),
+        Err(Halt::Stalled) => Next::WaitWritable,
+        Err(Halt::Close(kind)) => Next::Close(Some(kind)),
     }
 }
 
-/// [`serve`], with a reason worth counting as the error.
-fn serve_busy<S: FrameStream>(
-    mut stream: &S,
-    conn: &mut Conn,
-    shared: &Shared,
-) -> Result<Next, Reject>
+/// [`serve`], with why it cannot go on as the error.
+fn serve_busy<S: FrameStream>(stream: &S, conn: &mut Conn, shared: &Shared) -> Result<Next, Halt>
 where
     for<'a> &'a S: Read + Write,
 {
-    let counters = S::COUNTERS(&shared.stats);
-    // Allocated per busy spell, not per connection: a parked connection holds none.
-    let mut out = Out {
-        batch: Vec::with_capacity(SMALL_BUF),
-        counters,
+    let out = Writer {
+        stream,
+        counters: S::COUNTERS(&shared.stats),
+        write_timeout: shared.config.write_timeout,
     };
+    // Allocated per busy spell, not per connection: a parked connection holds none.
+    if conn.owed.batch.capacity() == 0 {
+        conn.owed.batch.reserve(SMALL_BUF);
+    }
+    // What a stalled client was owed goes first.
+    out.flush(conn)?;
     let mut read_more = false;
     loop {
         // Answer every complete frame we already have.
-        let answered = answer_buffered(stream, conn, shared, &mut out)?;
+        let answered = answer_buffered(&out, conn, shared)?;
         if read_more && !answered {
             // Part of a frame: it still counts as the client talking.
             conn.last_input = Instant::now();
         }
-        out.write(stream)?;
+        out.flush(conn)?;
         if *shared.shutdown.borrow() {
             // Between requests: nothing in flight, so shutdown can close us now.
             return Ok(Next::Close(None));
         }
         read_more = true;
         let inbuf = &mut conn.inbuf;
-        match stream.read(inbuf.spare()) {
+        let mut reader = stream;
+        match reader.read(inbuf.spare()) {
             Ok(0) if (inbuf.is_empty() && conn.dropping.is_none()) || *shared.shutdown.borrow() => {
                 return Ok(Next::Close(None));
             }
-            Ok(0) => return Err(Reject::TruncatedFrame),
+            Ok(0) => return Err(Reject::TruncatedFrame.into()),
             Ok(n) => {
                 inbuf.filled(n);
-                counters.bytes_in.fetch_add(n as u64, Relaxed);
+                out.counters.bytes_in.fetch_add(n as u64, Relaxed);
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             // Silent for the spell: give the thread back (or close, when shutdown began
             // meanwhile). The idle timeout is the reactor's to keep from here.
             Err(e) if is_timeout(&e) && *shared.shutdown.borrow() => return Ok(Next::Close(None)),
             Err(e) if is_timeout(&e) => return Ok(Next::Park),
-            Err(_) => return Err(Reject::IoError),
+            Err(_) => return Err(Reject::IoError.into()),
         }
     }
 }
@@ -345,12 +439,14 @@ where
 /// frame being dropped; true when a frame was answered. When the buffer ends with part of
 /// a frame larger than a small buffer, leases the budget for all of it, or starts
 /// dropping it when the budget has not got it.
+///
+/// A frame is counted, and consumed, only once its answer is settled: a stall in the
+/// middle leaves it to be answered when the client takes its replies again, not twice.
 fn answer_buffered<S: FrameStream>(
-    stream: &S,
+    out: &Writer<'_, S>,
     conn: &mut Conn,
     shared: &Shared,
-    out: &mut Out,
-) -> Result<bool, Reject>
+) -> Result<bool, Halt>
 where
     for<'a> &'a S: Read + Write,
 {
@@ -363,152 +459,235 @@ where
             };
             conn.dropping = None;
             shared.stats.reject(Reject::OverBudgetFrame);
-            S::COUNTERS(&shared.stats).requests.fetch_add(1, Relaxed);
+            out.counters.requests.fetch_add(1, Relaxed);
             (conn.last_input, answered) = (Instant::now(), true);
-            wire::encode_response_head(seq, Status::OverBudget as u8, 0, 0, &mut out.batch);
-            out.write_if_full(stream)?;
+            let batch = &mut conn.owed.batch;
+            wire::encode_response_head(seq, Status::OverBudget as u8, 0, 0, batch);
+            out.flush_if_full(conn)?;
             continue;
         }
-        let inbuf = &mut conn.inbuf;
-        let data = inbuf.data();
-        let body_len = match data.first_chunk::<LEN_PREFIX>() {
-            None => return Ok(answered),
-            Some(prefix) => match wire::check_len(*prefix, config.max_frame) {
-                Ok(len) => len,
-                Err(e) => {
-                    out.write(stream)?;
-                    return Err(match e {
-                        // A ClientHello's record header read as a length prefix.
-                        _ if crate::transport::tls::looks_like_tls(data) => Reject::TcpTlsClient,
-                        DecodeFrameError::EmptyFrame => Reject::ZeroLengthFrame,
-                        _ => Reject::OversizedFrame,
-                    });
-                }
-            },
+        let data = conn.inbuf.data();
+        let Some(&prefix) = data.first_chunk::<LEN_PREFIX>() else {
+            return Ok(answered);
+        };
+        let body_len = match wire::check_len(prefix, config.max_frame) {
+            Ok(len) => len,
+            Err(e) => {
+                let kind = match e {
+                    // A ClientHello's record header read as a length prefix.
+                    _ if crate::transport::tls::looks_like_tls(data) => Reject::TcpTlsClient,
+                    DecodeFrameError::EmptyFrame => Reject::ZeroLengthFrame,
+                    _ => Reject::OversizedFrame,
+                };
+                out.flush(conn)?;
+                return Err(kind.into());
+            }
         };
         let frame_len = LEN_PREFIX + body_len;
         if data.len() < frame_len {
-            if frame_len > SMALL_BUF && !inbuf.hold(frame_len, shared) {
+            if frame_len > SMALL_BUF && !conn.inbuf.hold(frame_len, shared) {
                 // Not even the prefix is kept: what follows is dropped as it comes.
-                inbuf.consume(LEN_PREFIX);
+                conn.inbuf.consume(LEN_PREFIX);
                 conn.dropping = Some(Dropping::new(body_len));
                 continue;
             }
             return Ok(answered);
         }
-        let req = match wire::decode_body::<RequestRef>(&data[LEN_PREFIX..frame_len]) {
-            Ok(req) => req,
-            Err(_) => {
-                out.write(stream)?;
-                return Err(Reject::MalformedFrame);
-            }
+        let Ok(req) = wire::decode_body::<RequestRef>(&data[LEN_PREFIX..frame_len]) else {
+            out.flush(conn)?;
+            return Err(Reject::MalformedFrame.into());
         };
-        S::COUNTERS(&shared.stats).requests.fetch_add(1, Relaxed);
+        // Where the request's payload is in the buffer: an echo is written from there.
+        let at = req.payload.as_ptr().addr() - data.as_ptr().addr();
+        let echo = at..at + req.payload.len();
+        let RequestRef {
+            seq,
+            reply_len,
+            delay_us,
+            ..
+        } = req;
         let got_it = Instant::now();
+        let delay = Duration::from_micros(delay_us.into());
+        let delayed = !delay.is_zero() && delay <= config.max_delay;
+        if delayed {
+            // Earlier pipelined replies should not wait for this one's delay.
+            out.flush(conn)?;
+        }
+        out.counters.requests.fetch_add(1, Relaxed);
         // The clock read the reply needs anyway doubles as the idle timer's.
         (conn.last_input, answered) = (got_it, true);
-        let delay = Duration::from_micros(req.delay_us.into());
-        if !delay.is_zero() && delay <= config.max_delay {
-            // Earlier pipelined replies should not wait for this one's delay.
-            out.write(stream)?;
+        if delayed {
             super::sleep_until_blocking(got_it + delay);
         }
         let largest = config.max_frame.saturating_sub(wire::RESPONSE_OVERHEAD) as usize;
-        let reply_len = req.reply_len.map_or(req.payload.len(), |n| n as usize);
-        let status = status_of(reply_len, req.delay_us, largest, None, shared);
-        let payload = match (status, req.reply_len) {
-            (Status::Ok, None) => Payload::Echo(req.payload),
-            (Status::Ok, Some(n)) => Payload::Pattern(req.seq, n as usize),
-            _ => Payload::Echo(&[]),
+        let len = reply_len.map_or(echo.len(), |n| n as usize);
+        let status = status_of(len, delay_us, largest, None, shared);
+        let (payload, len) = match (status, reply_len) {
+            (Status::Ok, None) => (Some(Source::Echo(echo)), len),
+            (Status::Ok, Some(n)) => (Some(Source::Pattern(seq, n as usize)), len),
+            _ => (None, 0),
         };
         let server_ns = got_it.elapsed().as_nanos() as u64;
-        out.reply(stream, req.seq, status as u8, server_ns, payload)?;
-        inbuf.consume(frame_len);
+        let owed = &mut conn.owed;
+        wire::encode_response_head(seq, status as u8, server_ns, len, &mut owed.batch);
+        match payload {
+            Some(payload) if len > INLINE => {
+                // Written after the batch from where it is; the frame is consumed when
+                // all of it has gone.
+                owed.large = Some(Large {
+                    payload,
+                    sent: 0,
+                    frame_len,
+                });
+                out.flush(conn)?;
+            }
+            payload => {
+                match payload {
+                    Some(Source::Echo(echo)) => {
+                        owed.batch.extend_from_slice(&conn.inbuf.data()[echo]);
+                    }
+                    Some(Source::Pattern(seq, len)) => {
+                        wire::pattern_runs(seq, len).for_each(|run| owed.batch.extend(run));
+                    }
+                    None => {}
+                }
+                conn.inbuf.consume(frame_len);
+                out.flush_if_full(conn)?;
+            }
+        }
     }
 }
 
-/// What a reply carries after its head.
-enum Payload<'a> {
-    /// The request's own bytes.
-    Echo(&'a [u8]),
+/// What a connection owes its client: replies answered and not yet written. While it is
+/// owed anything, nothing more is read or answered.
+#[derive(Default)]
+struct Owed {
+    /// Replies, whole while small, and the head of a large one: written in one go.
+    batch: Vec<u8>,
+    /// A large reply's payload, written after the batch.
+    large: Option<Large>,
+    /// When the client began to take nothing of what is owed; `None` while it takes.
+    stalled_since: Option<Instant>,
+}
+
+/// A large reply's payload, and how far into it the client got.
+struct Large {
+    payload: Source,
+    sent: usize,
+    /// The request frame it answers, consumed from the buffer once the payload is written
+    /// (an echo is written from it).
+    frame_len: usize,
+}
+
+/// Where a reply's payload comes from.
+enum Source {
+    /// The request's own bytes, at this range of the connection's buffered data.
+    Echo(std::ops::Range<usize>),
     /// `len` bytes of the pattern for `seq`, from the static table.
     Pattern(u64, usize),
 }
 
-/// The replies of a busy spell: batched while small, and counted as they are written.
-struct Out<'c> {
-    batch: Vec<u8>,
-    counters: &'c ProtoCounters,
+/// Writes what a connection owes, on its busy thread.
+struct Writer<'a, S> {
+    stream: &'a S,
+    counters: &'a ProtoCounters,
+    write_timeout: Duration,
 }
 
-impl Out<'_> {
-    /// Adds one reply: its head to the batch, and its payload too when small; a larger
-    /// payload is written after the batch straight from where it is.
-    fn reply(
-        &mut self,
-        stream: impl Write + Copy,
-        seq: u64,
-        status: u8,
-        server_ns: u64,
-        payload: Payload<'_>,
-    ) -> Result<(), Reject> {
-        let len = match payload {
-            Payload::Echo(bytes) => bytes.len(),
-            Payload::Pattern(_, len) => len,
-        };
-        wire::encode_response_head(seq, status, server_ns, len, &mut self.batch);
-        if len <= INLINE {
-            match payload {
-                Payload::Echo(bytes) => self.batch.extend_from_slice(bytes),
-                Payload::Pattern(seq, len) => {
+impl<S> Writer<'_, S>
+where
+    for<'a> &'a S: Write,
+{
+    /// Writes the batch once it holds [`BATCH`] bytes.
+    fn flush_if_full(&self, conn: &mut Conn) -> Result<(), Halt> {
+        if conn.owed.batch.len() >= BATCH {
+            self.flush(conn)?;
+        }
+        Ok(())
+    }
+
+    /// Writes all that is owed: the batch, then a large payload (and consumes the frame it
+    /// answers). [`Halt::Stalled`] when the client took none of it for [`BUSY_SPELL`],
+    /// with what is left still owed.
+    fn flush(&self, conn: &mut Conn) -> Result<(), Halt> {
+        let owed = &mut conn.owed;
+        let stalled = &mut owed.stalled_since;
+        let sent = self.send(&owed.batch, stalled)?;
+        if sent < owed.batch.len() {
+            owed.batch.drain(..sent);
+            return Err(Halt::Stalled);
+        }
+        owed.batch.clear();
+        if let Some(large) = &mut owed.large {
+            match &large.payload {
+                Source::Echo(echo) => {
+                    let rest = &conn.inbuf.data()[echo.clone()][large.sent..];
+                    large.sent += self.send(rest, stalled)?;
+                    if large.sent < echo.len() {
+                        return Err(Halt::Stalled);
+                    }
+                }
+                &Source::Pattern(seq, len) => {
+                    let mut skip = large.sent;
                     for run in wire::pattern_runs(seq, len) {
-                        self.batch.extend_from_slice(run);
+                        let Some(rest) = run.get(skip..) else {
+                            skip -= run.len();
+                            continue;
+                        };
+                        skip = 0;
+                        let sent = self.send(rest, stalled)?;
+                        large.sent += sent;
+                        if sent < rest.len() {
+                            return Err(Halt::Stalled);
+                        }
                     }
                 }
             }
-            return self.write_if_full(stream);
+            conn.inbuf.consume(large.frame_len);
+            owed.large = None;
         }
-        self.write(stream)?;
-        match payload {
-            Payload::Echo(bytes) => self.write_counted(stream, bytes),
-            Payload::Pattern(seq, len) => {
-                wire::pattern_runs(seq, len).try_for_each(|run| self.write_counted(stream, run))
+        // What the stream itself still holds (rustls's records).
+        let mut stream = self.stream;
+        match stream.flush() {
+            Ok(()) => Ok(()),
+            Err(e) if is_timeout(&e) => Err(self.stall(stalled)),
+            Err(_) => Err(Reject::IoError.into()),
+        }
+    }
+
+    /// Writes as much of `bytes` as the client takes, counted: all of it, or less when it
+    /// took nothing for [`BUSY_SPELL`] (`SO_SNDTIMEO`).
+    fn send(&self, bytes: &[u8], stalled: &mut Option<Instant>) -> Result<usize, Reject> {
+        let mut sent = 0;
+        let mut stream = self.stream;
+        while sent < bytes.len() {
+            match stream.write(&bytes[sent..]) {
+                Ok(0) => return Err(Reject::IoError),
+                Ok(n) => {
+                    sent += n;
+                    *stalled = None;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if is_timeout(&e) => match self.stall(stalled) {
+                    Halt::Stalled => break,
+                    Halt::Close(kind) => return Err(kind),
+                },
+                Err(_) => return Err(Reject::IoError),
             }
         }
+        self.counters.bytes_out.fetch_add(sent as u64, Relaxed);
+        Ok(sent)
     }
 
-    /// Writes the batch once it holds [`BATCH`] bytes.
-    fn write_if_full(&mut self, stream: impl Write) -> Result<(), Reject> {
-        if self.batch.len() >= BATCH {
-            self.write(stream)?;
+    /// A write that waited [`BUSY_SPELL`] for nothing: the client is stalled since then,
+    /// unless it already was, and its connection is closed once that is the write timeout.
+    fn stall(&self, stalled: &mut Option<Instant>) -> Halt {
+        let now = Instant::now();
+        let since = *stalled.get_or_insert(now.checked_sub(BUSY_SPELL).unwrap_or(now));
+        if now - since >= self.write_timeout {
+            return Halt::Close(Reject::WriteTimeout);
         }
-        Ok(())
-    }
-
-    /// Writes and clears whatever replies are batched.
-    fn write(&mut self, stream: impl Write) -> Result<(), Reject> {
-        let batch = std::mem::take(&mut self.batch);
-        let res = self.write_counted(stream, &batch);
-        self.batch = batch;
-        self.batch.clear();
-        res
-    }
-
-    /// Writes `bytes` and counts them; a client that takes none of them for the write
-    /// timeout (`SO_SNDTIMEO`) closes the connection.
-    fn write_counted(&self, mut stream: impl Write, bytes: &[u8]) -> Result<(), Reject> {
-        if bytes.is_empty() {
-            return Ok(());
-        }
-        match stream.write_all(bytes) {
-            Ok(()) => {}
-            Err(e) if is_timeout(&e) => return Err(Reject::WriteTimeout),
-            Err(_) => return Err(Reject::IoError),
-        }
-        self.counters
-            .bytes_out
-            .fetch_add(bytes.len() as u64, Relaxed);
-        Ok(())
+        Halt::Stalled
     }
 }
 

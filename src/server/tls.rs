@@ -478,14 +478,20 @@ impl FrameStream for TlsFrames {
     }
 
     fn park(self) -> std::io::Result<Self::Parked> {
-        // Parking happens only after a read timed out, so rustls holds no plaintext the
+        // Parked for a read only after one timed out, so rustls holds no plaintext the
         // frame code has not taken: what wakes the connection is new bytes on the socket.
+        // Parked for a write, rustls may hold records the client has not taken: the frame
+        // code flushes them first when the socket is writable again.
         let tls = self.tls.into_inner().unwrap_or_else(|p| p.into_inner());
         Ok((FrameStream::park(self.sock)?, tls))
     }
 
     async fn readable(parked: &Self::Parked) -> std::io::Result<usize> {
         <TcpStream as FrameStream>::readable(&parked.0).await
+    }
+
+    async fn writable(parked: &Self::Parked) -> std::io::Result<()> {
+        parked.0.writable().await
     }
 
     fn unpark((sock, tls): Self::Parked) -> std::io::Result<Self> {

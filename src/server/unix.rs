@@ -188,6 +188,10 @@ impl FrameStream for UnixStream {
         parked.readable().await.map(|()| 1)
     }
 
+    async fn writable(parked: &tokio::net::UnixStream) -> std::io::Result<()> {
+        parked.writable().await
+    }
+
     fn unpark(parked: tokio::net::UnixStream) -> std::io::Result<UnixStream> {
         let stream = parked.into_std()?;
         stream.set_nonblocking(false)?;

@@ -39,3 +39,37 @@ impl Drop for Netns {
         let _ = std::fs::remove_dir_all(format!("/etc/netns/{}", self.name));
     }
 }
+
+/// Asserts that `report/testbed.sh` left nothing behind: its namespaces, its /etc/netns
+/// entry, its veth pair, its server (on 10.77.0.1) and its userspace link.
+pub fn assert_testbed_gone() {
+    let netns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let list = String::from_utf8_lossy(&netns.stdout);
+    assert!(
+        !list.contains("rb-srv") && !list.contains("rb-cli"),
+        "namespaces left: {list}"
+    );
+    assert!(
+        !std::path::Path::new("/etc/netns/rb-cli").exists(),
+        "/etc/netns/rb-cli left"
+    );
+    let links = Command::new("ip").args(["link", "show"]).output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&links.stdout).contains("rb-veth"),
+        "veth left"
+    );
+    for (pattern, what) in [
+        ("rpcbench-echo .*10.77.0.1", "server"),
+        ("rpcbench-link --a rb-srv", "link"),
+    ] {
+        let ps = Command::new("pgrep")
+            .args(["-f", pattern])
+            .output()
+            .unwrap();
+        assert!(
+            ps.stdout.is_empty(),
+            "{what} left running: {}",
+            String::from_utf8_lossy(&ps.stdout)
+        );
+    }
+}
