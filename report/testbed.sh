@@ -158,10 +158,30 @@ LINK_USED="veth (no link settings)"
 
 in_cli() { ip netns exec "$CLI" "$@"; }
 
+# stop_pid PID [SIGNAL]: signals a process this script started until it is gone, then reaps
+# it. Once is not always enough: a process signalled between bash's fork and its exec
+# still has bash's handlers, which take the signal and lose it at the exec.
+stop_pid() {
+    local pid=$1 sig=${2:-TERM}
+    for _ in $(seq 100); do
+        kill -"$sig" "$pid" 2>/dev/null || break
+        for _ in $(seq 10); do
+            running "$pid" || break 2
+            sleep 0.05
+        done
+    done
+    wait "$pid" 2>/dev/null || true
+}
+# running PID: the process exists and has not exited (a zombie has).
+running() {
+    local stat
+    stat=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+    [[ $stat != Z* ]]
+}
+
 stop_server() {
     if [ -n "$SERVER_PID" ]; then
-        kill "$SERVER_PID" 2>/dev/null || true
-        wait "$SERVER_PID" 2>/dev/null || true
+        stop_pid "$SERVER_PID"
         SERVER_PID=""
     fi
 }
@@ -169,8 +189,7 @@ stop_server() {
 stop_link() {
     if [ -n "$LINK_PID" ]; then
         # SIGTERM: the link prints its counts and exits; its TUN devices go with it.
-        kill -TERM "$LINK_PID" 2>/dev/null || true
-        wait "$LINK_PID" 2>/dev/null || true
+        stop_pid "$LINK_PID" TERM
         LINK_PID=""
     fi
 }
@@ -184,7 +203,8 @@ teardown() {
     rm -rf "/etc/netns/$CLI"
     rm -rf "$WORK"
 }
-trap teardown EXIT
+# A second Ctrl-C must not cut the cleanup short.
+trap "trap '' INT TERM; teardown" EXIT
 trap 'exit 130' INT TERM
 # A signal between starting a process in the background and noting its PID would leave it
 # running, unknown to the trap: hold INT and TERM across the two, and act on them after.
