@@ -205,8 +205,14 @@ fn findings_say_no_measurable_difference_within_the_noise() {
     };
     // tcp 100 µs ± 5% against tcp-connect 104 µs ± 5%: within the noise.
     let mut r = coherent();
-    set(&mut r, TransportKind::Tcp, AddrMode::Ip, 100.0, 0.05);
-    set(&mut r, TransportKind::TcpConnect, AddrMode::Ip, 104.0, 0.05);
+    // In every mode: a figure that breaks an ordering makes no finding.
+    let every_mode = |r: &mut Report, t: TransportKind, mean: f64| {
+        for mode in [AddrMode::Ip, AddrMode::Cached, AddrMode::Uncached] {
+            set(r, t, mode, mean, 0.05);
+        }
+    };
+    every_mode(&mut r, TransportKind::Tcp, 100.0);
+    every_mode(&mut r, TransportKind::TcpConnect, 104.0);
     let pair = tcp_reuse(&r);
     assert_eq!(
         (pair.kept.mean_us, pair.fresh.mean_us, pair.fresh_over_kept),
@@ -219,7 +225,7 @@ fn findings_say_no_measurable_difference_within_the_noise() {
         "{words}"
     );
     // Three times apart: a ratio.
-    set(&mut r, TransportKind::TcpConnect, AddrMode::Ip, 300.0, 0.05);
+    every_mode(&mut r, TransportKind::TcpConnect, 300.0);
     assert_eq!(tcp_reuse(&r).fresh_over_kept, Versus::Times(3.0));
     // The lookup's cost within the noise is none.
     set(
@@ -233,4 +239,128 @@ fn findings_say_no_measurable_difference_within_the_noise() {
         Finding::NameLookup { added, .. } => assert_eq!(added, Delta::NoDifference),
         _ => unreachable!(),
     }
+}
+
+/// No finding is drawn from a figure that a failed physics check names: a tcp-connect
+/// faster than tcp beyond the noise breaks an ordering, and the reuse finding leaves
+/// that pair out rather than print a win below 1×.
+#[test]
+fn no_finding_from_figures_a_failed_check_names() {
+    use rpcbench::site::findings::Finding;
+    let mut r = coherent();
+    set(&mut r, TransportKind::Tcp, AddrMode::Ip, 100.0, 0.02);
+    set(&mut r, TransportKind::TcpConnect, AddrMode::Ip, 60.0, 0.02);
+    assert!(
+        failed(&r).contains(&(Rule::KeptNotSlowerThanFresh, TransportKind::Tcp)),
+        "{:?}",
+        failed(&r)
+    );
+    let all = rpcbench::site::findings(&r, &[], None);
+    let Some(Finding::Reuse(pairs)) = all.iter().find(|f| matches!(f, Finding::Reuse(_))) else {
+        panic!("the other pairs still make a reuse finding: {all:?}");
+    };
+    assert!(
+        pairs.iter().all(|p| p.kept.transport != TransportKind::Tcp),
+        "{pairs:?}"
+    );
+    // The words claim a win only where every pair shows one.
+    let words = rpcbench::render::findings::sentence(&Finding::Reuse(pairs.clone()));
+    assert!(
+        words.starts_with("Reusing a connection is the biggest win"),
+        "{words}"
+    );
+    let mut even = pairs.clone();
+    even[0].fresh_over_kept = rpcbench::site::findings::Versus::NoDifference;
+    let words = rpcbench::render::findings::sentence(&Finding::Reuse(even));
+    assert!(
+        words.starts_with("A kept connection against a new one per call"),
+        "{words}"
+    );
+}
+
+/// Multiplexing is compared at equal concurrency only: the fixture's h2-mux at 16 workers
+/// against http-keepalive at 1 makes no finding; a keep-alive run at 16 workers does.
+#[test]
+fn the_mux_finding_compares_equal_concurrency_only() {
+    use rpcbench::site::findings::Finding;
+    let mux = |r: &Report| {
+        rpcbench::site::findings(r, &[], None)
+            .into_iter()
+            .find_map(|f| match f {
+                Finding::Multiplexing { h2, .. } => h2,
+                _ => None,
+            })
+    };
+    let mut r = fixture();
+    assert_eq!(mux(&r), None, "h2-mux c16 against keep-alive c1");
+    let mut twin = run_mut(&mut r, TransportKind::HttpKeepalive, AddrMode::Ip).clone();
+    (twin.workers, twin.mux_comparison) = (16, true);
+    r.runs.push(twin);
+    let m = mux(&r).expect("a finding at 16 workers");
+    assert_eq!(m.workers, 16);
+    assert_eq!(m.against.len(), 1);
+    assert_eq!(m.against[0].0.transport, TransportKind::HttpKeepalive);
+}
+
+/// A pick made on one host says so: the fixture called the embedded server.
+#[test]
+fn a_pick_on_loopback_does_not_speak_of_a_pair_of_hosts() {
+    use rpcbench::site::findings::Finding;
+    let pick = |r: &Report| {
+        rpcbench::site::findings(r, &[], None)
+            .into_iter()
+            .find(|f| matches!(f, Finding::Pick { .. }))
+            .map(|f| rpcbench::render::findings::sentence(&f))
+            .expect("a pick")
+    };
+    let mut r = coherent();
+    assert!(
+        pick(&r).starts_with("On this host (loopback"),
+        "{}",
+        pick(&r)
+    );
+    r.target = "10.77.0.1".into();
+    assert!(
+        pick(&r).starts_with("For this pair of hosts"),
+        "{}",
+        pick(&r)
+    );
+}
+
+/// A broken ordering is said in one line with its likely causes; a coherent run says
+/// nothing.
+#[test]
+fn an_incoherent_run_says_so_in_one_line() {
+    let mut r = coherent();
+    r.physics = checks(&r);
+    assert_eq!(rpcbench::render::incoherent_line(&r), None);
+    set(&mut r, TransportKind::Tcp, AddrMode::Uncached, 60.0, 0.02);
+    r.physics = checks(&r);
+    let line = rpcbench::render::incoherent_line(&r).expect("a line");
+    assert!(line.starts_with("figures not coherent: "), "{line}");
+    assert!(!line.contains('\n'), "{line}");
+    assert!(line.contains(rpcbench::render::LIKELY_CAUSES), "{line}");
+}
+
+/// A loopback run without a declared link beside a run across 60 ms: each pick says the
+/// RTT it holds at, the loopback one at 0 µs.
+#[test]
+fn picks_beside_a_link_say_their_rtt() {
+    use rpcbench::site::findings::Finding;
+    let here = coherent();
+    let mut far = coherent();
+    far.target = "10.77.0.1".into();
+    for run in &mut far.runs {
+        run.link_rtt_us = Some(60_000.0);
+    }
+    let picks: Vec<f64> = rpcbench::site::findings(&here, &[&far], None)
+        .into_iter()
+        .filter_map(|f| match f {
+            Finding::AtLinkRtt { rtt_us, finding } if matches!(*finding, Finding::Pick { .. }) => {
+                Some(rtt_us)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(picks, [0.0, 60_000.0]);
 }

@@ -141,6 +141,19 @@ fn assert_chart(site: &Path, name: &str) -> String {
             "{name}: {words:?} would be cut off"
         );
     }
+    // A row's label, anchored at its end, never runs off the left edge either.
+    for text in svg.split("<text ").skip(1) {
+        let head = &text[..text.find('>').unwrap()];
+        if !head.contains("text-anchor=\"end\"") || head.contains("textLength=") {
+            continue;
+        }
+        let x = number_after(head, "x=\"").expect("a label's x");
+        let words = &text[head.len() + 1..text.find('<').unwrap()];
+        assert!(
+            words.chars().count() as f64 * 7.0 <= x,
+            "{name}: {words:?} at x {x} would run off the left edge"
+        );
+    }
     svg
 }
 
@@ -576,6 +589,9 @@ fn sweeps_make_a_report_alone_and_beside_a_run() {
             "README links {name}"
         );
     }
+    for name in ["percentiles.svg", "mean-p99.svg", "phases.svg"] {
+        assert_chart(&site, name);
+    }
     assert!(
         !site.join("dns.svg").exists(),
         "no DNS chart without runs by name"
@@ -725,4 +741,18 @@ fn report_fits_round_trips_per_call_over_link_rtts() {
         text.contains("FAIL: link RTT 10000 µs: http-fresh (ip)"),
         "{text}"
     );
+}
+
+/// Every transport has a colour of its own: 13 transports once cycled through 10 colours,
+/// so tcp and grpc-stream looked the same.
+#[test]
+fn no_two_transports_share_a_colour() {
+    let colours: Vec<&str> = TransportKind::ALL
+        .into_iter()
+        .map(rpcbench::site::svg::transport_colour)
+        .collect();
+    let mut distinct = colours.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), colours.len(), "{colours:?}");
 }

@@ -443,6 +443,13 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<BenchOutcome> {
     for note in &outcome.notes {
         eprintln!("rpcbench: {note}");
     }
+    // The table says it after the figures; the other formats carry `coherent: false`,
+    // and whoever watches the terminal still reads the line.
+    if args.format != Format::Table
+        && let Some(line) = render::incoherent_line(report)
+    {
+        eprintln!("rpcbench: {line}");
+    }
     let mut said = std::collections::BTreeSet::new();
     for why in report.runs.iter().filter_map(|r| r.dns_error.as_ref()) {
         if said.insert(why) {

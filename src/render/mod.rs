@@ -23,6 +23,7 @@ pub mod preflight;
 pub mod sweep;
 /// As wide as the terminal.
 mod table;
+pub use table::incoherent_line;
 pub mod units;
 
 pub use csv::CSV_HEADERS;

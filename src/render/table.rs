@@ -88,7 +88,7 @@ pub fn write(report: &Report, options: &RenderOptions, out: &mut dyn Write) -> i
 /// One line when the run's figures contradict each other beyond their noise (a failed
 /// physics check, `coherent: false` in the JSON): the first broken rule, how many more,
 /// and the likely causes.
-fn incoherent_line(report: &Report) -> Option<String> {
+pub fn incoherent_line(report: &Report) -> Option<String> {
     let failed: Vec<&crate::report::PhysicsCheck> =
         report.physics.iter().filter(|c| !c.pass).collect();
     let first = failed.first()?;

@@ -151,8 +151,14 @@ pub enum Finding {
         /// asked alone.
         misses: Option<TlsPrice>,
     },
-    /// Which transport to pick, and which if it must be HTTP.
-    Pick { any: Choice, http: Choice },
+    /// Which transport to pick, and which if it must be HTTP; `loopback` when client and
+    /// server shared a host (the embedded server, a loopback target), where the pick says
+    /// nothing about a pair of hosts.
+    Pick {
+        any: Choice,
+        http: Choice,
+        loopback: bool,
+    },
     /// The range of client CPU time per call, µs.
     ClientCpu {
         least: (RunName, f64),
@@ -185,9 +191,24 @@ pub enum Finding {
 /// When the inputs ran across links of several RTTs (`--link-rtt`), what is read from
 /// `base` alone says the RTT it holds at, and the pick is made again at each other RTT:
 /// the transport to pick on loopback is not the one to pick across 60 ms.
+///
+/// A figure named by a failed physics check of its run ([`crate::physics::checks`]) is
+/// not what it claims to be, so no finding is drawn from it: the run's line and the
+/// report's truth check say why.
 pub fn findings(base: &Report, others: &[&Report], peers: Option<&Peers>) -> Vec<Finding> {
+    let (all_base, all_others) = (base, others);
+    let trusted_base = trusted(base);
+    let trusted_others: Vec<Report> = others.iter().map(|r| trusted(r)).collect();
+    let trusted_refs: Vec<&Report> = trusted_others.iter().collect();
+    let (base, others) = (&trusted_base, &trusted_refs[..]);
     let mut out = of_one_run(base, others);
-    let rtt_of = |r: &Report| r.runs.iter().find_map(|x| x.link_rtt_us);
+    // A run on one host without a declared link crossed none: 0 µs, beside the others.
+    let rtt_of = |r: &Report| {
+        r.runs
+            .iter()
+            .find_map(|x| x.link_rtt_us)
+            .or_else(|| local_target(r).then_some(0.0))
+    };
     let mut rtts: Vec<f64> = std::iter::once(base)
         .chain(others.iter().copied())
         .filter_map(rtt_of)
@@ -205,9 +226,45 @@ pub fn findings(base: &Report, others: &[&Report], peers: Option<&Peers>) -> Vec
             out.extend(at_rtt.and_then(|r| Some(at(r, pick(r)?))));
         }
     }
-    out.push(lost(base, others));
+    out.push(lost(all_base, all_others));
     out.extend(peers.and_then(peer_finding));
     out
+}
+
+/// `report` without the runs that a failed physics check of it names (both figures of
+/// each broken ordering), so that no finding is drawn from them. Calls lost or failed
+/// stay counted: [`lost`] reads the inputs as given.
+fn trusted(report: &Report) -> Report {
+    let broken: Vec<(TransportKind, String)> = crate::physics::checks(report)
+        .into_iter()
+        .filter(|c| !c.pass)
+        .flat_map(|c| [c.faster, c.slower])
+        .map(|f| (f.transport, f.mode))
+        .collect();
+    let mut out = report.clone();
+    out.runs.retain(|r| {
+        !broken
+            .iter()
+            .any(|(t, m)| *t == r.transport && *m == r.mode_label())
+    });
+    out
+}
+
+/// True when `report` called a server on its own host (the embedded one, or a loopback
+/// target) with no link declared between them (`--link-rtt`).
+fn on_loopback(report: &Report) -> bool {
+    local_target(report) && report.runs.iter().all(|r| r.link_rtt_us.is_none())
+}
+
+/// True when `report`'s target is on its own host: the embedded server, or a loopback
+/// name or address.
+fn local_target(report: &Report) -> bool {
+    let host = report.target.trim_start_matches('[').trim_end_matches(']');
+    report.target.starts_with("embedded")
+        || host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The findings read from one run: `base`, with `others` for a slow resolver's run.
@@ -528,6 +585,7 @@ fn pick(base: &Report) -> Option<Finding> {
     Some(Finding::Pick {
         any: best(false)?,
         http: best(true)?,
+        loopback: on_loopback(base),
     })
 }
 

@@ -10,6 +10,7 @@ use crate::measure::Phase;
 use crate::report::RunRecord;
 use crate::resolve::AddrMode;
 use crate::transport::TransportKind;
+use crate::transport::tls::Security;
 use std::fmt::Write;
 
 /// Chart size in SVG user units; the page scales it to fit.
@@ -20,12 +21,15 @@ const RIGHT: f64 = 190.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 50.0;
 
-/// One colour per transport, in `TransportKind::ALL` order (colour-blind-safe Tableau 10);
-/// past ten transports the colours repeat, told apart by the legend.
-const COLOURS: [&str; 10] = [
+/// One colour per transport, in `TransportKind::ALL` order, none shared: Tableau 10
+/// (colour-blind-safe), then the Tableau 20 colours that stand apart from those ten.
+const COLOURS: [&str; 20] = [
     "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1", "#edc948", "#ff9da7",
-    "#9c755f", "#bab0ac",
+    "#9c755f", "#bab0ac", "#a0cbe8", "#ffbe7d", "#8cd17d", "#b6992d", "#499894", "#86bcb6",
+    "#79706e", "#d37295", "#fabfd2", "#d4a6c8",
 ];
+// A transport added past the list fails the build, not the charts.
+const _: () = assert!(COLOURS.len() >= TransportKind::ALL.len());
 /// The label of a latency axis in ms on a log scale, the same in every chart.
 const LATENCY_LOG: &str = "latency (ms, log scale)";
 /// Colours of the phases in the stacked chart.
@@ -42,7 +46,7 @@ pub fn transport_colour(kind: TransportKind) -> &'static str {
     TransportKind::ALL
         .iter()
         .position(|&x| x == kind)
-        .map_or("#555555", |i| COLOURS[i % COLOURS.len()])
+        .map_or("#555555", |i| COLOURS[i])
 }
 
 /// The dash pattern of an address mode, the same in every chart.
@@ -205,6 +209,21 @@ const LEGEND_ROW: f64 = 18.0;
 const LEGEND_TEXT: f64 = RIGHT - 15.0 - 28.0 - 5.0;
 /// The width of one character of 12 px sans-serif, at most (wide letters, digits).
 const CHAR_WIDTH: f64 = 7.0;
+
+/// A row's label, its end at `x`: squeezed (`textLength`) when it is too long for the
+/// left margin, so it never runs off the chart's left edge.
+fn row_label(x: f64, y: f64, text: &str) -> String {
+    let room = x - 8.0;
+    let squeeze = if text.chars().count() as f64 * CHAR_WIDTH > room {
+        format!(r#" textLength="{room}" lengthAdjust="spacingAndGlyphs""#)
+    } else {
+        String::new()
+    };
+    format!(
+        r#"<text x="{x}" y="{y:.1}" text-anchor="end"{squeeze}>{}</text>"#,
+        esc(text)
+    )
+}
 
 /// A legend entry: a line (or a box) in the entry's colour and dash, and its text. No
 /// entry is cut off: a text too long for the margin is squeezed to fit (`textLength`), and
@@ -384,13 +403,7 @@ pub fn mean_p99(runs: &[&RunRecord]) -> String {
     for (i, r) in runs.iter().enumerate() {
         let y = y0 + 10.0 + row * (i as f64 + 0.5);
         let colour = transport_colour(r.transport);
-        let _ = write!(
-            out,
-            r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
-            LEFT - 8.0,
-            y + 4.0,
-            esc(&label(r))
-        );
+        out.push_str(&row_label(LEFT - 8.0, y + 4.0, &label(r)));
         if let Some(l) = r.latency_us {
             let (xm, xp) = (xa.px(l.mean / 1e3), xa.px(l.p99 / 1e3));
             let _ = write!(
@@ -453,13 +466,11 @@ pub fn phase_stack(runs: &[&RunRecord]) -> String {
         let y = y0 + 10.0 + row * i as f64;
         let _ = write!(
             out,
-            r#"<rect x="{}" y="{:.1}" width="8" height="14" fill="{}"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
+            r#"<rect x="{}" y="{:.1}" width="8" height="14" fill="{}"/>{}"#,
             LEFT - 14.0,
             y + 2.0,
             transport_colour(r.transport),
-            LEFT - 18.0,
-            y + 13.0,
-            esc(&label(r))
+            row_label(LEFT - 18.0, y + 13.0, &label(r)),
         );
         let _ = write!(out, r#"<g class="series" data-run="{}">"#, esc(&label(r)));
         let mut x = xa.px(0.0);
@@ -538,17 +549,25 @@ pub fn dns_overhead(runs: &[&RunRecord]) -> String {
         m
     };
     let transports = unique_transports(runs);
-    let mean = |t: TransportKind, mode: AddrMode| {
-        runs.iter()
-            .find(|r| r.transport == t && r.addr_mode == mode)
-            .and_then(|r| r.latency_us)
-            .map(|l| l.mean / 1e3)
+    // Plain runs at the run's own concurrency: TLS and the multiplexing comparison have
+    // charts and findings of their own.
+    let find = |t: TransportKind, mode: AddrMode| {
+        runs.iter().copied().find(|r| {
+            r.transport == t
+                && r.addr_mode == mode
+                && r.security == Security::Plain
+                && !r.mux_comparison
+                && r.latency_us.is_some()
+        })
     };
-    let mut bars = Vec::new();
+    let mean = |r: &RunRecord| r.latency_us.map_or(0.0, |l| l.mean / 1e3);
+    // (mode, transport, the difference; `None` when it lies within the noise).
+    let mut bars: Vec<(AddrMode, TransportKind, Option<f64>)> = Vec::new();
     for &mode in &modes {
         for &t in &transports {
-            if let (Some(m), Some(ip)) = (mean(t, mode), mean(t, AddrMode::Ip)) {
-                bars.push((mode, t, m - ip));
+            if let (Some(m), Some(ip)) = (find(t, mode), find(t, AddrMode::Ip)) {
+                let delta = crate::physics::runs_differ(m, ip).then(|| mean(m) - mean(ip));
+                bars.push((mode, t, delta));
             }
         }
     }
@@ -562,8 +581,8 @@ pub fn dns_overhead(runs: &[&RunRecord]) -> String {
         "chart-dns",
     );
     let (y0, y1) = (TOP, height - BOTTOM);
-    let lo = bars.iter().map(|b| b.2).fold(0.0, f64::min);
-    let hi = bars.iter().map(|b| b.2).fold(0.0, f64::max);
+    let lo = bars.iter().filter_map(|b| b.2).fold(0.0, f64::min);
+    let hi = bars.iter().filter_map(|b| b.2).fold(0.0, f64::max);
     let mut xa = Axis::new(lo, hi.max(0.001), false, LEFT, WIDTH - RIGHT);
     if lo < 0.0 {
         xa.lo = lo * 1.05;
@@ -590,6 +609,22 @@ pub fn dns_overhead(runs: &[&RunRecord]) -> String {
             last_mode = Some(mode);
             y += 12.0;
         }
+        out.push_str(&row_label(LEFT - 8.0, y + 10.0, t.name()));
+        let Some(delta) = delta else {
+            // Within the noise: a mark on the zero line and the words, not a bar.
+            let x0 = xa.px(0.0);
+            let _ = write!(
+                out,
+                r##"<g class="series within-noise" data-run="{t} ({mode})"><line x1="{x0:.1}" y1="{:.1}" x2="{x0:.1}" y2="{:.1}" stroke="{}" stroke-width="2"/><text x="{:.1}" y="{:.1}" fill="#555555">no measurable difference</text><title>{t} under {mode}: no measurable difference from ip</title></g>"##,
+                y + 1.0,
+                y + 13.0,
+                transport_colour(t),
+                x0 + 6.0,
+                y + 10.0,
+            );
+            y += row;
+            continue;
+        };
         let (xa0, xa1) = (xa.px(0.0), xa.px(delta));
         let (x, w) = if xa1 >= xa0 {
             (xa0, xa1 - xa0)
@@ -598,10 +633,7 @@ pub fn dns_overhead(runs: &[&RunRecord]) -> String {
         };
         let _ = write!(
             out,
-            r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text><rect class="series" data-run="{} ({})" x="{x:.1}" y="{:.1}" width="{:.1}" height="12" fill="{}"><title>{} under {}: {:+.3} ms</title></rect>"#,
-            LEFT - 8.0,
-            y + 10.0,
-            t,
+            r#"<rect class="series" data-run="{} ({})" x="{x:.1}" y="{:.1}" width="{:.1}" height="12" fill="{}"><title>{} under {}: {:+.3} ms</title></rect>"#,
             t,
             mode,
             y + 1.0,
@@ -884,10 +916,8 @@ pub fn dns_lookups(diagnoses: &[&DnsDiagnosis]) -> String {
         let y = y0 + 10.0 + row * i as f64;
         let _ = write!(
             out,
-            r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text><g class="series" data-name="{}">"#,
-            LEFT - 8.0,
-            y + 14.0,
-            esc(&d.name),
+            r#"{}<g class="series" data-name="{}">"#,
+            row_label(LEFT - 8.0, y + 14.0, &d.name),
             esc(&d.name)
         );
         let mut queries: Vec<&QueryRecord> = d.queries.iter().collect();
