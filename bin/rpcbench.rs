@@ -2,5 +2,5 @@
 #![forbid(unsafe_code)]
 
 fn main() -> std::process::ExitCode {
-    rpcbench::cli::bench::main()
+    rpcbench::cli::rpcbench::main()
 }

@@ -435,7 +435,15 @@ fn closed_stdout_exits_quietly() {
         .read_to_string(&mut stderr)
         .unwrap();
     assert!(status.success(), "status {status:?}, stderr {stderr:?}");
-    assert!(stderr.is_empty(), "{stderr}");
+    // Nothing about the pipe. A run of 50 calls is short enough that its figures may
+    // disagree beyond their noise (h2-mux's 16 workers get three calls each), which is said
+    // on stderr whatever the format: that line alone may be there.
+    assert!(
+        stderr
+            .lines()
+            .all(|l| l.starts_with("rpcbench: figures not coherent: ")),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -136,11 +136,11 @@ pub fn agent(args: &AgentArgs) -> anyhow::Result<u8> {
     let config = match args.config() {
         Ok(config) => config,
         Err(why) => {
-            use clap::CommandFactory;
-            super::usage_exit(
-                "rpcbench",
-                super::bench::Cli::command().error(clap::error::ErrorKind::ArgumentConflict, why),
-            );
+            return Err(super::UsageError {
+                kind: clap::error::ErrorKind::ArgumentConflict,
+                why: why.to_string(),
+            }
+            .into());
         }
     };
     agent::run(config, |addr| {

@@ -47,14 +47,11 @@ pub struct DnsArgs {
 /// Reads the configuration, runs the diagnosis, prints it.
 pub fn dns(args: &DnsArgs) -> anyhow::Result<u8> {
     if args.format == Format::Csv {
-        use clap::CommandFactory;
-        super::usage_exit(
-            "rpcbench",
-            super::bench::Cli::command().error(
-                clap::error::ErrorKind::InvalidValue,
-                "rpcbench dns prints table, json or markdown, not csv",
-            ),
-        );
+        return Err(super::UsageError {
+            kind: clap::error::ErrorKind::InvalidValue,
+            why: "rpcbench dns prints table, json or markdown, not csv".into(),
+        }
+        .into());
     }
     let path = args.resolv_conf.display().to_string();
     let text = std::fs::read_to_string(&args.resolv_conf)

@@ -1,6 +1,6 @@
 //! Command-line front ends: argument definitions (clap derive) and the code that turns
 //! parsed arguments into a run. The binaries in `bin/` only call [`echo::main`],
-//! [`bench::main`] and [`link::main`].
+//! [`rpcbench::main`] and [`link::main`].
 
 pub mod agent;
 pub mod bench;
@@ -8,6 +8,7 @@ pub mod dns;
 pub mod echo;
 pub mod link;
 pub mod report;
+pub mod rpcbench;
 pub mod sweep;
 
 use std::net::SocketAddr;
@@ -20,6 +21,16 @@ pub const EXIT_OK: u8 = 0;
 pub const EXIT_FAILED: u8 = 1;
 /// Exit status: bad usage (clap uses the same code for its own errors).
 pub const EXIT_USAGE: u8 = 2;
+
+/// Bad usage found after parsing (flags that conflict, a format a subcommand does not
+/// print): the program's front end says it as clap would, with its usage, and exits
+/// [`EXIT_USAGE`].
+#[derive(Debug, thiserror::Error)]
+#[error("{why}")]
+pub struct UsageError {
+    pub kind: clap::error::ErrorKind,
+    pub why: String,
+}
 
 /// Parses a duration: a number with a unit `ns`, `us`, `µs`, `ms`, `s`, `m` (a bare number
 /// is seconds), e.g. `500ms`, `1.5s`, `10us`.

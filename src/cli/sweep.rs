@@ -91,11 +91,11 @@ pub fn sweep(args: &SweepArgs) -> anyhow::Result<u8> {
     let spec = match args.spec() {
         Ok(spec) => spec,
         Err(why) => {
-            use clap::CommandFactory;
-            super::usage_exit(
-                "rpcbench",
-                super::bench::Cli::command().error(clap::error::ErrorKind::ArgumentConflict, why),
-            );
+            return Err(super::UsageError {
+                kind: clap::error::ErrorKind::ArgumentConflict,
+                why: why.to_string(),
+            }
+            .into());
         }
     };
     let mut progress = super::bench::ProgressBar::for_stderr(&args.bench);
