@@ -16,6 +16,7 @@
 
 use super::Shared;
 use super::budget::ConnShare;
+use super::grpc_body::{CallNote, RequestBody};
 use super::grpc_echo;
 use super::stats::Reject;
 use bytes::Bytes;
@@ -23,7 +24,7 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::HeaderMap;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::task::{Context, Poll};
 use tonic::{Code, Status};
 
@@ -154,57 +155,6 @@ pub(super) fn over_budget(shared: &Arc<Shared>) -> hyper::Response<GrpcBody> {
     };
     let status = Status::resource_exhausted("the server's buffer budget is spent; try again later");
     GrpcBody::wrap(grpc_echo::refuse(status), outcome)
-}
-
-/// What a call's request side tells the counting of its outcome.
-#[derive(Debug, Default)]
-pub(super) struct CallNote {
-    /// The request failed (the client reset the stream, or the connection broke): the call
-    /// is counted as cancelled whatever status it then ended with.
-    broke: AtomicBool,
-    /// A request message did not fit in the buffer budget: the call's RESOURCE_EXHAUSTED
-    /// is counted as [`Reject::OverBudgetGrpc`].
-    over_budget: AtomicBool,
-}
-
-/// The body of a gRPC request: hyper's, noting when it failed (the client reset the
-/// stream, or the connection broke), so that the call is counted as cancelled whatever
-/// status is then made of the error.
-pub(super) struct RequestBody {
-    inner: Incoming,
-    note: Arc<CallNote>,
-}
-
-impl RequestBody {
-    /// Notes that a message of this call did not fit in the buffer budget.
-    pub(super) fn over_budget(&self) {
-        self.note.over_budget.store(true, Relaxed);
-    }
-}
-
-impl Body for RequestBody {
-    type Data = Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let this = self.get_mut();
-        let frame = Pin::new(&mut this.inner).poll_frame(cx);
-        if let Poll::Ready(Some(Err(_))) = &frame {
-            this.note.broke.store(true, Relaxed);
-        }
-        frame
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
 }
 
 /// Counts one call's outcome exactly once: by the `grpc-status` it ended with, or as

@@ -18,7 +18,7 @@
 
 use super::Shared;
 use super::budget::{ConnShare, Held, Lease};
-use super::grpc::RequestBody;
+use super::grpc_body::RequestBody;
 use super::payload::Payload;
 use crate::proto::{EchoReply, EchoRequest};
 use crate::wire::{self, RESPONSE_OVERHEAD};
@@ -131,7 +131,7 @@ async fn call(mut messages: Messages, shared: &Shared) -> Result<UnaryReply, Ref
     let mut trailers = ok_trailers();
     trailers.insert(
         SERVER_TIMING.clone(),
-        super::http::server_timing(got_it.elapsed()),
+        super::http::reply::server_timing(got_it.elapsed()),
     );
     Ok(UnaryReply {
         head: Some(head),

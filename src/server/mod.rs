@@ -12,6 +12,7 @@
 pub mod budget;
 pub mod dns;
 mod grpc;
+mod grpc_body;
 mod grpc_echo;
 mod handle;
 mod http;

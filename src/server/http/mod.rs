@@ -9,10 +9,8 @@
 //! as hyper keeps `proto/h1`'s connection, role and encoding apart: each part can then be
 //! read, and measured, without the other two.
 
-mod reply;
+pub(super) mod reply;
 mod route;
-
-pub(super) use reply::server_timing;
 
 use super::Shared;
 use super::budget::{ConnShare, StreamLease};
