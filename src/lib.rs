@@ -24,7 +24,9 @@
 //! - [`physics`]: orderings the protocols fix (modes agree for kept connections, unix no
 //!   slower than tcp, ...), checked in every run against each figure's noise.
 //! - [`report`]: the serialisable result (JSON) that every renderer reads.
-//! - [`render`]: one renderer per output format (table, json, csv, markdown), and `units.rs`.
+//! - [`units`]: durations, rates and sizes for people, and the parsers of their flags; at
+//!   the bottom, for every layer to use.
+//! - [`render`]: one renderer per output format (table, json, csv, markdown).
 //! - [`site`]: the comparison report: findings (also after the table), truth checks, peers,
 //!   SVG charts, README and HTML.
 //! - [`link`]: the userspace link (`rpcbench-link`): two namespaces joined through TUN
@@ -69,6 +71,7 @@ pub mod sweep;
 pub mod sys;
 pub mod tcpinfo;
 pub mod transport;
+pub mod units;
 pub mod wire;
 
 pub use logs::init_tracing;

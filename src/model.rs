@@ -361,7 +361,7 @@ pub fn what_if_heading(rows: &[Projection]) -> String {
     if let Some(rtt) = estimate {
         from.push(format!(
             "the protocol's k with c = mean − k × RTT, the RTT taken as {} ({})",
-            crate::render::units::duration(rtt.us),
+            crate::units::duration(rtt.us),
             rtt.source
         ));
     }

@@ -71,7 +71,7 @@ impl std::str::FromStr for Slo {
         if !(percent > 0.0 && percent < 100.0) {
             return Err(bad());
         }
-        let bound = crate::cli::parse_positive_duration(bound).map_err(|_| bad())?;
+        let bound = crate::units::parse_positive_duration(bound).map_err(|_| bad())?;
         Ok(Slo {
             quantile: percent / 100.0,
             bound,
@@ -86,7 +86,7 @@ impl std::fmt::Display for Slo {
             f,
             "{} ≤ {}",
             percentile_name(self.quantile),
-            crate::render::units::duration(self.bound.as_secs_f64() * 1e6)
+            crate::units::duration(self.bound.as_secs_f64() * 1e6)
         )
     }
 }
@@ -491,11 +491,11 @@ impl Stepper<'_, '_> {
 /// shows where it is. The number counts every step, retries of the search included.
 fn step_label(number: usize, config: &RunConfig) -> String {
     let what = match config.rate {
-        Some(rate) => format!("{}/s", crate::render::units::rate(rate)),
+        Some(rate) => format!("{}/s", crate::units::rate(rate)),
         None => format!(
             "closed loop -c {} · {}",
             config.concurrency,
-            crate::render::units::bytes(config.payload)
+            crate::units::bytes(config.payload)
         ),
     };
     format!("step {number} · {what}")
@@ -532,8 +532,8 @@ fn judge(
             Some(us) if us > s.bound.as_secs_f64() * 1e6 => why.push(format!(
                 "{} {} is above {}",
                 percentile_name(s.quantile),
-                crate::render::units::duration(us),
-                crate::render::units::duration(s.bound.as_secs_f64() * 1e6)
+                crate::units::duration(us),
+                crate::units::duration(s.bound.as_secs_f64() * 1e6)
             )),
             Some(_) => {}
             None => why.push("no call succeeded".to_string()),
@@ -546,8 +546,8 @@ fn judge(
         {
             why.push(format!(
                 "achieved {} of {} calls/s offered (below {:.0}%)",
-                crate::render::units::rate(achieved),
-                crate::render::units::rate(offered),
+                crate::units::rate(achieved),
+                crate::units::rate(offered),
                 MIN_ACHIEVED * 100.0
             ));
         }

@@ -302,6 +302,13 @@ pub fn is_pattern(seq: u64, bytes: &[u8]) -> bool {
         .all(|(got, want)| got == want)
 }
 
+/// True when `bytes` start like a TLS record (a handshake or an alert, versions 1.0 to
+/// 1.3): how a plain client recognises that it called a TLS port, and how a plain server
+/// recognises a TLS client.
+pub fn looks_like_tls(bytes: &[u8]) -> bool {
+    matches!(bytes, [0x15 | 0x16, 0x03, 0x01..=0x04, ..])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

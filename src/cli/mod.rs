@@ -11,8 +11,8 @@ pub mod report;
 pub mod rpcbench;
 pub mod sweep;
 
+pub use crate::units::{parse_duration, parse_positive_duration};
 use std::net::SocketAddr;
-use std::time::Duration;
 
 /// Exit status: the run finished and nothing failed beyond what was allowed.
 pub const EXIT_OK: u8 = 0;
@@ -30,41 +30,6 @@ pub const EXIT_USAGE: u8 = 2;
 pub struct UsageError {
     pub kind: clap::error::ErrorKind,
     pub why: String,
-}
-
-/// Parses a duration: a number with a unit `ns`, `us`, `µs`, `ms`, `s`, `m` (a bare number
-/// is seconds), e.g. `500ms`, `1.5s`, `10us`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration (try 500ms, 2s, 100us)"))?;
-    let scale = match unit.trim() {
-        "ns" => 1e-9,
-        "us" | "µs" => 1e-6,
-        "ms" => 1e-3,
-        "" | "s" => 1.0,
-        "m" | "min" => 60.0,
-        other => {
-            return Err(format!(
-                "unknown duration unit {other:?} (use ns, us, ms, s or m)"
-            ));
-        }
-    };
-    Duration::try_from_secs_f64(value * scale).map_err(|e| format!("{text:?}: {e}"))
-}
-
-/// Parses a duration that must be more than zero: a timeout of 0 fails every call, and a
-/// run of 0 s measures nothing, so both are usage errors rather than runs.
-pub fn parse_positive_duration(text: &str) -> Result<Duration, String> {
-    match parse_duration(text)? {
-        d if d.is_zero() => Err(format!("{text:?} must be more than 0")),
-        d => Ok(d),
-    }
 }
 
 /// Parses a call rate per second, from one call per 1000 s to one per nanosecond, with an
@@ -163,6 +128,7 @@ pub fn one_line(err: &anyhow::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn durations() {

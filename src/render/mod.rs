@@ -23,8 +23,9 @@ pub mod preflight;
 pub mod sweep;
 /// As wide as the terminal.
 mod table;
+/// Units live below every layer ([`crate::units`]); renderers reach them here too.
+pub use crate::units;
 pub use table::incoherent_line;
-pub mod units;
 
 pub use csv::CSV_HEADERS;
 pub use markdown::write_table as write_markdown_table;

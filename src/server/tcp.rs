@@ -475,7 +475,7 @@ where
             Err(e) => {
                 let kind = match e {
                     // A ClientHello's record header read as a length prefix.
-                    _ if crate::transport::tls::looks_like_tls(data) => Reject::TcpTlsClient,
+                    _ if crate::wire::looks_like_tls(data) => Reject::TcpTlsClient,
                     DecodeFrameError::EmptyFrame => Reject::ZeroLengthFrame,
                     _ => Reject::OversizedFrame,
                 };

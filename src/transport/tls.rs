@@ -206,11 +206,7 @@ impl std::fmt::Display for TlsFailure {
     }
 }
 
-/// True when `bytes` start like a TLS record (a handshake or an alert, versions 1.0 to
-/// 1.3): how a plain client recognises that it called a TLS port.
-pub fn looks_like_tls(bytes: &[u8]) -> bool {
-    matches!(bytes, [0x15 | 0x16, 0x03, 0x01..=0x04, ..])
-}
+pub use crate::wire::looks_like_tls;
 
 /// The error a plain client socket's read returns when the server's first bytes are a TLS
 /// record: without it a TLS port's alert would reach the HTTP or HTTP/2 parser as garbage

@@ -509,7 +509,7 @@ async fn read_head<S: HttpIo>(io: &mut CountingIo<S>) -> io::Result<HeadEnd> {
             Ok(0) => return Ok(HeadEnd::Closed),
             Ok(n) => {
                 count_moved(&io.state, n, |s| &s.bytes_in);
-                if before == 0 && crate::transport::tls::looks_like_tls(head) {
+                if before == 0 && crate::wire::looks_like_tls(head) {
                     return Ok(HeadEnd::Tls);
                 }
                 // Part of HTTP/2's preface (which has a blank line in it) is not a head.

@@ -6,6 +6,8 @@
 //! its header; a sentence names the unit beside each figure ([`duration`]). CSV and JSON
 //! keep fixed units (µs, s) and full precision: they are for programs.
 
+use std::time::Duration;
+
 /// Significant digits shown: enough to tell 18.4 from 18.9 µs, which is about what
 /// run-to-run noise on one host allows; more would be noise printed as fact.
 const SIGNIFICANT: i32 = 3;
@@ -169,6 +171,41 @@ pub fn bytes(n: u32) -> String {
 /// A ratio (`× fastest`, `× the peer`) with three significant digits: `1.00`, `12.3`.
 pub fn ratio(x: f64) -> String {
     significant(x, 2)
+}
+
+/// Parses a duration: a number with a unit `ns`, `us`, `µs`, `ms`, `s`, `m` (a bare number
+/// is seconds), e.g. `500ms`, `1.5s`, `10us`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (try 500ms, 2s, 100us)"))?;
+    let scale = match unit.trim() {
+        "ns" => 1e-9,
+        "us" | "µs" => 1e-6,
+        "ms" => 1e-3,
+        "" | "s" => 1.0,
+        "m" | "min" => 60.0,
+        other => {
+            return Err(format!(
+                "unknown duration unit {other:?} (use ns, us, ms, s or m)"
+            ));
+        }
+    };
+    Duration::try_from_secs_f64(value * scale).map_err(|e| format!("{text:?}: {e}"))
+}
+
+/// Parses a duration that must be more than zero: a timeout of 0 fails every call, and a
+/// run of 0 s measures nothing, so both are usage errors rather than runs.
+pub fn parse_positive_duration(text: &str) -> Result<Duration, String> {
+    match parse_duration(text)? {
+        d if d.is_zero() => Err(format!("{text:?} must be more than 0")),
+        d => Ok(d),
+    }
 }
 
 #[cfg(test)]
