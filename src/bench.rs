@@ -606,7 +606,7 @@ impl Session {
                 ..Environment::detect()
             },
             server,
-            path_rtt_estimate: crate::tcpinfo::path_rtt_of_runs(&runs),
+            path_rtt_estimate: crate::report::path_rtt_of_runs(&runs),
             runs,
             physics: Vec::new(),
             coherent: None,

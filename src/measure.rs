@@ -237,10 +237,11 @@ pub struct Tally {
 }
 
 impl Tally {
-    /// An empty tally with the histograms `config` needs.
-    pub fn for_config(config: &crate::runner::RunConfig) -> Tally {
+    /// An empty tally, with a histogram of latency from when each call was due when the
+    /// calls are `paced` (`--rate`).
+    pub fn new(paced: bool) -> Tally {
         Tally {
-            latency_intended: config.rate.map(|_| Hist::default()),
+            latency_intended: paced.then(Hist::default),
             ..Tally::default()
         }
     }

@@ -245,7 +245,7 @@ pub enum RttSource {
     /// The injected link RTT the run was told (`--link-rtt`).
     Link,
     /// Measured by the run: the kernel's least RTT sample or the fastest persistent call
-    /// ([`crate::tcpinfo::path_rtt_of_runs`]).
+    /// ([`crate::report::path_rtt_of_runs`]).
     Measured(crate::tcpinfo::RttSource),
 }
 
@@ -271,7 +271,7 @@ pub struct PathRtt {
 }
 
 /// The path RTT of one report: its runs' `link_rtt_us` when they were told it, else what
-/// the runs measured ([`crate::tcpinfo::path_rtt_of_runs`]: the smaller of the kernel's
+/// the runs measured ([`crate::report::path_rtt_of_runs`]: the smaller of the kernel's
 /// least RTT sample and the fastest persistent call, both upper bounds).
 pub fn report_path_rtt(report: &Report) -> Option<PathRtt> {
     if let Some(us) = report.runs.iter().find_map(|r| r.link_rtt_us) {
@@ -280,7 +280,7 @@ pub fn report_path_rtt(report: &Report) -> Option<PathRtt> {
             source: RttSource::Link,
         });
     }
-    crate::tcpinfo::path_rtt_of_runs(&report.runs).map(|e| PathRtt {
+    crate::report::path_rtt_of_runs(&report.runs).map(|e| PathRtt {
         us: e.us,
         source: RttSource::Measured(e.source),
     })
@@ -455,7 +455,7 @@ mod tests {
         assert!(matches!(measured.source, RttSource::Measured(_)));
         assert_eq!(
             Some(measured.us),
-            crate::tcpinfo::path_rtt_of_runs(&report.runs).map(|e| e.us)
+            crate::report::path_rtt_of_runs(&report.runs).map(|e| e.us)
         );
         report.runs[0].link_rtt_us = Some(2000.0);
         let told = report_path_rtt(&report).unwrap();

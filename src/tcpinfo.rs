@@ -261,64 +261,6 @@ pub fn path_rtt_estimate(
     }
 }
 
-/// [`path_rtt_estimate`] over a report's runs: the least kernel RTT of any run, and the
-/// least latency of any persistent, unshared transport's ok call.
-pub fn path_rtt_of_runs(runs: &[crate::report::RunRecord]) -> Option<PathRttEstimate> {
-    let least = |it: &mut dyn Iterator<Item = f64>| it.reduce(f64::min);
-    let tcp = least(
-        &mut runs
-            .iter()
-            .filter_map(|r| r.tcp_info.as_ref()?.least_rtt_us()),
-    );
-    let persistent = least(
-        &mut runs
-            .iter()
-            .filter(|r| r.transport.persistent() && !r.transport.shared())
-            .filter_map(|r| r.latency_us.as_ref().map(|l| l.min)),
-    );
-    path_rtt_estimate(tcp, persistent)
-}
-
-/// Connections of one run that retransmitted their SYN, and what that did to its tail.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SynRetries {
-    pub transport: crate::transport::TransportKind,
-    pub connections: u64,
-    pub connections_sampled: u64,
-    pub syn_retransmits: u64,
-    /// The kernel's first SYN retransmission timeout, µs.
-    pub timeout_us: f64,
-    pub p99_us: f64,
-    pub max_us: f64,
-}
-
-impl SynRetries {
-    /// True when the p99 itself is those retries (at least a SYN timeout); otherwise only
-    /// the slowest calls (fewer than 1%) waited.
-    pub fn in_p99(&self) -> bool {
-        self.p99_us >= self.timeout_us
-    }
-}
-
-/// A run's SYN retries, when some connection retried its SYN and a call waited a whole
-/// SYN timeout for it.
-pub fn syn_retries(run: &crate::report::RunRecord) -> Option<SynRetries> {
-    let info = run.tcp_info.as_ref()?;
-    let latency = run.latency_us.as_ref()?;
-    if info.syn_retransmitting_connections == 0 || latency.max < SYN_TIMEOUT_US {
-        return None;
-    }
-    Some(SynRetries {
-        transport: run.transport,
-        connections: info.syn_retransmitting_connections,
-        connections_sampled: info.connections_sampled,
-        syn_retransmits: info.syn_retransmits,
-        timeout_us: SYN_TIMEOUT_US,
-        p99_us: latency.p99,
-        max_us: latency.max,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

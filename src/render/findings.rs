@@ -5,8 +5,8 @@
 
 use super::units::{bytes, duration, rate, ratio, significant};
 use crate::dnsdiag::DnsFinding;
-use crate::site::PEER_RATIO_LIMIT;
 use crate::site::findings::{Choice, Delta, Finding, Multiplexing, RunName, TlsPrice, Versus};
+use crate::site::peers::PEER_RATIO_LIMIT;
 use crate::site::sweep::{SeriesName, StepAt, SweepFinding};
 
 /// What a sentence says of two figures that lie within their noise.

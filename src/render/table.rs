@@ -10,7 +10,7 @@ use super::{
     problem_lines, summary_grid, units, wrap,
 };
 use crate::report::Report;
-use crate::site;
+use crate::site::findings::{findings, pinning_advice};
 use std::io::{self, Write};
 
 /// Between the parts of the heading.
@@ -73,10 +73,10 @@ pub fn write(report: &Report, options: &RenderOptions, out: &mut dyn Write) -> i
         lines.extend(wrap(&line, width, "", HANGING));
     }
     lines.push(String::new());
-    for f in site::findings(report, &[], None) {
+    for f in findings(report, &[], None) {
         lines.extend(wrap(&super::findings::sentence(&f), width, BULLET, HANGING));
     }
-    if let Some(advice) = site::pinning_advice(report) {
+    if let Some(advice) = pinning_advice(report) {
         lines.extend(wrap(&advice, width, "", HANGING));
     }
     for line in lines {

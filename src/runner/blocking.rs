@@ -84,7 +84,7 @@ fn worker<T: Transport>(
         );
     }
     drop(scratch);
-    let mut tally = Tally::for_config(config);
+    let mut tally = Tally::new(config.rate.is_some());
     let duplicates_in_warmup = transport.duplicates();
     let late_in_warmup = transport.late_replies();
     let reordered_in_warmup = transport.reordered();

@@ -214,7 +214,7 @@ mod tests {
             payload: 4,
             ..RunConfig::default()
         };
-        let mut tally = Tally::for_config(&config);
+        let mut tally = Tally::new(config.rate.is_some());
         let mut payload = Vec::new();
         let attempt = Attempt::start(5, &config, &mut payload);
         let body = attempt.call.payload.to_vec();

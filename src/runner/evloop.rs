@@ -180,7 +180,7 @@ fn event_loop<T: AsyncTransport>(ctx: LoopCtx<'_>) -> Result<Finished, RunTransp
         seqs: Cell::new((0, 0)),
         done,
         undone: Cell::new(0),
-        tally: RefCell::new(Tally::for_config(config)),
+        tally: RefCell::new(Tally::new(config.rate.is_some())),
         scratch: RefCell::new(Tally::default()),
     });
 

@@ -221,7 +221,7 @@ pub struct TransportRun {
     pub calls_carried: u64,
     /// The mean latency of ok calls of each round merged into this run, µs, in the order
     /// the rounds ran (one entry per round that had an ok call): how far rounds disagree
-    /// is the run-to-run noise of the figure ([`crate::report::RunRecord::spread`]).
+    /// is the run-to-run noise of the figure (a run record's `spread`).
     pub round_means_us: Vec<f64>,
 }
 

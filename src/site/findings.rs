@@ -6,7 +6,8 @@
 //! renderers' (`render::findings`). Two figures within their noise are compared as
 //! [`Versus::NoDifference`](crate::site::findings::Versus::NoDifference) (or [`Delta::NoDifference`](crate::site::findings::Delta::NoDifference)), never as a ratio of noise.
 
-use super::{PEER_RATIO_LIMIT, Peers, dns_delay_us, find, slow_dns};
+use super::peers::{PEER_RATIO_LIMIT, Peers};
+use super::select::{dns_delay_us, find, slow_dns};
 use crate::report::{Report, RunRecord};
 use crate::resolve::AddrMode;
 use crate::transport::TransportKind;
@@ -165,7 +166,7 @@ pub enum Finding {
         most: (RunName, f64),
     },
     /// Connections that retransmitted their SYN, and what that did to the tail.
-    SynRetries(crate::tcpinfo::SynRetries),
+    SynRetries(crate::report::SynRetries),
     /// A finding of the run at one link RTT, among inputs at several.
     AtLinkRtt { rtt_us: f64, finding: Box<Finding> },
     /// Lost calls over every input: none (all `calls` came back), or the runs that failed.
@@ -287,7 +288,7 @@ fn of_one_run(base: &Report, others: &[&Report]) -> Vec<Finding> {
     out.extend(
         base.runs
             .iter()
-            .filter_map(crate::tcpinfo::syn_retries)
+            .filter_map(crate::report::syn_retries)
             .map(Finding::SynRetries),
     );
     out

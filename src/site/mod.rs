@@ -23,15 +23,19 @@
 pub mod findings;
 /// README.md and index.html.
 mod page;
+pub mod peers;
+mod select;
 pub mod svg;
 /// Charts, capacity and sentences from sweep results.
 pub mod sweep;
 
 pub use findings::{findings, pinning_advice};
+pub use peers::{PEER_RATIO_LIMIT, PeerPair, Peers, median};
+use select::{dns_delay_us, find, find_like, is_plain, slow_dns};
 
 use crate::dnsdiag::DnsDiagnosis;
 use crate::model;
-use crate::render::{self, units};
+use crate::render;
 use crate::report::{Report, RunRecord};
 use crate::resolve::AddrMode;
 use crate::sweep::SweepReport;
@@ -45,104 +49,6 @@ use std::path::{Path, PathBuf};
 /// its deadline, by the timer slack and a scheduler wake-up), and 5% of the test bed's
 /// 20 ms covers that with room, while a delay paid twice, or not at all, is far outside.
 const DELAY_SHARE: f64 = 0.05;
-
-/// rpcbench may be at most this many times slower than an established tool measuring the
-/// same thing, or the tool itself is what is being measured. The one place the limit is
-/// written: `report/peers.sh` only measures, and this judges.
-pub const PEER_RATIO_LIMIT: f64 = 1.3;
-
-/// Figures from established tools measured beside rpcbench on the same machines and
-/// placement, round by round, as `report/peers.sh --json` writes them. Only raw round
-/// means: the medians and the verdict are computed here, once.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Peers {
-    /// Core placement the peers (and rpcbench beside them) ran with, e.g. `same core (CPU 0)`.
-    pub placement: String,
-    /// One entry per (transport, peer) pair.
-    pub pairs: Vec<PeerPair>,
-}
-
-/// One peer measured against one rpcbench transport, over the same rounds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PeerPair {
-    /// The rpcbench transport it is compared with.
-    pub transport: TransportKind,
-    /// The security mode that transport ran under (`tls13`); left out when `plain`.
-    #[serde(default, skip_serializing_if = "crate::report::is_plain")]
-    pub security: Security,
-    /// The tool, e.g. `sockperf ping-pong`.
-    pub peer: String,
-    /// The exact commands the peer (and its server) ran.
-    pub command: String,
-    /// rpcbench's mean round trip for this transport in each round, µs.
-    pub rpcbench_round_means_us: Vec<f64>,
-    /// The peer's mean round trip in each round, µs.
-    pub peer_round_means_us: Vec<f64>,
-}
-
-/// The median of some figures (the mean of the middle two for an even count); `None` for
-/// none. A median of round means lets one round disturbed by the host, for either side,
-/// not decide a pair once there are three rounds or more.
-pub fn median(values: &[f64]) -> Option<f64> {
-    let mut v: Vec<f64> = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(v[n / 2]),
-        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
-    }
-}
-
-impl PeerPair {
-    /// The transport, with its security mode after it when that is not `plain`
-    /// (`tcp-connect tls13`).
-    pub fn name(&self) -> String {
-        if self.security.is_tls() {
-            format!("{} {}", self.transport, self.security)
-        } else {
-            self.transport.to_string()
-        }
-    }
-
-    /// rpcbench's median over the rounds, µs.
-    pub fn rpcbench_us(&self) -> Option<f64> {
-        median(&self.rpcbench_round_means_us)
-    }
-
-    /// The peer's median over the rounds, µs.
-    pub fn peer_us(&self) -> Option<f64> {
-        median(&self.peer_round_means_us)
-    }
-
-    /// rpcbench's median over the peer's.
-    pub fn ratio(&self) -> Option<f64> {
-        Some(self.rpcbench_us()? / self.peer_us().filter(|&p| p > 0.0)?)
-    }
-
-    /// Whether the ratio is within [`PEER_RATIO_LIMIT`]; `None` without figures.
-    pub fn within_limit(&self) -> Option<bool> {
-        self.ratio().map(|r| r <= PEER_RATIO_LIMIT)
-    }
-
-    /// `tcp against sockperf ping-pong: 16.3 µs against 14.8 µs, 1.10× (medians of 3
-    /// rounds)`, for lists.
-    pub fn describe(&self) -> String {
-        let what = format!("{} against {}", self.name(), self.peer);
-        match (self.rpcbench_us(), self.peer_us(), self.ratio()) {
-            (Some(rb), Some(peer), Some(ratio)) => format!(
-                "{what}: {} against {}, {}× (medians of {} round(s))",
-                units::duration(rb),
-                units::duration(peer),
-                units::ratio(ratio),
-                self.rpcbench_round_means_us.len()
-            ),
-            _ => format!("{what}: no figures"),
-        }
-    }
-}
 
 /// One check of a figure against what physics says it must be.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -301,57 +207,6 @@ pub fn read_input(path: &Path) -> Result<Input, BuildReportError> {
     } else {
         parse_value(path, value).map(|r| Input::Run(Box::new(r)))
     }
-}
-
-/// How late the server answered DNS queries in this run, µs (0: not delayed, or unknown).
-fn dns_delay_us(r: &Report) -> u64 {
-    r.server
-        .as_ref()
-        .and_then(|s| s.settings.dns.as_ref())
-        .map_or(0, |d| d.delay_us)
-}
-
-/// A run asked for nothing to be slowed: a reference for the checks.
-fn is_plain(r: &Report) -> bool {
-    r.config.delay_us == 0 && dns_delay_us(r) == 0
-}
-
-/// A run whose server answered DNS late and delayed nothing else: what the DNS check and
-/// the seed's "by host name" cases read.
-fn slow_dns(r: &Report) -> bool {
-    dns_delay_us(r) > 0 && r.config.delay_us == 0
-}
-
-/// The run of `transport` under address mode `mode` and security mode `security` in a
-/// report: a report may hold the same transport and address mode under several security
-/// modes (`--security plain,tls13`), and a check or finding compares like with like. The
-/// default run's multiplexing comparison at 16 workers is not found here (see
-/// [`findings`]' multiplexing sentence, which reads it).
-fn find(
-    r: &Report,
-    transport: TransportKind,
-    mode: AddrMode,
-    security: Security,
-) -> Option<&RunRecord> {
-    r.runs.iter().find(|x| {
-        x.transport == transport
-            && x.addr_mode == mode
-            && x.security == security
-            && !x.mux_comparison
-    })
-}
-
-/// The run of `report` made like `r` (the same transport, security mode and workers, the
-/// default run's multiplexing comparison or not) under address mode `mode`: a check that
-/// compares two runs of one transport compares like with like.
-fn find_like<'a>(report: &'a Report, r: &RunRecord, mode: AddrMode) -> Option<&'a RunRecord> {
-    report.runs.iter().find(|x| {
-        x.transport == r.transport
-            && x.addr_mode == mode
-            && x.security == r.security
-            && x.mux_comparison == r.mux_comparison
-            && (!r.mux_comparison || x.workers == r.workers)
-    })
 }
 
 /// A run's mean latency in ms, as seed 004 states its figures.

@@ -766,7 +766,7 @@ pub fn latency_throughput(lines: &[ChartLine], bound: Option<(f64, String)>, id:
     let ticks: Vec<(f64, String)> = xa
         .ticks()
         .into_iter()
-        .map(|v| (v, crate::render::units::rate(v)))
+        .map(|v| (v, crate::units::rate(v)))
         .collect();
     x_axis(&mut out, &xa, y0, y1, "achieved calls/s", &ticks);
     y_axis(&mut out, &ya, LEFT, WIDTH - RIGHT, LATENCY_LOG);
@@ -824,7 +824,7 @@ pub fn payload_chart(lines: &[ChartLine], id: &str) -> String {
     sizes.dedup();
     let ticks: Vec<(f64, String)> = sizes
         .iter()
-        .map(|&b| (b, crate::render::units::bytes(b as u32)))
+        .map(|&b| (b, crate::units::bytes(b as u32)))
         .collect();
     // Latency, above.
     let (t0, t1) = (TOP, TOP + panel);

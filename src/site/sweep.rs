@@ -5,10 +5,10 @@
 //! chart, the table and the findings read the same numbers.
 
 use super::svg::{self, ChartLine};
-use crate::render::units::rate;
 use crate::resolve::AddrMode;
 use crate::sweep::{MIN_ACHIEVED, Series, SloRecord, Step, SweepReport};
 use crate::transport::TransportKind;
+use crate::units::rate;
 
 /// The knee of a latency curve is the last step before p99 grows more than this many
 /// times from one step to the next: queueing has started, and each further step costs

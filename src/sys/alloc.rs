@@ -6,7 +6,7 @@
 //! owning thread collects it, and an idle thread never does: a server left idle after 2,000
 //! HTTP/2 connections closed kept +329% of its starting RSS (`report/server_attacks.md`).
 //! The `mimalloc` crate exposes no safe call for it, and no option makes another thread
-//! collect: this is the one call, made by [`crate::server`]'s threads as they go idle.
+//! collect: this is the one call, made by the echo server's threads as they go idle.
 #![allow(unsafe_code)]
 
 /// Frees the calling thread's empty mimalloc pages and returns every free range of the
