@@ -205,7 +205,7 @@ impl TargetNotReady {
     /// One line per case: the ports, what was seen, and what to do.
     pub fn lines(&self) -> Vec<String> {
         let findings: Vec<&crate::preflight::Finding> = self.findings.iter().collect();
-        crate::render::preflight::problem_lines(&self.target, &findings, &self.start)
+        crate::preflight::problem_lines(&self.target, &findings, &self.start)
     }
 }
 
@@ -242,7 +242,7 @@ pub fn run(spec: &BenchSpec, observer: &mut dyn Observer) -> Result<BenchOutcome
             version: stats.settings.version.clone(),
             wire: stats.settings.wire,
         };
-        if let Some(line) = crate::render::preflight::version_warning(&identity) {
+        if let Some(line) = crate::preflight::version_warning(&identity) {
             tracing::warn!("{line}");
         }
     }
@@ -397,14 +397,11 @@ impl Session {
             })));
         }
         for finding in found.findings.iter().filter(|f| !f.blocks()) {
-            tracing::warn!(
-                "{}",
-                crate::render::preflight::stats_warning(&target, finding)
-            );
+            tracing::warn!("{}", crate::preflight::stats_warning(&target, finding));
             self.no_stats = true;
         }
         if let Some(server) = &found.server {
-            if let Some(line) = crate::render::preflight::version_warning(server) {
+            if let Some(line) = crate::preflight::version_warning(server) {
                 tracing::warn!("{line}");
             }
             self.version_said = true;

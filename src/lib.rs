@@ -48,6 +48,7 @@
 #![deny(unsafe_code)]
 
 pub mod agent;
+pub mod analysis;
 pub mod bench;
 pub mod cli;
 pub mod compare;

@@ -378,7 +378,7 @@ fn a_plain_run_prints_its_table_then_its_findings() {
     // The findings, the same sentences the report computes, after the last table.
     let last_rule = lines.iter().rposition(|l| l.starts_with('─')).unwrap();
     let after = lines[last_rule..].join("\n");
-    let findings = rpcbench::site::findings(&report, &[], None);
+    let findings = rpcbench::analysis::findings(&report, &[], None);
     assert!(findings.len() >= 3, "{findings:?}");
     for f in &findings {
         let f = rpcbench::render::findings::sentence(f);

@@ -202,8 +202,8 @@ fn the_embedded_server_serves_the_grpc_transports() {
     }
     // The findings weigh the shared channel against h2-mux and against a channel each.
     let report: rpcbench::report::Report = serde_json::from_str(&text).expect("a Report");
-    use rpcbench::site::findings::Finding;
-    let findings = rpcbench::site::findings(&report, &[], None);
+    use rpcbench::analysis::findings::Finding;
+    let findings = rpcbench::analysis::findings(&report, &[], None);
     let grpc_mux = findings
         .iter()
         .find_map(|f| match f {

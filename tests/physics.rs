@@ -189,9 +189,9 @@ fn the_report_fails_an_incoherent_run() {
 /// Findings compare two figures only beyond their noise.
 #[test]
 fn findings_say_no_measurable_difference_within_the_noise() {
-    use rpcbench::site::findings::{Delta, Finding, Versus};
+    use rpcbench::analysis::findings::{Delta, Finding, Versus};
     let find = |r: &Report, pick: fn(&Finding) -> bool| {
-        rpcbench::site::findings(r, &[], None)
+        rpcbench::analysis::findings(r, &[], None)
             .into_iter()
             .find(pick)
             .expect("the finding")
@@ -246,7 +246,7 @@ fn findings_say_no_measurable_difference_within_the_noise() {
 /// that pair out rather than print a win below 1×.
 #[test]
 fn no_finding_from_figures_a_failed_check_names() {
-    use rpcbench::site::findings::Finding;
+    use rpcbench::analysis::findings::Finding;
     let mut r = coherent();
     set(&mut r, TransportKind::Tcp, AddrMode::Ip, 100.0, 0.02);
     set(&mut r, TransportKind::TcpConnect, AddrMode::Ip, 60.0, 0.02);
@@ -255,7 +255,7 @@ fn no_finding_from_figures_a_failed_check_names() {
         "{:?}",
         failed(&r)
     );
-    let all = rpcbench::site::findings(&r, &[], None);
+    let all = rpcbench::analysis::findings(&r, &[], None);
     let Some(Finding::Reuse(pairs)) = all.iter().find(|f| matches!(f, Finding::Reuse(_))) else {
         panic!("the other pairs still make a reuse finding: {all:?}");
     };
@@ -270,7 +270,7 @@ fn no_finding_from_figures_a_failed_check_names() {
         "{words}"
     );
     let mut even = pairs.clone();
-    even[0].fresh_over_kept = rpcbench::site::findings::Versus::NoDifference;
+    even[0].fresh_over_kept = rpcbench::analysis::findings::Versus::NoDifference;
     let words = rpcbench::render::findings::sentence(&Finding::Reuse(even));
     assert!(
         words.starts_with("A kept connection against a new one per call"),
@@ -282,9 +282,9 @@ fn no_finding_from_figures_a_failed_check_names() {
 /// against http-keepalive at 1 makes no finding; a keep-alive run at 16 workers does.
 #[test]
 fn the_mux_finding_compares_equal_concurrency_only() {
-    use rpcbench::site::findings::Finding;
+    use rpcbench::analysis::findings::Finding;
     let mux = |r: &Report| {
-        rpcbench::site::findings(r, &[], None)
+        rpcbench::analysis::findings(r, &[], None)
             .into_iter()
             .find_map(|f| match f {
                 Finding::Multiplexing { h2, .. } => h2,
@@ -305,9 +305,9 @@ fn the_mux_finding_compares_equal_concurrency_only() {
 /// A pick made on one host says so: the fixture called the embedded server.
 #[test]
 fn a_pick_on_loopback_does_not_speak_of_a_pair_of_hosts() {
-    use rpcbench::site::findings::Finding;
+    use rpcbench::analysis::findings::Finding;
     let pick = |r: &Report| {
-        rpcbench::site::findings(r, &[], None)
+        rpcbench::analysis::findings(r, &[], None)
             .into_iter()
             .find(|f| matches!(f, Finding::Pick { .. }))
             .map(|f| rpcbench::render::findings::sentence(&f))
@@ -346,14 +346,14 @@ fn an_incoherent_run_says_so_in_one_line() {
 /// RTT it holds at, the loopback one at 0 µs.
 #[test]
 fn picks_beside_a_link_say_their_rtt() {
-    use rpcbench::site::findings::Finding;
+    use rpcbench::analysis::findings::Finding;
     let here = coherent();
     let mut far = coherent();
     far.target = "10.77.0.1".into();
     for run in &mut far.runs {
         run.link_rtt_us = Some(60_000.0);
     }
-    let picks: Vec<f64> = rpcbench::site::findings(&here, &[&far], None)
+    let picks: Vec<f64> = rpcbench::analysis::findings(&here, &[&far], None)
         .into_iter()
         .filter_map(|f| match f {
             Finding::AtLinkRtt { rtt_us, finding } if matches!(*finding, Finding::Pick { .. }) => {

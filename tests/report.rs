@@ -423,7 +423,7 @@ fn peers_are_judged_once_and_do_not_gate_the_report() {
     let dir = Scratch::new("peers");
     let base = results(&dir.0, "base.json", &small("tcp,http-keepalive", &[]));
     let peers = dir.0.join("peers.json");
-    let limit = rpcbench::site::PEER_RATIO_LIMIT;
+    let limit = rpcbench::analysis::PEER_RATIO_LIMIT;
     // tcp: medians 15 and 12 (a disturbed round on each side does not decide); within.
     // http-keepalive: twice the limit; above.
     let json = serde_json::json!({

@@ -145,7 +145,7 @@ fn datagrams_and_unix_stay_plain() {
 /// beside them in the report.
 #[test]
 fn findings_price_tls_from_the_runs() {
-    use rpcbench::site::findings::{Delta, Finding, TlsPrice, Versus};
+    use rpcbench::analysis::findings::{Delta, Finding, TlsPrice, Versus};
     let report = run(&[
         "-n",
         "200",
@@ -183,7 +183,7 @@ fn findings_price_tls_from_the_runs() {
             Versus::NoDifference
         }
     };
-    let findings = rpcbench::site::findings(&report, &[], None);
+    let findings = rpcbench::analysis::findings(&report, &[], None);
     let tc = TransportKind::TcpConnect;
     let only = |parts: &[TlsPrice]| -> TlsPrice {
         assert_eq!(

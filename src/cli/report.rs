@@ -81,7 +81,7 @@ pub fn report(args: &ReportArgs) -> anyhow::Result<u8> {
             &format!(
                 "peers ({}; benchmarks against the {}× limit, not checks: they do not set the exit status):",
                 peers.placement,
-                site::PEER_RATIO_LIMIT
+                crate::analysis::PEER_RATIO_LIMIT
             ),
             width,
             "",

@@ -1,13 +1,13 @@
-//! The words of the findings: one sentence per [`Finding`](crate::site::findings::Finding) (and per DNS or sweep finding),
+//! The words of the findings: one sentence per [`Finding`](crate::analysis::findings::Finding) (and per DNS or sweep finding),
 //! the same after a run's tables and in `rpcbench report`. The figures come from the
-//! analysis (`site::findings`, `site::sweep`, `model`, `dnsdiag`); only this file says
+//! analysis (`analysis::findings`, `analysis::sweep`, `model`, `dnsdiag`); only this file says
 //! them.
 
 use super::units::{bytes, duration, rate, ratio, significant};
+use crate::analysis::findings::{Choice, Delta, Finding, Multiplexing, RunName, TlsPrice, Versus};
+use crate::analysis::peers::PEER_RATIO_LIMIT;
+use crate::analysis::sweep::{SeriesName, StepAt, SweepFinding};
 use crate::dnsdiag::DnsFinding;
-use crate::site::findings::{Choice, Delta, Finding, Multiplexing, RunName, TlsPrice, Versus};
-use crate::site::peers::PEER_RATIO_LIMIT;
-use crate::site::sweep::{SeriesName, StepAt, SweepFinding};
 
 /// What a sentence says of two figures that lie within their noise.
 const NO_DIFFERENCE: &str = "no measurable difference";
@@ -425,7 +425,7 @@ pub fn sweep_sentence(f: &SweepFinding) -> String {
 fn capacity_sentence(
     objective: &str,
     met: &[(SeriesName, f64)],
-    missed: &[crate::site::sweep::Missed],
+    missed: &[crate::analysis::sweep::Missed],
     at_top: &[SeriesName],
 ) -> String {
     let mut text = format!("At {objective}");

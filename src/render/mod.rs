@@ -17,8 +17,6 @@ mod json;
 mod markdown;
 /// The round-trip model's tables (fits, what-if).
 pub mod model;
-/// The preflight's findings and warnings, one line each.
-pub mod preflight;
 /// A sweep's steps, one table per transport.
 pub mod sweep;
 /// As wide as the terminal.

@@ -9,8 +9,8 @@ use super::{
     Grid, NAME_COLUMNS, RenderOptions, concurrency_lines, engine_line, latency_note, phase_grid,
     problem_lines, summary_grid, units, wrap,
 };
+use crate::analysis::findings::{findings, pinning_advice};
 use crate::report::Report;
-use crate::site::findings::{findings, pinning_advice};
 use std::io::{self, Write};
 
 /// Between the parts of the heading.

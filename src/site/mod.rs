@@ -19,19 +19,15 @@
 //! one, else the first input). A check the inputs cannot support is listed as not run,
 //! with the reason, and does not fail the report.
 
-/// The sentences at the top of a report and after a run's table.
-pub mod findings;
 /// README.md and index.html.
 mod page;
-pub mod peers;
-mod select;
 pub mod svg;
-/// Charts, capacity and sentences from sweep results.
+/// The charts of sweep results.
 pub mod sweep;
 
-pub use findings::{findings, pinning_advice};
-pub use peers::{PEER_RATIO_LIMIT, PeerPair, Peers, median};
-use select::{dns_delay_us, find, find_like, is_plain, slow_dns};
+use crate::analysis::select::{dns_delay_us, find, find_like, is_plain, slow_dns};
+use crate::analysis::sweep::CapacityRow;
+use crate::analysis::{PEER_RATIO_LIMIT, Peers, findings};
 
 use crate::dnsdiag::DnsDiagnosis;
 use crate::model;
@@ -82,7 +78,7 @@ pub struct Site {
     /// The DNS diagnoses (`rpcbench dns --out`), in the order given.
     pub dns: Vec<(PathBuf, DnsDiagnosis)>,
     /// A row per series of every sweep over offered rates.
-    pub capacity: Vec<sweep::CapacityRow>,
+    pub capacity: Vec<CapacityRow>,
     pub findings: Vec<findings::Finding>,
     /// Seed 004's cases beside today's; empty without a run.
     pub seed: Vec<SeedRow>,
@@ -465,7 +461,7 @@ impl Site {
                 .map(findings::Finding::RoundTrips),
         );
         findings.extend(
-            sweep::findings(&sweep_reports)
+            crate::analysis::sweep::findings(&sweep_reports)
                 .into_iter()
                 .map(findings::Finding::Sweep),
         );
@@ -498,7 +494,7 @@ impl Site {
             seed: baseline
                 .as_ref()
                 .map_or_else(Vec::new, |(_, b)| seed_rows(b, &other_reports)),
-            capacity: sweep::capacity_rows(&sweep_reports),
+            capacity: crate::analysis::sweep::capacity_rows(&sweep_reports),
             baseline,
             others,
             sweeps,
@@ -793,6 +789,7 @@ pub fn build_from_files(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::analysis::{PeerPair, median};
 
     #[test]
     fn medians_of_round_means() {

@@ -2,7 +2,7 @@
 //! was seen, and what to do, ending with the `rpcbench-echo` command that starts the
 //! server the run needs), and the one-line warnings that do not stop a run.
 
-use crate::preflight::{
+use super::{
     Address, Finding, Listener, PREFLIGHT_TIMEOUT, Reply, Seen, ServerIdentity, StartCommand,
     UDP_PROBES,
 };

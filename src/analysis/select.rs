@@ -7,7 +7,7 @@ use crate::transport::TransportKind;
 use crate::transport::tls::Security;
 
 /// How late the server answered DNS queries in this run, µs (0: not delayed, or unknown).
-pub(super) fn dns_delay_us(r: &Report) -> u64 {
+pub(crate) fn dns_delay_us(r: &Report) -> u64 {
     r.server
         .as_ref()
         .and_then(|s| s.settings.dns.as_ref())
@@ -15,13 +15,13 @@ pub(super) fn dns_delay_us(r: &Report) -> u64 {
 }
 
 /// A run asked for nothing to be slowed: a reference for the checks.
-pub(super) fn is_plain(r: &Report) -> bool {
+pub(crate) fn is_plain(r: &Report) -> bool {
     r.config.delay_us == 0 && dns_delay_us(r) == 0
 }
 
 /// A run whose server answered DNS late and delayed nothing else: what the DNS check and
 /// the seed's "by host name" cases read.
-pub(super) fn slow_dns(r: &Report) -> bool {
+pub(crate) fn slow_dns(r: &Report) -> bool {
     dns_delay_us(r) > 0 && r.config.delay_us == 0
 }
 
@@ -30,7 +30,7 @@ pub(super) fn slow_dns(r: &Report) -> bool {
 /// modes (`--security plain,tls13`), and a check or finding compares like with like. The
 /// default run's multiplexing comparison at 16 workers is not found here (see
 /// [`super::findings`]' multiplexing sentence, which reads it).
-pub(super) fn find(
+pub(crate) fn find(
     r: &Report,
     transport: TransportKind,
     mode: AddrMode,
@@ -47,7 +47,7 @@ pub(super) fn find(
 /// The run of `report` made like `r` (the same transport, security mode and workers, the
 /// default run's multiplexing comparison or not) under address mode `mode`: a check that
 /// compares two runs of one transport compares like with like.
-pub(super) fn find_like<'a>(
+pub(crate) fn find_like<'a>(
     report: &'a Report,
     r: &RunRecord,
     mode: AddrMode,

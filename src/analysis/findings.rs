@@ -2,9 +2,9 @@
 //! came for. One function for both places they appear: after the tables of a run
 //! (`rpcbench`, from that run alone) and at the top of `rpcbench report` (from every input).
 //!
-//! A finding is a value ([`Finding`](crate::site::findings::Finding)) carrying the figures it rests on; the words are the
+//! A finding is a value ([`Finding`](crate::analysis::findings::Finding)) carrying the figures it rests on; the words are the
 //! renderers' (`render::findings`). Two figures within their noise are compared as
-//! [`Versus::NoDifference`](crate::site::findings::Versus::NoDifference) (or [`Delta::NoDifference`](crate::site::findings::Delta::NoDifference)), never as a ratio of noise.
+//! [`Versus::NoDifference`](crate::analysis::findings::Versus::NoDifference) (or [`Delta::NoDifference`](crate::analysis::findings::Delta::NoDifference)), never as a ratio of noise.
 
 use super::peers::{PEER_RATIO_LIMIT, Peers};
 use super::select::{dns_delay_us, find, slow_dns};
@@ -626,7 +626,7 @@ fn lost(base: &Report, others: &[&Report]) -> Finding {
 }
 
 /// rpcbench beside established tools: the worst ratio, and the pairs above the limit.
-pub(super) fn peer_finding(p: &Peers) -> Option<Finding> {
+pub(crate) fn peer_finding(p: &Peers) -> Option<Finding> {
     let ratios: Vec<(String, String, f64)> = p
         .pairs
         .iter()

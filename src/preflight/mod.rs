@@ -15,7 +15,13 @@
 //! a few bytes of the reply pattern (which a byte-echoing server cannot fake:
 //! its echo of the request does not decode as that reply), `GET /healthz` then `GET /stats`
 //! on one HTTP connection, one datagram, and the same inside TLS for the TLS listeners.
-//! Values only: `render::preflight` turns them into sentences.
+//! The probing returns values; `words.rs` says them, one line per case (and the warnings
+//! that do not stop a run). Those lines are what the preflight's error and warnings read
+//! as (their `Display`), so they live with the values rather than in `render`: the run
+//! (`bench`) raises them from below the render layer.
+
+mod words;
+pub use words::{problem_lines, stats_warning, version_warning};
 
 use crate::transport::tls::{Alpn, TlsClient, TlsFailure, looks_like_tls};
 use crate::transport::{CallError, Port, TransportKind};
