@@ -1,46 +1,42 @@
 //! rpcbench: how fast, and how reliably, two machines can call each other, and why.
 //!
-//! Map of the crate, one line per module:
+//! # Layers
 //!
-//! - [`wire`]: the raw TCP protocol (postcard frames; over UDP, bodies), the reply pattern
-//!   and the seq header.
-//! - [`proto`]: the gRPC service `rpcbench.v1.Echo`, generated from `proto/rpcbench.proto`.
-//! - [`host`]: facts of the machine this process runs on (name, kernel, CPUs, pinning).
-//! - [`placement`]: where rpcbench's own threads run (`--placement`): client and embedded
-//!   server on one CPU by default.
-//! - [`server`]: the echo server, one file per listener (`tcp.rs`, `unix.rs`, `udp.rs`,
-//!   `http/`, `grpc.rs`, `dns.rs`), counters.
-//! - [`transport`]: the client transports, one file each, behind one small trait.
-//! - [`bench`](mod@bench): a whole run as one call: embedded server, plan, name check, rounds, report.
-//! - [`runner`]: the load engine: worker threads or event loops, warm-up, timing,
-//!   verification, counting.
-//! - [`measure`]: HDR histograms and per-call outcome tallies, merged across workers.
-//! - [`resolve`]: address modes: IP literal, getaddrinfo, hickory with and without cache
-//!   (and following the search list).
-//! - [`dnsdiag`]: `rpcbench dns NAME`: the queries a lookup really sends here, timed, and
-//!   what to change; `conf.rs` reads resolv.conf as glibc does.
-//! - [`model`]: the round-trip model `mean ≈ c + k × RTT`: the round trips each protocol
-//!   needs, k and c fitted over runs at several link RTTs, what-if projections.
-//! - [`physics`]: orderings the protocols fix (modes agree for kept connections, unix no
-//!   slower than tcp, ...), checked in every run against each figure's noise.
-//! - [`report`]: the serialisable result (JSON) that every renderer reads.
-//! - [`units`]: durations, rates and sizes for people, and the parsers of their flags; at
-//!   the bottom, for every layer to use.
-//! - [`render`]: one renderer per output format (table, json, csv, markdown).
-//! - [`site`]: the comparison report: findings (also after the table), truth checks, peers,
-//!   SVG charts, README and HTML.
-//! - [`link`]: the userspace link (`rpcbench-link`): two namespaces joined through TUN
-//!   devices, with delay, jitter, loss, duplication, reordering and a rate.
-//! - [`sweep`]: steps over rates, concurrency or payload sizes; capacity under a latency objective.
-//! - [`compare`]: p50/p99 of two reports side by side, to catch regressions in CI.
-//! - [`agent`]: fleet mode (`rpcbench agent`): probes a list of peers all the time and
-//!   serves the results on `GET /metrics` for Prometheus.
-//! - [`sys`]: the few system calls no safe crate wraps (`TCP_INFO`); the only `unsafe` code.
-//! - [`tcpinfo`]: `TCP_INFO` of a run's connections: retransmits, RTTs, the path RTT estimate.
-//! - [`preflight`]: before a run against a target, one probe of each port the run needs:
-//!   refused, no answer, another server, or rpcbench-echo of another version.
-//! - [`logs`]: warnings on stderr as one plain line; `RUST_LOG` and `-v` for full records.
-//! - [`cli`]: command-line front ends for both binaries (`bin/` only calls into here).
+//! The modules stand in eight layers. Each depends only on the layers below it, never on
+//! one above or on a sibling's insides; each layer's rule is stated in the opening doc of
+//! its modules. From the bottom up:
+//!
+//! 1. **Kinds and units**, used by everything: [`units`] (durations, rates and sizes for
+//!    people, and the parsers of their flags), [`wire`] (the raw TCP protocol: postcard
+//!    frames, over UDP bodies, the reply pattern, the seq header, TLS sniffing), [`proto`]
+//!    (the gRPC service `rpcbench.v1.Echo`), [`host`] (facts of this machine), [`placement`]
+//!    (where rpcbench's own threads run), [`measure`] (HDR histograms and per-call outcome
+//!    tallies), [`sys`] (the few system calls no safe crate wraps; the only `unsafe` code),
+//!    [`logs`], and [`link`] (the userspace link of `rpcbench-link`: two namespaces joined
+//!    through TUN devices, with delay, jitter, loss, duplication, reordering and a rate).
+//! 2. **Server and readings**: [`server`] (the echo server, one file per listener, its
+//!    counters and the `/stats` record both sides read), [`tcpinfo`] (`TCP_INFO` of a run's
+//!    connections).
+//! 3. **Client**: [`dnsdiag`] (resolv.conf read as glibc does, and `rpcbench dns NAME`: the
+//!    queries a lookup really sends, timed), [`resolve`] (the five address modes),
+//!    [`transport`] (one file per transport behind one small trait, each answering for
+//!    itself: [`transport::Facts`]), [`runner`] (the load engine: workers or event loops,
+//!    warm-up, timing, verification, counting), [`preflight`] (one probe of each port a run
+//!    needs, and what to do when it fails).
+//! 4. **Record**: [`report`] (the serialisable results, a run's and a sweep's: what JSON
+//!    holds and every renderer reads).
+//! 5. **Analysis**, values only: [`physics`] (orderings the protocols fix, checked against
+//!    each figure's noise), [`model`] (the round-trip model `mean ≈ c + k × RTT`),
+//!    [`compare`] (two reports' p50/p99 side by side), [`analysis`] (findings, peers, what
+//!    sweeps say).
+//! 6. **Render**, the only layer that writes words about results: [`render`] (table, json,
+//!    csv, markdown, the findings' sentences) and [`site`] (`rpcbench report`: SVG charts,
+//!    README and HTML).
+//! 7. **Apps**, a whole job as one call that prints nothing: [`bench`](mod@bench) (a run:
+//!    embedded server, plan, name check, rounds, report), [`sweep`] (steps over rates,
+//!    concurrency or payload sizes; capacity under a latency objective), [`agent`] (fleet
+//!    mode: probes peers and serves `GET /metrics`).
+//! 8. **CLI**: [`cli`], the front ends of the three binaries (`bin/` only calls into here).
 //!
 //! The README documents the protocol byte by byte and every flag.
 // `deny`, not `forbid`, for one exception: `sys::tcp_info`, the `getsockopt(TCP_INFO)`

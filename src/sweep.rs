@@ -18,17 +18,16 @@
 //! set up once.
 
 use crate::bench::{BenchSpec, Observer, RunBenchError, Session};
+pub use crate::report::sweep::{
+    MIN_ACHIEVED, Miss, Series, ServerCost, SloRecord, Step, SweepAxis, SweepReport,
+    percentile_name,
+};
 use crate::report::{Environment, RunRecord, rfc3339_now};
 use crate::resolve::AddrMode;
 use crate::runner::{RunConfig, TransportRun};
 use crate::server::stats::StatsSnapshot;
-use crate::transport::TransportKind;
-use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-/// A rate meets the objective only when at least this share of it was achieved: a
-/// client that could not send what was asked has not shown the server can take it.
-pub const MIN_ACHIEVED: f64 = 0.95;
 /// The search ramps from this share of the closed-loop throughput: low enough that the
 /// first step passes on any healthy transport.
 const RAMP_START: f64 = 0.25;
@@ -91,18 +90,6 @@ impl std::fmt::Display for Slo {
     }
 }
 
-/// An objective as the sweep's JSON records it: the figures, and the text tables print.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SloRecord {
-    /// As [`Slo`]'s `Display` writes it, e.g. `p99 ≤ 2.00 ms`.
-    pub text: String,
-    /// 0 < quantile < 1, e.g. 0.99.
-    pub quantile: f64,
-    /// The bound, µs: what charts draw as a line.
-    pub bound_us: f64,
-}
-
 impl From<Slo> for SloRecord {
     fn from(slo: Slo) -> SloRecord {
         SloRecord {
@@ -111,19 +98,6 @@ impl From<Slo> for SloRecord {
             bound_us: slo.bound.as_secs_f64() * 1e6,
         }
     }
-}
-
-impl SloRecord {
-    /// The percentile's name, as written on the command line: `p99`, `p99.9`.
-    pub fn percentile(&self) -> String {
-        percentile_name(self.quantile)
-    }
-}
-
-/// A quantile's name as a percentile, as written on the command line: `p99`, `p99.9`.
-pub fn percentile_name(quantile: f64) -> String {
-    // Rounded to a millionth, so 0.999 prints as 99.9 and not 99.89999999999999.
-    format!("p{}", (quantile * 100.0 * 1e6).round() / 1e6)
 }
 
 /// What a sweep varies from step to step.
@@ -138,13 +112,18 @@ pub enum Axis {
 }
 
 impl Axis {
+    /// The axis as the record names it.
+    pub fn kind(&self) -> SweepAxis {
+        match self {
+            Axis::Rates(_) => SweepAxis::Rate,
+            Axis::Concurrency(_) => SweepAxis::Concurrency,
+            Axis::Payloads(_) => SweepAxis::Payload,
+        }
+    }
+
     /// The axis's name in the JSON and tables.
     pub fn name(&self) -> &'static str {
-        match self {
-            Axis::Rates(_) => "rate",
-            Axis::Concurrency(_) => "concurrency",
-            Axis::Payloads(_) => "payload",
-        }
+        self.kind().name()
     }
 
     /// Checks that the steps are strictly increasing: a repeated or unsorted step is
@@ -182,23 +161,6 @@ pub struct SweepSpec {
     pub step_duration: Duration,
 }
 
-/// The server's own cost over one step, from its counters before and after.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ServerCost {
-    /// Requests the server counted during the step, every protocol.
-    pub requests: u64,
-    /// CPU time the server's own threads spent in user mode per request of the step, µs
-    /// (from `/stats`' `threads_cpu`, in 10 ms clock ticks: read it over steps of many
-    /// calls); `null` when the step had no request.
-    pub cpu_user_us_per_call: Option<f64>,
-    /// The same, in the kernel (system time), µs per request.
-    pub cpu_system_us_per_call: Option<f64>,
-    /// The server process's resident memory after the step, bytes. With the server
-    /// embedded in `rpcbench` (no target), that process holds the client too.
-    pub rss_bytes: u64,
-}
-
 impl ServerCost {
     /// The cost of a step from the server's counters before (`b`) and after (`a`) it.
     fn between(b: &StatsSnapshot, a: &StatsSnapshot) -> ServerCost {
@@ -214,66 +176,6 @@ impl ServerCost {
             rss_bytes: a.process.rss_bytes,
         }
     }
-}
-
-/// One step of a sweep.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Step {
-    /// The offered rate (calls per second over all workers); `null` for closed loop.
-    pub offered_per_s: Option<f64>,
-    /// Calls completed per second, every outcome.
-    pub achieved_per_s: f64,
-    pub concurrency: usize,
-    pub payload_bytes: u32,
-    /// Bytes each reply carries.
-    pub reply_bytes: u32,
-    /// Goodput of verified calls, request bytes per second over the wall time, in MB/s.
-    pub goodput_out_mb_s: f64,
-    /// Goodput of verified calls, reply bytes, MB/s.
-    pub goodput_in_mb_s: f64,
-    /// The objective's percentile, µs: from when each call was due under an offered
-    /// rate (corrected), from its start otherwise; `null` without an objective or calls.
-    pub slo_latency_us: Option<f64>,
-    /// Whether the step met the objective; `null` without one.
-    pub meets_slo: Option<bool>,
-    /// Why it did not, in words.
-    pub why_not: Option<String>,
-    /// The server's requests and cost during the step, when its counters could be read.
-    pub server: Option<ServerCost>,
-    /// The step's full run record, as a plain run reports it.
-    pub run: RunRecord,
-}
-
-/// One transport's steps, and its capacity at the objective.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Series {
-    pub transport: TransportKind,
-    /// The address mode, as in the run records (`ip`, `system`, …).
-    pub addr_mode: AddrMode,
-    pub steps: Vec<Step>,
-    /// The highest offered rate that met the objective; `null` without an objective, a
-    /// rate axis or search, or when no rate met it.
-    pub capacity_per_s: Option<f64>,
-}
-
-/// What `rpcbench sweep --out` writes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SweepReport {
-    pub rpcbench: String,
-    pub started: String,
-    pub target: String,
-    pub command: Vec<String>,
-    /// `rate`, `concurrency`, `payload`, or `search` (rates found by the capacity search).
-    pub axis: String,
-    /// The objective; `null` without `--slo`.
-    pub slo: Option<SloRecord>,
-    pub step_duration_s: f64,
-    /// The client's machine, with where rpcbench placed its threads.
-    pub environment: Environment,
-    pub series: Vec<Series>,
 }
 
 /// Runs the sweep; prints nothing.
@@ -304,11 +206,7 @@ pub fn run(spec: &SweepSpec, observer: &mut dyn Observer) -> Result<SweepReport,
         started,
         target,
         command: spec.bench.command.clone(),
-        axis: spec
-            .axis
-            .as_ref()
-            .map_or("search", |a| a.name())
-            .to_string(),
+        axis: spec.axis.as_ref().map_or(SweepAxis::Search, Axis::kind),
         slo: spec.slo.map(SloRecord::from),
         step_duration_s: spec.step_duration.as_secs_f64(),
         environment: Environment {
@@ -526,33 +424,7 @@ fn judge(
     let slo_latency_us = slo
         .filter(|_| !hist.is_empty())
         .map(|s| hist.quantiles_us(&[s.quantile])[0]);
-    let mut why = Vec::new();
-    if let Some(s) = slo {
-        match slo_latency_us {
-            Some(us) if us > s.bound.as_secs_f64() * 1e6 => why.push(format!(
-                "{} {} is above {}",
-                percentile_name(s.quantile),
-                crate::units::duration(us),
-                crate::units::duration(s.bound.as_secs_f64() * 1e6)
-            )),
-            Some(_) => {}
-            None => why.push("no call succeeded".to_string()),
-        }
-        if t.failed() > 0 {
-            why.push(format!("{} of {} calls failed", t.failed(), t.calls()));
-        }
-        if let Some(offered) = config.rate
-            && achieved < MIN_ACHIEVED * offered
-        {
-            why.push(format!(
-                "achieved {} of {} calls/s offered (below {:.0}%)",
-                crate::units::rate(achieved),
-                crate::units::rate(offered),
-                MIN_ACHIEVED * 100.0
-            ));
-        }
-    }
-    Step {
+    let mut step = Step {
         offered_per_s: config.rate,
         achieved_per_s: achieved,
         concurrency: config.concurrency,
@@ -561,11 +433,17 @@ fn judge(
         goodput_out_mb_s: per_s(t.ok as f64 * f64::from(config.payload)) / 1e6,
         goodput_in_mb_s: per_s(t.ok as f64 * f64::from(reply)) / 1e6,
         slo_latency_us,
-        meets_slo: slo.map(|_| why.is_empty()),
-        why_not: (!why.is_empty()).then(|| why.join("; ")),
+        meets_slo: None,
+        why_not: None,
         server,
         run: RunRecord::new(run),
+    };
+    if let Some(slo) = slo {
+        let misses = step.misses(&SloRecord::from(slo));
+        step.meets_slo = Some(misses.is_empty());
+        step.why_not = (!misses.is_empty()).then(|| crate::render::sweep::why_not(&misses));
     }
+    step
 }
 
 #[cfg(test)]

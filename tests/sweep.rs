@@ -5,7 +5,7 @@
 
 mod common;
 
-use rpcbench::sweep::SweepReport;
+use rpcbench::sweep::{Miss, SweepAxis, SweepReport};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -42,7 +42,7 @@ fn three_rates_make_three_steps_and_the_corrected_latency_is_never_lower() {
     ]);
     assert!(matches!(code, Some(0 | 1)), "{stderr}");
     let report = report.expect("JSON on stdout");
-    assert_eq!(report.axis, "rate");
+    assert_eq!(report.axis, SweepAxis::Rate);
     assert_eq!(report.series.len(), 2);
     for series in &report.series {
         let offered: Vec<Option<f64>> = series.steps.iter().map(|s| s.offered_per_s).collect();
@@ -111,13 +111,9 @@ fn the_capacity_search_finds_what_one_connection_with_a_2ms_delay_can_take() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let report: SweepReport =
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
-    assert_eq!(report.axis, "search");
+    assert_eq!(report.axis, SweepAxis::Search);
     let series = &report.series[0];
-    let quiet = series.steps[0].achieved_per_s >= 0.9 * 500.0;
-    let Some(capacity) = series.capacity_per_s else {
-        assert!(!quiet, "no capacity found on a quiet machine: {series:?}");
-        return;
-    };
+    let slo = report.slo.as_ref().expect("the objective in the JSON");
     let steps: Vec<String> = series
         .steps
         .iter()
@@ -130,64 +126,81 @@ fn the_capacity_search_finds_what_one_connection_with_a_2ms_delay_can_take() {
         .collect();
     // The first step is closed loop, then a ramp and bisection: a handful of steps.
     assert_eq!(series.steps[0].offered_per_s, None);
-    // What the server can take here: 2 ms of delay plus this machine's own cost per call,
-    // which a loaded machine makes larger. Physics puts it at 500/s at most.
+    // Physics: one connection and 2 ms per call at the server allow 500 calls/s at most,
+    // whatever this machine's own cost per call adds.
     let flat_out = series.steps[0].achieved_per_s;
     assert!(
-        flat_out <= 500.0,
-        "closed loop {flat_out:.0}/s beats a 2 ms delay"
+        flat_out > 0.0 && flat_out <= 500.0,
+        "closed loop {flat_out:.0}/s against a 2 ms delay"
     );
-    // Physics: no rate above what 2 ms per call allows.
-    assert!(
-        capacity <= 500.0 * 1.1,
-        "capacity {capacity:.0}/s beats a 2 ms delay; steps:\n{}",
-        steps.join("\n")
-    );
-    // The search did what it says: the capacity is the highest offered rate that met the
-    // objective, and a higher rate was tried and failed, so the capacity is bracketed.
-    let met_max = series
+    // Every verdict is what the step's own figures say, as values: a step met the
+    // objective exactly when it has no miss, and each miss agrees with its numbers. The
+    // words in the JSON are those misses said, nothing else.
+    for step in series.steps.iter().filter(|s| s.offered_per_s.is_some()) {
+        let misses = step.misses(slo);
+        assert_eq!(step.meets_slo, Some(misses.is_empty()), "{step:?}");
+        assert_eq!(
+            step.why_not,
+            (!misses.is_empty()).then(|| rpcbench::render::sweep::why_not(&misses)),
+            "{misses:?}"
+        );
+        for miss in misses {
+            match miss {
+                Miss::Above {
+                    latency_us,
+                    bound_us,
+                    ..
+                } => assert!(latency_us > bound_us && bound_us == 10_000.0, "{miss:?}"),
+                Miss::NoCallSucceeded => assert_eq!(step.slo_latency_us, None, "{step:?}"),
+                Miss::Failed { failed, calls } => {
+                    assert!(failed > 0 && failed <= calls, "{miss:?}")
+                }
+                Miss::FellBehind {
+                    achieved_per_s,
+                    offered_per_s,
+                } => assert!(achieved_per_s < offered_per_s, "{miss:?}"),
+            }
+        }
+    }
+    let met: Vec<f64> = series
         .steps
         .iter()
         .filter(|s| s.meets_slo == Some(true))
         .filter_map(|s| s.offered_per_s)
-        .fold(0.0, f64::max);
-    assert_eq!(capacity, met_max, "steps:\n{}", steps.join("\n"));
-    let failed_above = series
-        .steps
-        .iter()
-        .filter(|s| s.meets_slo == Some(false))
-        .filter_map(|s| s.offered_per_s)
-        .filter(|&r| r > capacity)
-        .fold(f64::INFINITY, f64::min);
-    assert!(
-        failed_above <= capacity * 1.5,
-        "no failed rate within one ramp factor above {capacity:.0}/s; steps:\n{}",
-        steps.join("\n")
-    );
-    // Where the capacity lies against the closed-loop rate depends on how loaded the
-    // machine is (a CI host beside other builds ran the closed loop at 247/s and kept no
-    // rate's p99 under 10 ms), so only a gross miss is judged, and only on a machine
-    // quiet enough to run the closed loop near 500/s without stalls: a step well below
-    // the closed-loop rate that missed on its percentile alone (twice: the search runs
-    // such a step again) means the machine stalled the client or the server.
-    let stalled: Vec<&String> = series
-        .steps
-        .iter()
-        .filter(|s| s.offered_per_s.is_some_and(|r| r < 0.9 * flat_out))
-        .filter_map(|s| s.why_not.as_ref())
-        .filter(|why| why.starts_with("p99") && !why.contains(';'))
         .collect();
-    let quiet = quiet && stalled.is_empty();
-    if quiet {
-        assert!(
-            capacity >= 0.5 * flat_out,
-            "capacity {capacity:.0}/s, under half the {flat_out:.0}/s closed loop; steps:\n{}",
+    // How far below 500/s the capacity lies is this machine's cost per call and how busy
+    // it is (a CI host beside other builds ran the closed loop at 247/s and kept no
+    // rate's p99 under 10 ms): not judged here. What is judged holds on any machine.
+    match series.capacity_per_s {
+        None => assert!(
+            met.is_empty(),
+            "a rate met the objective; steps:\n{}",
             steps.join("\n")
-        );
-    } else {
-        eprintln!(
-            "closed loop {flat_out:.0}/s, stalls {stalled:?}: the machine is too loaded to judge the capacity against it"
-        );
+        ),
+        Some(capacity) => {
+            // Physics: no rate above what 2 ms per call allows.
+            assert!(
+                capacity <= 500.0 * 1.1,
+                "capacity {capacity:.0}/s beats a 2 ms delay; steps:\n{}",
+                steps.join("\n")
+            );
+            // The search did what it says: the capacity is the highest offered rate that
+            // met the objective, and a higher rate was tried and failed within one ramp
+            // factor, so the capacity is bracketed.
+            assert_eq!(capacity, met.iter().copied().fold(0.0, f64::max));
+            let failed_above = series
+                .steps
+                .iter()
+                .filter(|s| s.meets_slo == Some(false))
+                .filter_map(|s| s.offered_per_s)
+                .filter(|&r| r > capacity)
+                .fold(f64::INFINITY, f64::min);
+            assert!(
+                failed_above <= capacity * 1.5,
+                "no failed rate within one ramp factor above {capacity:.0}/s; steps:\n{}",
+                steps.join("\n")
+            );
+        }
     }
     assert!(series.steps.len() <= 20, "{}", steps.join("\n"));
     assert!(started.elapsed() < Duration::from_secs(120));
@@ -207,7 +220,7 @@ fn payload_steps_report_goodput_both_ways() {
     ]);
     assert_eq!(code, Some(0), "{stderr}");
     let report = report.expect("JSON on stdout");
-    assert_eq!(report.axis, "payload");
+    assert_eq!(report.axis, SweepAxis::Payload);
     for series in &report.series {
         let sizes: Vec<u32> = series.steps.iter().map(|s| s.payload_bytes).collect();
         assert_eq!(sizes, [64, 16 << 10, 256 << 10]);
@@ -237,7 +250,7 @@ fn concurrency_steps_run_each_worker_count() {
     ]);
     assert_eq!(code, Some(0), "{stderr}");
     let report = report.expect("JSON on stdout");
-    assert_eq!(report.axis, "concurrency");
+    assert_eq!(report.axis, SweepAxis::Concurrency);
     let steps = &report.series[0].steps;
     let levels: Vec<usize> = steps.iter().map(|s| s.concurrency).collect();
     assert_eq!(levels, [1, 2, 4]);

@@ -3,8 +3,8 @@
 //! charts (`site::sweep`), the table and the words (`render::findings`) read these, so
 //! they read the same numbers.
 
+use crate::report::sweep::{MIN_ACHIEVED, Series, SloRecord, Step, SweepAxis, SweepReport};
 use crate::resolve::AddrMode;
-use crate::sweep::{MIN_ACHIEVED, Series, SloRecord, Step, SweepReport};
 use crate::transport::TransportKind;
 use crate::units::rate;
 
@@ -13,9 +13,6 @@ use crate::units::rate;
 /// more latency than the one before. Twice is far above the step-to-step noise of a p99
 /// on a quiet host and well below the jump of a saturated server.
 pub const KNEE_P99_GROWTH: f64 = 2.0;
-
-/// Axes whose steps are offered rates (a list, or the ones the capacity search chose).
-pub(crate) const RATE_AXES: [&str; 2] = ["rate", "search"];
 
 /// One row of the capacity table: a series of a rate sweep and what it sustained.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,7 +89,7 @@ pub fn knee(steps: &[&Step]) -> Option<usize> {
 pub fn capacity_rows(sweeps: &[&SweepReport]) -> Vec<CapacityRow> {
     sweeps
         .iter()
-        .filter(|sw| RATE_AXES.contains(&sw.axis.as_str()))
+        .filter(|sw| sw.axis.offers_rates())
         .flat_map(|sw| {
             sw.series.iter().map(|s| CapacityRow {
                 transport: s.transport,
@@ -210,7 +207,7 @@ pub fn findings(sweeps: &[&SweepReport]) -> Vec<SweepFinding> {
     let mut out = Vec::new();
     out.extend(lost(sweeps));
     for sw in sweeps {
-        if sw.axis == "payload" {
+        if sw.axis == SweepAxis::Payload {
             out.extend(payload(sw));
             continue;
         }
@@ -224,7 +221,7 @@ pub fn findings(sweeps: &[&SweepReport]) -> Vec<SweepFinding> {
 
 /// What each series of a rate sweep sustained at its objective.
 fn capacity(sw: &SweepReport, slo: &SloRecord) -> Option<SweepFinding> {
-    if !RATE_AXES.contains(&sw.axis.as_str()) {
+    if !sw.axis.offers_rates() {
         return None;
     }
     let mut met: Vec<(&Series, f64)> = sw
@@ -250,7 +247,7 @@ fn capacity(sw: &SweepReport, slo: &SloRecord) -> Option<SweepFinding> {
         })
         .collect();
     // On a list of rates, a capacity at the highest one tried is only a floor.
-    let at_top = if sw.axis == "rate" {
+    let at_top = if sw.axis == SweepAxis::Rate {
         met.iter()
             .filter(|(s, c)| {
                 s.steps

@@ -8,7 +8,9 @@
 use super::markdown::write_table;
 use super::table::grid_lines;
 use super::{Candidates, Cell, Grid, RenderOptions, csv, text_column, units, wrap};
-use crate::sweep::{Series, SloRecord, Step, SweepReport};
+use crate::report::sweep::{
+    Miss, Series, SloRecord, Step, SweepAxis, SweepReport, percentile_name,
+};
 use std::io::{self, Write};
 
 /// One column of a sweep's step table.
@@ -76,17 +78,17 @@ impl Column {
     /// the answer), and the groups added while they fit: a rate sweep is about p99 at each
     /// rate, a payload sweep about latency and goodput per size, a concurrency sweep about
     /// throughput per worker count.
-    fn sets(axis: &str) -> (&'static [Column], &'static [&'static [Column]]) {
+    fn sets(axis: SweepAxis) -> (&'static [Column], &'static [&'static [Column]]) {
         use Column::*;
         match axis {
-            "payload" => (
+            SweepAxis::Payload => (
                 &[
                     Transport, Mode, Payload, P50, P99, MbOut, MbIn, Achieved, Failed, Objective,
                     Meets,
                 ],
                 &[&[ServerCpu], &[InFlight], &[Workers], &[Late]],
             ),
-            "concurrency" => (
+            SweepAxis::Concurrency => (
                 &[
                     Transport, Mode, Workers, InFlight, Achieved, P50, P99, Objective, Meets,
                     Failed,
@@ -210,7 +212,7 @@ pub fn grid(report: &SweepReport, series: &Series, options: &RenderOptions) -> G
             text_column(&c.name(slo), cells)
         })
         .collect();
-    let (compact, extras) = Column::sets(&report.axis);
+    let (compact, extras) = Column::sets(report.axis);
     Candidates::keyed(&keys, columns, compact, extras).choose(options)
 }
 
@@ -229,6 +231,38 @@ pub fn heading(report: &SweepReport) -> String {
 
 /// What the columns hold, in their units.
 pub const LEGEND: &str = "offered/s, achieved/s: calls per second over all workers (offered: open loop at that rate; closed: back to back) · in flight: mean calls in flight · payload B: request bytes · p50, p99: from when each call was due at an offered rate (corrected for coordinated omission), from its start when closed; start p99: from its actual start · MB/s: verified request (out) and reply (in) bytes per second, 10^6 bytes · srv CPU/call: the server's own CPU time (user + system) per request it counted";
+
+/// Why a step missed its objective, in words: the misses joined with `; `, as the
+/// sweep's JSON records them (`why_not`).
+pub fn why_not(misses: &[Miss]) -> String {
+    misses
+        .iter()
+        .map(|m| match *m {
+            Miss::Above {
+                quantile,
+                latency_us,
+                bound_us,
+            } => format!(
+                "{} {} is above {}",
+                percentile_name(quantile),
+                units::duration(latency_us),
+                units::duration(bound_us)
+            ),
+            Miss::NoCallSucceeded => "no call succeeded".to_string(),
+            Miss::Failed { failed, calls } => format!("{failed} of {calls} calls failed"),
+            Miss::FellBehind {
+                achieved_per_s,
+                offered_per_s,
+            } => format!(
+                "achieved {} of {} calls/s offered (below {:.0}%)",
+                units::rate(achieved_per_s),
+                units::rate(offered_per_s),
+                crate::report::sweep::MIN_ACHIEVED * 100.0
+            ),
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
 
 /// The lines under a series' table: why steps missed the objective, and its capacity.
 pub fn notes(report: &SweepReport, series: &Series) -> Vec<String> {
@@ -330,7 +364,7 @@ pub fn write_csv(report: &SweepReport, out: &mut dyn Write) -> io::Result<()> {
     for series in &report.series {
         for (i, s) in series.steps.iter().enumerate() {
             let run = csv::row(&s.run);
-            let server = |f: fn(&crate::sweep::ServerCost) -> Option<String>| {
+            let server = |f: fn(&crate::report::sweep::ServerCost) -> Option<String>| {
                 s.server.as_ref().and_then(f).unwrap_or_default()
             };
             let step = [

@@ -32,9 +32,9 @@ use crate::analysis::{PEER_RATIO_LIMIT, Peers, findings};
 use crate::dnsdiag::DnsDiagnosis;
 use crate::model;
 use crate::render;
+use crate::report::sweep::{SweepAxis, SweepReport};
 use crate::report::{Report, RunRecord};
 use crate::resolve::AddrMode;
-use crate::sweep::SweepReport;
 use crate::transport::TransportKind;
 use crate::transport::tls::Security;
 use serde::{Deserialize, Serialize};
@@ -637,7 +637,7 @@ fn sweep_charts(sweeps: &[&SweepReport]) -> Vec<sweep::Chart> {
     sweeps
         .iter()
         .flat_map(|sw| {
-            let payload = sw.axis == "payload";
+            let payload = sw.axis == SweepAxis::Payload;
             seen.push(payload);
             let n = seen.iter().filter(|&&p| p == payload).count();
             let suffix = if n == 1 {

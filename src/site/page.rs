@@ -202,7 +202,7 @@ const DNS_INTRO: &str = "Each name as this machine's resolver configuration look
 fn capacity_intro() -> String {
     format!(
         "Capacity: the highest offered rate at which the objective's percentile, timed from when each call was due, stays within its bound, no call fails, and at least {:.0}% of the offered rate is achieved. A closed step runs back to back; ✓ met the objective, ✗ missed it.",
-        crate::sweep::MIN_ACHIEVED * 100.0
+        crate::report::sweep::MIN_ACHIEVED * 100.0
     )
 }
 
@@ -516,7 +516,7 @@ pub fn html(site: &Site) -> String {
             let _ = writeln!(
                 out,
                 "<h3>Sweep over {} ({})</h3><p>{}</p><p>{}</p>",
-                esc(&sw.axis),
+                esc(sw.axis.name()),
                 esc(&path.display().to_string()),
                 esc(&render::sweep::heading(sw)),
                 esc(render::sweep::LEGEND)

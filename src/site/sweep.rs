@@ -3,8 +3,8 @@
 //! is `svg.rs`'s.
 
 use super::svg::{self, ChartLine};
-use crate::analysis::sweep::{KNEE_P99_GROWTH, RATE_AXES, curve_steps, knee, label, p50_p99};
-use crate::sweep::{MIN_ACHIEVED, SloRecord, Step, SweepReport};
+use crate::analysis::sweep::{KNEE_P99_GROWTH, curve_steps, knee, label, p50_p99};
+use crate::report::sweep::{MIN_ACHIEVED, SloRecord, Step, SweepAxis, SweepReport};
 
 /// One chart of a sweep: its file name, the SVG, and the caption that says how to read it.
 #[derive(Debug, Clone, PartialEq)]
@@ -61,7 +61,7 @@ pub fn charts(sweep: &SweepReport, suffix: &str) -> Vec<Chart> {
             })
             .collect()
     };
-    if sweep.axis == "payload" {
+    if sweep.axis == SweepAxis::Payload {
         let lines = lines(|s| f64::from(s.payload_bytes));
         return vec![Chart {
             file: format!("payload{suffix}.svg"),
@@ -69,7 +69,7 @@ pub fn charts(sweep: &SweepReport, suffix: &str) -> Vec<Chart> {
             svg: svg::payload_chart(&lines, &format!("chart-payload{suffix}")),
         }];
     }
-    let paced = RATE_AXES.contains(&sweep.axis.as_str());
+    let paced = sweep.axis.offers_rates();
     let lines = lines(|s| s.achieved_per_s);
     let bound = sweep
         .slo

@@ -1,6 +1,9 @@
 //! The serialisable result of a run: what `--format json` and `--out` write, and what
 //! every renderer reads. `tests/fixtures/report.json` holds its committed shape.
 
+/// What `rpcbench sweep --out` writes.
+pub mod sweep;
+
 use crate::measure::{Hist, Phase, Summary};
 use crate::resolve::{AddrMode, Family};
 use crate::runner::{Engine, RunConfig, TransportRun};
