@@ -55,6 +55,67 @@ pub struct ProcessCost {
     pub start_time_s: f64,
 }
 
+/// One `process_*` family as the process collector of the Prometheus client libraries
+/// names it, so that dashboards made for other programs read ours.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProcessFamily {
+    pub name: &'static str,
+    /// A counter (only goes up); else a gauge.
+    pub counter: bool,
+    pub help: &'static str,
+    pub value: f64,
+}
+
+impl ProcessCost {
+    /// The `process_*` families of this cost, in the client libraries' order.
+    pub fn families(&self) -> [ProcessFamily; 6] {
+        let family = |name, counter, help, value| ProcessFamily {
+            name,
+            counter,
+            help,
+            value,
+        };
+        [
+            family(
+                "process_cpu_seconds_total",
+                true,
+                "Total user and system CPU time spent in seconds.",
+                self.cpu_user_s + self.cpu_system_s,
+            ),
+            family(
+                "process_resident_memory_bytes",
+                false,
+                "Resident memory size in bytes.",
+                self.rss_bytes as f64,
+            ),
+            family(
+                "process_start_time_seconds",
+                false,
+                "Start time of the process since unix epoch in seconds.",
+                self.start_time_s,
+            ),
+            family(
+                "process_threads",
+                false,
+                "Number of OS threads in the process.",
+                self.threads as f64,
+            ),
+            family(
+                "process_open_fds",
+                false,
+                "Number of open file descriptors.",
+                self.open_fds as f64,
+            ),
+            family(
+                "process_max_fds",
+                false,
+                "Maximum number of open file descriptors (0: unlimited).",
+                self.max_fds as f64,
+            ),
+        ]
+    }
+}
+
 /// This process's [`ProcessCost`] now.
 pub fn process_cost() -> ProcessCost {
     use nix::sys::resource::{Resource, UsageWho, getrlimit, getrusage};

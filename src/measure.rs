@@ -150,8 +150,42 @@ pub enum Outcome {
     Lost,
     /// A reply came but was not the right one: wrong seq or wrong bytes.
     Mismatched,
-    /// The call failed before or instead of a reply; the key says how.
-    Error(String),
+    /// The call failed before or instead of a reply; the kind says how.
+    Error(ErrorKind),
+}
+
+/// How a failed call failed, as the key it is counted under in tables, JSON and metrics
+/// (`connect_refused`, `http_503`, ...). A value, so counting a failed call allocates
+/// nothing; the client's `CallError::kind` picks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ErrorKind {
+    /// A kind with a fixed key: `connect_refused`, `protocol`, `dns_timeout`, a TLS
+    /// failure's kind, a named gRPC status, ...
+    Named(&'static str),
+    /// An HTTP status other than 200: `http_503`.
+    HttpStatus(u16),
+    /// A non-zero frame status: `status_3`.
+    FrameStatus(u8),
+    /// A gRPC status code without a name: `grpc_17`.
+    GrpcStatus(u8),
+}
+
+impl ErrorKind {
+    /// The key, borrowed when it is fixed.
+    pub fn key(self) -> std::borrow::Cow<'static, str> {
+        match self {
+            ErrorKind::Named(key) => key.into(),
+            ErrorKind::HttpStatus(code) => format!("http_{code}").into(),
+            ErrorKind::FrameStatus(code) => format!("status_{code}").into(),
+            ErrorKind::GrpcStatus(code) => format!("grpc_{code}").into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.key())
+    }
 }
 
 /// The fewest and the most measured calls one connection made, over the connections (or
@@ -220,7 +254,7 @@ pub struct Tally {
     /// Late or duplicate replies that arrived after a reply to a later call (UDP).
     pub reordered: u64,
     /// Failed calls by kind.
-    pub errors: BTreeMap<String, u64>,
+    pub errors: BTreeMap<ErrorKind, u64>,
     /// Connections opened, warm-up included.
     pub connects: u64,
     /// Measured calls per connection (per worker on the blocking engine).
@@ -249,6 +283,14 @@ impl Tally {
     /// Calls counted: always `ok + lost + mismatched + errors`.
     pub fn calls(&self) -> u64 {
         self.ok + self.lost + self.mismatched + self.errors.values().sum::<u64>()
+    }
+
+    /// Failed calls by the key each kind is counted under, as the JSON writes them.
+    pub fn errors_by_key(&self) -> BTreeMap<String, u64> {
+        self.errors
+            .iter()
+            .map(|(k, n)| (k.to_string(), *n))
+            .collect()
     }
 
     /// Failed calls of any kind.
@@ -312,7 +354,7 @@ impl AddAssign<&Tally> for Tally {
         self.reordered += other.reordered;
         self.late += other.late;
         for (kind, n) in &other.errors {
-            *self.errors.entry(kind.clone()).or_default() += n;
+            *self.errors.entry(*kind).or_default() += n;
         }
         self.connects += other.connects;
         self.per_connection += &other.per_connection;
@@ -357,17 +399,17 @@ mod tests {
         let mut a = Tally::default();
         a.count(1, Outcome::Ok);
         a.count(2, Outcome::Lost);
-        a.count(3, Outcome::Error("timeout".into()));
+        a.count(3, Outcome::Error(ErrorKind::Named("timeout")));
         let mut b = Tally::default();
         b.count(5, Outcome::Mismatched);
-        b.count(4, Outcome::Error("timeout".into()));
-        b.count(6, Outcome::Error("connect_refused".into()));
+        b.count(4, Outcome::Error(ErrorKind::Named("timeout")));
+        b.count(6, Outcome::Error(ErrorKind::Named("connect_refused")));
         b.duplicated = 2;
         a += &b;
         assert_eq!(a.calls(), 6);
         assert_eq!(a.failed(), 5);
         assert_eq!((a.ok, a.lost, a.mismatched, a.duplicated), (1, 1, 1, 2));
-        assert_eq!(a.errors["timeout"], 2);
+        assert_eq!(a.errors[&ErrorKind::Named("timeout")], 2);
         assert_eq!(a.error_seqs, [3, 4, 6]);
     }
 

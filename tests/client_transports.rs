@@ -113,7 +113,7 @@ impl Counts {
             lost: t.lost,
             mismatched: t.mismatched,
             duplicated: t.duplicated,
-            errors: t.errors.clone(),
+            errors: t.errors_by_key(),
             connects: t.connects,
         }
     }

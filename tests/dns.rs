@@ -390,7 +390,7 @@ fn assert_counted_lookup_failures(
         let t = &run.tally;
         assert_eq!(t.calls(), config.calls, "{kind}");
         assert_eq!(
-            t.errors.get(error),
+            t.errors_by_key().get(error),
             Some(&config.calls),
             "{kind}: {:?}",
             t.errors

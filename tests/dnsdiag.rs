@@ -7,7 +7,7 @@
 mod common;
 
 use common::netns::Netns;
-use rpcbench::dnsdiag::{DnsDiagnosis, DnsFinding};
+use rpcbench::dnsdiag::{DnsDiagnosis, DnsFinding, QType, Via};
 use rpcbench::server::dns::DnsConfig;
 use rpcbench::server::stats::StatsSnapshot;
 use rpcbench::server::{ServerConfig, ServerHandle};
@@ -199,7 +199,7 @@ fn a_dropped_aaaa_costs_the_timeout_and_is_named() {
     let (code, d, stderr) = dns(&args);
     assert_eq!(code, Some(0), "{stderr}");
     let d = d.unwrap();
-    let aaaa = d.queries.iter().find(|q| q.qtype == "AAAA").unwrap();
+    let aaaa = d.queries.iter().find(|q| q.qtype == QType::Aaaa).unwrap();
     assert_eq!(by(&aaaa.answers, "timeout"), 2, "{aaaa:?}");
     // The wait is the timeout: the whole lookup takes at least 1 s although A is answered
     // at once. The AAAA query is timed from its own send and the pair's timeout runs from
@@ -213,7 +213,7 @@ fn a_dropped_aaaa_costs_the_timeout_and_is_named() {
     assert!(
         d.findings.iter().any(|f| matches!(
             f,
-            DnsFinding::Dropped { qtype, timeout_s: 1, .. } if qtype == "AAAA"
+            DnsFinding::Dropped { qtype, timeout_s: 1, .. } if *qtype == QType::Aaaa
         )),
         "{:?}",
         d.findings
@@ -236,16 +236,10 @@ fn a_truncated_answer_is_retried_over_tcp() {
     let (code, d, stderr) = dns(&args);
     assert_eq!(code, Some(0), "{stderr}");
     let d = d.unwrap();
-    let a: Vec<_> = d.queries.iter().filter(|q| q.qtype == "A").collect();
+    let a: Vec<_> = d.queries.iter().filter(|q| q.qtype == QType::A).collect();
     assert_eq!(a.len(), 2, "{a:?}");
-    assert_eq!(
-        (a[0].via.as_str(), by(&a[0].answers, "truncated")),
-        ("udp", 4)
-    );
-    assert_eq!(
-        (a[1].via.as_str(), by(&a[1].answers, "NOERROR")),
-        ("tcp", 4)
-    );
+    assert_eq!((a[0].via, by(&a[0].answers, "truncated")), (Via::Udp, 4));
+    assert_eq!((a[1].via, by(&a[1].answers, "NOERROR")), (Via::Tcp, 4));
     let snap = server.stats();
     assert_eq!((snap.dns_truncated, snap.dns_tcp_queries), (4, 4));
     assert!(

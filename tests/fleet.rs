@@ -6,6 +6,9 @@
 //! Needs root for network namespaces and the prometheus package:
 //! `cargo test --release --test fleet -- --ignored` (`.ci/run` does, as root).
 
+mod common;
+
+use common::netns::assert_not_running;
 use std::path::Path;
 use std::process::Command;
 
@@ -23,21 +26,9 @@ fn assert_nothing_left() {
         !String::from_utf8_lossy(&links.stdout).contains("rb-f"),
         "links left"
     );
-    for pattern in [
-        "rpcbench-echo .*10\\.78\\.0\\.",
-        "rpcbench agent .*10\\.78\\.0\\.",
-        "prometheus .*rb-fleet",
-    ] {
-        let ps = Command::new("pgrep")
-            .args(["-f", pattern])
-            .output()
-            .unwrap();
-        assert!(
-            ps.stdout.is_empty(),
-            "left running ({pattern}): {}",
-            String::from_utf8_lossy(&ps.stdout)
-        );
-    }
+    assert_not_running("rpcbench-echo .*10\\.78\\.0\\.", "a server");
+    assert_not_running("rpcbench agent .*10\\.78\\.0\\.", "an agent");
+    assert_not_running("prometheus .*rb-fleet", "prometheus");
 }
 
 #[test]

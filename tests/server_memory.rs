@@ -551,7 +551,7 @@ fn every_transport_counts_a_reply_above_max_reply() {
         let run = run_transport(kind, &endpoint, &config, Arc::new(AtomicU64::new(0)));
         let t = &run.tally;
         assert_eq!(
-            (t.ok, t.errors.get("reply_above_max").copied()),
+            (t.ok, t.errors_by_key().get("reply_above_max").copied()),
             (0, Some(t.calls())),
             "{kind:?}: {:?}",
             t.errors
@@ -609,7 +609,7 @@ fn a_server_that_sends_too_much_is_cut_off() {
     for kind in [TransportKind::HttpKeepalive, TransportKind::HttpFresh] {
         let run = run_transport(kind, &endpoint, &config, Arc::new(AtomicU64::new(0)));
         assert_eq!(
-            run.tally.errors.get("reply_above_max").copied(),
+            run.tally.errors_by_key().get("reply_above_max").copied(),
             Some(config.calls),
             "{kind:?}: {:?}",
             run.tally.errors

@@ -218,7 +218,7 @@ fn a_udp_reply_above_its_request_is_status_3() {
     let run = run(&server, TransportKind::Udp, &cfg);
     assert_eq!(run.tally.calls(), 50);
     assert_eq!(
-        run.tally.errors.get("status_3"),
+        run.tally.errors_by_key().get("status_3"),
         Some(&50),
         "{:?}",
         run.tally.errors
@@ -260,7 +260,7 @@ fn a_new_transport_against_no_server_counts_refused_connects() {
         );
         assert_eq!(run.tally.calls(), 10, "{kind}");
         assert_eq!(
-            run.tally.errors.get("connect_refused"),
+            run.tally.errors_by_key().get("connect_refused"),
             Some(&10),
             "{kind}: {:?}",
             run.tally.errors

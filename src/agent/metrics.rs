@@ -172,16 +172,16 @@ impl Series {
 
     /// Records one probe.
     pub(crate) fn record(&mut self, ended: &Ended) {
-        let key = match &ended.outcome {
-            Outcome::Ok => "ok",
-            Outcome::Lost => "lost",
-            Outcome::Mismatched => "mismatched",
-            Outcome::Error(kind) => kind.as_str(),
+        let key = match ended.outcome {
+            Outcome::Ok => "ok".into(),
+            Outcome::Lost => "lost".into(),
+            Outcome::Mismatched => "mismatched".into(),
+            Outcome::Error(kind) => kind.key(),
         };
-        match self.outcomes.get_mut(key) {
+        match self.outcomes.get_mut(key.as_ref()) {
             Some(n) => *n += 1,
             None => {
-                self.outcomes.insert(key.to_string(), 1);
+                self.outcomes.insert(key.into_owned(), 1);
             }
         }
         if let Some(latency) = ended.latency {

@@ -126,6 +126,26 @@ pub fn render<'a>(
     series: impl Iterator<Item = &'a Series> + Clone,
     agent: &AgentCounters,
 ) -> Vec<u8> {
+    let mut families = probe_families(series);
+    families.extend(agent_families(agent));
+    for f in crate::host::process_cost().families() {
+        let kind = if f.counter {
+            MetricType::Counter
+        } else {
+            MetricType::Gauge
+        };
+        families.push(family(f.name, f.help, kind, single(kind, f.value)));
+    }
+    let mut out = Vec::with_capacity(64 * 1024);
+    for f in families {
+        // Encoding into a Vec cannot fail.
+        let _ = f.encode_length_delimited(&mut out);
+    }
+    out
+}
+
+/// The families of the probes, one metric per peer and transport (and phase or outcome).
+fn probe_families<'a>(series: impl Iterator<Item = &'a Series> + Clone) -> Vec<MetricFamily> {
     let mut families = Vec::new();
     families.push(family(
         "rpcbench_probe_duration_seconds",
@@ -191,6 +211,12 @@ pub fn render<'a>(
             })
             .collect(),
     ));
+    families
+}
+
+/// The agent's own families: peers, probe loops, calls in flight, skips, reloads.
+fn agent_families(agent: &AgentCounters) -> Vec<MetricFamily> {
+    let mut families = Vec::new();
     for (name, kind, help, value) in [
         (
             "rpcbench_agent_peers",
@@ -238,53 +264,7 @@ pub fn render<'a>(
             })
             .collect(),
     ));
-    let p = crate::host::process_cost();
-    for (name, kind, help, value) in [
-        (
-            "process_cpu_seconds_total",
-            MetricType::Counter,
-            "Total user and system CPU time spent in seconds.",
-            p.cpu_user_s + p.cpu_system_s,
-        ),
-        (
-            "process_resident_memory_bytes",
-            MetricType::Gauge,
-            "Resident memory size in bytes.",
-            p.rss_bytes as f64,
-        ),
-        (
-            "process_start_time_seconds",
-            MetricType::Gauge,
-            "Start time of the process since unix epoch in seconds.",
-            p.start_time_s,
-        ),
-        (
-            "process_threads",
-            MetricType::Gauge,
-            "Number of OS threads in the process.",
-            p.threads as f64,
-        ),
-        (
-            "process_open_fds",
-            MetricType::Gauge,
-            "Number of open file descriptors.",
-            p.open_fds as f64,
-        ),
-        (
-            "process_max_fds",
-            MetricType::Gauge,
-            "Maximum number of open file descriptors (0: unlimited).",
-            p.max_fds as f64,
-        ),
-    ] {
-        families.push(family(name, help, kind, single(kind, value)));
-    }
-    let mut out = Vec::with_capacity(64 * 1024);
-    for f in families {
-        // Encoding into a Vec cannot fail.
-        let _ = f.encode_length_delimited(&mut out);
-    }
-    out
+    families
 }
 
 #[cfg(test)]

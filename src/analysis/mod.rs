@@ -15,6 +15,8 @@ pub mod peers;
 pub(crate) mod select;
 /// Capacity, knees and findings from sweep results.
 pub mod sweep;
+/// The truth checks: figures held to what physics says they must be.
+pub mod truth;
 
 pub use findings::{findings, pinning_advice};
 pub use peers::{PEER_RATIO_LIMIT, PeerPair, Peers, median};

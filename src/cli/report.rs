@@ -65,15 +65,17 @@ pub fn report(args: &ReportArgs) -> anyhow::Result<u8> {
     }
     lines.push("truth checks:".to_string());
     for c in &site.checks {
-        let verdict = if c.pass { "pass" } else { "FAIL" };
+        let verdict = if c.pass() { "pass" } else { "FAIL" };
+        let t = render::truth::text(c);
         let text = format!(
             "{verdict}: {}: expected {}, measured {}",
-            c.what, c.expected, c.measured
+            t.what, t.expected, t.measured
         );
         lines.extend(render::wrap(&text, width, "  ", "    "));
     }
     for n in &site.not_run {
-        let text = format!("not run: {}: {}", n.check, n.reason);
+        let (check, reason) = render::truth::not_run(n);
+        let text = format!("not run: {check}: {reason}");
         lines.extend(render::wrap(&text, width, "  ", "    "));
     }
     if let Some(peers) = &site.peers {
@@ -101,10 +103,11 @@ pub fn report(args: &ReportArgs) -> anyhow::Result<u8> {
     for line in lines {
         writeln!(out, "{line}")?;
     }
-    for c in site.checks.iter().filter(|c| !c.pass) {
+    for c in site.checks.iter().filter(|c| !c.pass()) {
+        let t = render::truth::text(c);
         eprintln!(
             "rpcbench: truth check failed: {}: expected {}, measured {}",
-            c.what, c.expected, c.measured
+            t.what, t.expected, t.measured
         );
     }
     Ok(if site.failed() { EXIT_FAILED } else { EXIT_OK })

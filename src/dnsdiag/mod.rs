@@ -110,6 +110,64 @@ fn code_name(code: ResponseCode) -> String {
     }
 }
 
+/// The type of a query a lookup sends: glibc asks for both, in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum QType {
+    A,
+    #[serde(rename = "AAAA")]
+    Aaaa,
+}
+
+impl QType {
+    /// The type as DNS names it: `A`, `AAAA`.
+    pub fn name(self) -> &'static str {
+        match self {
+            QType::A => "A",
+            QType::Aaaa => "AAAA",
+        }
+    }
+
+    /// The type of a query sent: only `A` and `AAAA` are.
+    fn of(t: RecordType) -> QType {
+        if t == RecordType::AAAA {
+            QType::Aaaa
+        } else {
+            QType::A
+        }
+    }
+}
+
+impl std::fmt::Display for QType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How a query went to its server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Via {
+    Udp,
+    /// Over TCP: asked again after a truncated answer over UDP.
+    Tcp,
+}
+
+impl Via {
+    /// `udp` or `tcp`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Via::Udp => "udp",
+            Via::Tcp => "tcp",
+        }
+    }
+}
+
+impl std::fmt::Display for Via {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// One query of the sequence, over every lookup: where it went and what it got.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QueryRecord {
@@ -117,12 +175,10 @@ pub struct QueryRecord {
     pub order: usize,
     /// The candidate name, fully qualified.
     pub candidate: String,
-    /// `A` or `AAAA`.
-    pub qtype: String,
+    pub qtype: QType,
     /// The nameserver, `IP:PORT`.
     pub server: String,
-    /// `udp` or `tcp`.
-    pub via: String,
+    pub via: Via,
     /// The round over the nameservers it belongs to (1 up): 2 and on are retries.
     pub attempt: u32,
     /// Answers by code (`NOERROR`, `NXDOMAIN`, `truncated`, `timeout`...), over lookups.
@@ -195,13 +251,13 @@ pub enum DnsFinding {
     },
     /// A query type that a server never answers: every lookup waits the timeout.
     Dropped {
-        qtype: String,
+        qtype: QType,
         candidate: String,
         server: String,
         timeout_s: u32,
     },
     /// An answer truncated over UDP and fetched again over TCP on every lookup.
-    TruncatedToTcp { qtype: String, candidate: String },
+    TruncatedToTcp { qtype: QType, candidate: String },
     /// A TTL of 0: caching cannot help.
     TtlZero,
     /// getaddrinfo much faster than the queries it should send: something in between
@@ -294,51 +350,8 @@ pub fn diagnose(spec: &DnsSpec) -> Result<DnsDiagnosis, DiagnoseError> {
         }
     }
     let lookups = spec.lookups.max(1);
-    // A candidate tried before the one that answered was a miss: all its queries wasted.
-    let answered_at = answered_by
-        .as_ref()
-        .and_then(|a| candidates.iter().position(|c| c == a))
-        .unwrap_or(candidates.len());
-    let missed = |cand: &str| {
-        candidates
-            .iter()
-            .position(|c| c == cand)
-            .is_some_and(|i| i < answered_at)
-    };
-    let queries: Vec<QueryRecord> = {
-        let mut v: Vec<(Key, Agg)> = aggs.into_iter().collect();
-        v.sort_by_key(|(_, a)| a.order);
-        v.into_iter()
-            .enumerate()
-            .map(
-                |(i, ((cand, rtype, server, tcp, attempt), a))| QueryRecord {
-                    order: i + 1,
-                    wasted: a.wasted || missed(&cand),
-                    candidate: cand,
-                    qtype: rtype.to_string(),
-                    server: server.to_string(),
-                    via: if tcp { "tcp" } else { "udp" }.into(),
-                    attempt,
-                    answers: a.answers,
-                    time_us: a.time.summary(),
-                    min_ttl: a.min_ttl,
-                },
-            )
-            .collect()
-    };
-    let (getaddrinfo_us, getaddrinfo_skipped) = if !spec.getaddrinfo {
-        (None, Some("not asked for (--no-getaddrinfo)".to_string()))
-    } else if spec.port != 53 {
-        (
-            None,
-            Some(format!(
-                "the nameservers are asked on port {}, and getaddrinfo asks on 53",
-                spec.port
-            )),
-        )
-    } else {
-        (time_getaddrinfo(&spec.name, lookups), None)
-    };
+    let queries = query_records(aggs, &candidates, answered_by.as_deref());
+    let (getaddrinfo_us, getaddrinfo_skipped) = getaddrinfo_timing(spec, lookups);
     let mut d = DnsDiagnosis {
         rpcbench: env!("CARGO_PKG_VERSION").to_string(),
         name: spec.name.clone(),
@@ -365,6 +378,65 @@ pub fn diagnose(spec: &DnsSpec) -> Result<DnsDiagnosis, DiagnoseError> {
     d.in_between = in_between(&d);
     d.findings = findings(&d);
     Ok(d)
+}
+
+/// The queries of every lookup as records, in the order the first lookup sent them. A
+/// candidate tried before the one that answered (`answered_by`) was a miss: all its
+/// queries are wasted.
+fn query_records(
+    aggs: BTreeMap<Key, Agg>,
+    candidates: &[String],
+    answered_by: Option<&str>,
+) -> Vec<QueryRecord> {
+    // A candidate tried before the one that answered was a miss: all its queries wasted.
+    let answered_at = answered_by
+        .as_ref()
+        .and_then(|a| candidates.iter().position(|c| c == a))
+        .unwrap_or(candidates.len());
+    let missed = |cand: &str| {
+        candidates
+            .iter()
+            .position(|c| c == cand)
+            .is_some_and(|i| i < answered_at)
+    };
+    {
+        let mut v: Vec<(Key, Agg)> = aggs.into_iter().collect();
+        v.sort_by_key(|(_, a)| a.order);
+        v.into_iter()
+            .enumerate()
+            .map(
+                |(i, ((cand, rtype, server, tcp, attempt), a))| QueryRecord {
+                    order: i + 1,
+                    wasted: a.wasted || missed(&cand),
+                    candidate: cand,
+                    qtype: QType::of(rtype),
+                    server: server.to_string(),
+                    via: if tcp { Via::Tcp } else { Via::Udp },
+                    attempt,
+                    answers: a.answers,
+                    time_us: a.time.summary(),
+                    min_ttl: a.min_ttl,
+                },
+            )
+            .collect()
+    }
+}
+
+/// getaddrinfo's own time for the name over `lookups` lookups, or why it was not timed.
+fn getaddrinfo_timing(spec: &DnsSpec, lookups: u32) -> (Option<Summary>, Option<String>) {
+    if !spec.getaddrinfo {
+        (None, Some("not asked for (--no-getaddrinfo)".to_string()))
+    } else if spec.port != 53 {
+        (
+            None,
+            Some(format!(
+                "the nameservers are asked on port {}, and getaddrinfo asks on 53",
+                spec.port
+            )),
+        )
+    } else {
+        (time_getaddrinfo(&spec.name, lookups), None)
+    }
 }
 
 /// How one lookup went.
@@ -829,15 +901,15 @@ pub fn findings(d: &DnsDiagnosis) -> Vec<DnsFinding> {
         let all = q.answers.values().sum::<u64>();
         if q.attempt == 1 && all > 0 && q.answers.get("timeout") == Some(&all) {
             out.push(DnsFinding::Dropped {
-                qtype: q.qtype.clone(),
+                qtype: q.qtype,
                 candidate: q.candidate.clone(),
                 server: q.server.clone(),
                 timeout_s: d.config.timeout_s,
             });
         }
-        if q.via == "tcp" {
+        if q.via == Via::Tcp {
             out.push(DnsFinding::TruncatedToTcp {
-                qtype: q.qtype.clone(),
+                qtype: q.qtype,
                 candidate: q.candidate.clone(),
             });
         }

@@ -16,9 +16,9 @@ pub fn grid(d: &DnsDiagnosis) -> Grid {
     let columns = vec![
         text_column("#", text(&|r| r.order.to_string())),
         text_column("candidate", text(&|r| r.candidate.clone())),
-        text_column("type", text(&|r| r.qtype.clone())),
+        text_column("type", text(&|r| r.qtype.to_string())),
         text_column("server", text(&|r| r.server.clone())),
-        text_column("via", text(&|r| r.via.clone())),
+        text_column("via", text(&|r| r.via.to_string())),
         text_column("try", text(&|r| r.attempt.to_string())),
         text_column(
             "answers",

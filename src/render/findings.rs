@@ -4,7 +4,9 @@
 //! them.
 
 use super::units::{bytes, duration, rate, ratio, significant};
-use crate::analysis::findings::{Choice, Delta, Finding, Multiplexing, RunName, TlsPrice, Versus};
+use crate::analysis::findings::{
+    Choice, Delta, Finding, Multiplexing, ReusePair, RunName, TlsPrice, Versus,
+};
 use crate::analysis::peers::PEER_RATIO_LIMIT;
 use crate::analysis::sweep::{SeriesName, StepAt, SweepFinding};
 use crate::dnsdiag::DnsFinding;
@@ -63,63 +65,9 @@ fn joined<T>(parts: &[T], part: impl Fn(&T) -> String) -> String {
 /// The sentence of a finding.
 pub fn sentence(f: &Finding) -> String {
     match f {
-        Finding::Reuse(pairs) => format!(
-            "{}: per call, {}.",
-            // The lead claims a win only where every pair shows one beyond the noise.
-            if pairs
-                .iter()
-                .all(|p| matches!(p.fresh_over_kept, Versus::Times(x) if x > 1.0))
-            {
-                "Reusing a connection is the biggest win"
-            } else {
-                "A kept connection against a new one per call"
-            },
-            joined(pairs, |p| format!(
-                "{} {} against {} {} ({})",
-                p.kept.transport,
-                duration(p.kept.mean_us),
-                p.fresh.transport,
-                duration(p.fresh.mean_us),
-                versus(p.fresh_over_kept)
-            ))
-        ),
-        Finding::Multiplexing { h2, grpc } => {
-            let h2 = h2.as_ref().map(|m| format!(
-                "Multiplexing {} workers as streams on one HTTP/2 connection (h2-mux, {}) against a connection per worker, at the same {} workers: {}. Above 1× the shared connection costs more than it saves.",
-                m.workers,
-                duration(m.shared.mean_us),
-                m.workers,
-                against(m, |_| "")
-            ));
-            let grpc = grpc.as_ref().map(|m| format!(
-                "gRPC on one shared channel ({} workers, grpc-mux, {}) against {}: above 1× grpc-mux is the slower.",
-                m.workers,
-                duration(m.shared.mean_us),
-                against(m, |t| match t {
-                    crate::transport::TransportKind::H2Mux => {
-                        " (the same shared connection without gRPC)"
-                    }
-                    _ => " (a channel per worker)",
-                })
-            ));
-            h2.into_iter().chain(grpc).collect::<Vec<_>>().join(" ")
-        }
-        Finding::TlsHandshake(parts) => format!(
-            "A full TLS 1.3 handshake adds per fresh call: {}.",
-            joined(parts, |p| {
-                let handshake = p
-                    .handshake_us
-                    .map(|t| format!(", the handshake itself {}", duration(t)))
-                    .unwrap_or_default();
-                format!(
-                    "{} {} ({} plain, {} tls13{handshake})",
-                    p.transport,
-                    delta(p.delta),
-                    duration(p.base_us),
-                    duration(p.priced_us)
-                )
-            })
-        ),
+        Finding::Reuse(pairs) => reuse_sentence(pairs),
+        Finding::Multiplexing { h2, grpc } => multiplexing_sentence(h2.as_ref(), grpc.as_ref()),
+        Finding::TlsHandshake(parts) => tls_handshake_sentence(parts),
         Finding::TlsResumption(parts) => format!(
             "Resuming the previous session wins back per fresh call: {}.",
             priced_as(parts, "tls13-resume")
@@ -138,21 +86,7 @@ pub fn sentence(f: &Finding) -> String {
             "A client certificate (mutual TLS) adds per fresh call: {}.",
             priced_as(parts, "mtls")
         ),
-        Finding::TlsKept(parts) => format!(
-            "On a kept-alive connection the handshake is paid once, and TLS 1.3 costs a call only its encryption: {}.",
-            joined(parts, |p: &TlsPrice| {
-                let cost = match p.delta {
-                    Delta::By(us) => format!("{us:+.0} µs"),
-                    Delta::NoDifference => NO_DIFFERENCE.to_string(),
-                };
-                format!(
-                    "{} {} against {} plain ({cost})",
-                    p.transport,
-                    duration(p.priced_us),
-                    duration(p.base_us)
-                )
-            })
-        ),
+        Finding::TlsKept(parts) => tls_kept_sentence(parts),
         Finding::NameLookup {
             transport,
             by_ip_us,
@@ -160,56 +94,25 @@ pub fn sentence(f: &Finding) -> String {
             cached_us,
             added,
             resolver_late_us,
-        } => {
-            let cached = cached_us.map_or(String::new(), |c| {
-                format!(
-                    ", and caching the answer (cached) brings it back to {}",
-                    duration(c)
-                )
-            });
-            let resolver = match resolver_late_us {
-                0 => " with the resolver next door".to_string(),
-                late => format!(
-                    " with a resolver that answers {} late",
-                    duration(*late as f64)
-                ),
-            };
-            let cost = match added {
-                Delta::NoDifference => "no measurable time".to_string(),
-                by => delta(*by),
-            };
-            format!(
-                "An uncached name lookup on every new connection costs {cost} per call{resolver}: {transport} takes {} by name against {} by IP{cached}; persistent transports pay it once per connection.",
-                duration(*by_name_us),
-                duration(*by_ip_us)
-            )
-        }
+        } => name_lookup_sentence(
+            *transport,
+            (*by_ip_us, *by_name_us, *cached_us),
+            *added,
+            *resolver_late_us,
+        ),
         Finding::SearchList {
             mode,
             name,
             candidates,
             queries_per_lookup,
             misses,
-        } => {
-            let queries = queries_per_lookup.map_or(String::new(), |q| {
-                format!(" and makes {} queries", trim_float(q))
-            });
-            let cost = misses.map_or(String::new(), |m| {
-                format!(
-                    "; the misses cost {} per fresh call ({} {} against {} asking the name alone)",
-                    delta(m.delta),
-                    m.transport,
-                    duration(m.priced_us),
-                    duration(m.base_us)
-                )
-            });
-            format!(
-                "Each {mode} lookup of {} tries {} names in turn ({}){queries}{cost}. The fully qualified name with its trailing dot ({name}), or a lower ndots, asks only the last.",
-                name.trim_end_matches('.'),
-                candidates.len(),
-                candidates.join(", "),
-            )
-        }
+        } => search_list_sentence(
+            *mode,
+            name,
+            candidates,
+            *queries_per_lookup,
+            misses.as_ref(),
+        ),
         Finding::Pick {
             any,
             http,
@@ -231,25 +134,7 @@ pub fn sentence(f: &Finding) -> String {
             duration(most.1),
             run_name(most.0)
         ),
-        Finding::SynRetries(s) => {
-            let tail = if s.in_p99() {
-                format!("p99 {:.0} ms is those retries", s.p99_us / 1000.0)
-            } else {
-                format!(
-                    "the max {:.0} ms is one of those retries (p99 {:.1} ms is below the timeout: fewer than 1% of calls waited)",
-                    s.max_us / 1000.0,
-                    s.p99_us / 1000.0
-                )
-            };
-            format!(
-                "{}: {} of {} connections retransmitted their SYN ({} SYN retransmits; {:.0} s timeout each); {tail}",
-                s.transport,
-                s.connections,
-                s.connections_sampled,
-                s.syn_retransmits,
-                s.timeout_us / 1e6,
-            )
-        }
+        Finding::SynRetries(s) => syn_retries_sentence(s),
         Finding::AtLinkRtt { rtt_us, finding } => {
             format!("At link RTT {}: {}", duration(*rtt_us), sentence(finding))
         }
@@ -268,38 +153,220 @@ pub fn sentence(f: &Finding) -> String {
             placement,
             worst,
             over,
-        } if over.is_empty() => format!(
+        } => peers_sentence(placement, worst, over),
+        Finding::RoundTrips(g) => round_trips_sentence(g),
+        Finding::Sweep(s) => sweep_sentence(s),
+        Finding::Dns(d) => dns_sentence(d),
+    }
+}
+
+/// The sentence of what an uncached name lookup costs a fresh call: `means` are by IP,
+/// by name and (when measured) cached, µs.
+fn name_lookup_sentence(
+    transport: crate::transport::TransportKind,
+    means: (f64, f64, Option<f64>),
+    added: Delta,
+    resolver_late_us: u64,
+) -> String {
+    let (by_ip_us, by_name_us, cached_us) = means;
+    let cached = cached_us.map_or(String::new(), |c| {
+        format!(
+            ", and caching the answer (cached) brings it back to {}",
+            duration(c)
+        )
+    });
+    let resolver = match resolver_late_us {
+        0 => " with the resolver next door".to_string(),
+        late => format!(
+            " with a resolver that answers {} late",
+            duration(late as f64)
+        ),
+    };
+    let cost = match added {
+        Delta::NoDifference => "no measurable time".to_string(),
+        by => delta(by),
+    };
+    format!(
+        "An uncached name lookup on every new connection costs {cost} per call{resolver}: {transport} takes {} by name against {} by IP{cached}; persistent transports pay it once per connection.",
+        duration(by_name_us),
+        duration(by_ip_us)
+    )
+}
+
+/// The sentence of a lookup that follows the search list: the names it tries, its
+/// queries, and what the misses cost a fresh call.
+fn search_list_sentence(
+    mode: crate::resolve::AddrMode,
+    name: &str,
+    candidates: &[String],
+    queries_per_lookup: Option<f64>,
+    misses: Option<&TlsPrice>,
+) -> String {
+    let queries = queries_per_lookup.map_or(String::new(), |q| {
+        format!(" and makes {} queries", trim_float(q))
+    });
+    let cost = misses.map_or(String::new(), |m| {
+        format!(
+            "; the misses cost {} per fresh call ({} {} against {} asking the name alone)",
+            delta(m.delta),
+            m.transport,
+            duration(m.priced_us),
+            duration(m.base_us)
+        )
+    });
+    format!(
+        "Each {mode} lookup of {} tries {} names in turn ({}){queries}{cost}. The fully qualified name with its trailing dot ({name}), or a lower ndots, asks only the last.",
+        name.trim_end_matches('.'),
+        candidates.len(),
+        candidates.join(", "),
+    )
+}
+
+/// The sentence of rpcbench beside established tools: at worst some ratio, or above the
+/// limit for the pairs in `over` (name, peer, ratio).
+fn peers_sentence(
+    placement: &str,
+    worst: &(String, String, f64),
+    over: &[(String, String, f64)],
+) -> String {
+    if over.is_empty() {
+        return format!(
             "Against established tools on the same placement ({placement}), rpcbench is at worst {}× the peer ({} against {}), so these figures measure the network and the stacks, not rpcbench.",
             ratio(worst.2),
             worst.0,
             worst.1
-        ),
-        Finding::Peers {
-            placement, over, ..
-        } => format!(
-            "Against established tools on the same placement ({placement}), rpcbench is above the {PEER_RATIO_LIMIT}× limit for {}: there, part of the figure is rpcbench's own overhead (a benchmark, not a check: host noise moves it).",
-            over.iter()
-                .map(|(name, peer, r)| format!("{name} {}× {peer}", ratio(*r)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        Finding::RoundTrips(g) => {
-            let why = if g.above() {
-                "something adds a wait on some calls: Nagle holding a small write until the delayed ACK of the previous one, a missing TCP_NODELAY, an `Expect: 100-continue`, or a write split in two that the other side answers separately; on a loaded virtual machine also the cost of waking a vCPU after each idle wait, which a larger RTT makes smaller in k"
-            } else {
-                "fewer round trips than the protocol needs: a cache or a connection reused where a new one was expected, or a link RTT recorded wrong (`--link-rtt`)"
+        );
+    }
+    format!(
+        "Against established tools on the same placement ({placement}), rpcbench is above the {PEER_RATIO_LIMIT}× limit for {}: there, part of the figure is rpcbench's own overhead (a benchmark, not a check: host noise moves it).",
+        over.iter()
+            .map(|(name, peer, r)| format!("{name} {}× {peer}", ratio(*r)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// The sentence of kept connections against fresh ones.
+fn reuse_sentence(pairs: &[ReusePair]) -> String {
+    format!(
+        "{}: per call, {}.",
+        // The lead claims a win only where every pair shows one beyond the noise.
+        if pairs
+            .iter()
+            .all(|p| matches!(p.fresh_over_kept, Versus::Times(x) if x > 1.0))
+        {
+            "Reusing a connection is the biggest win"
+        } else {
+            "A kept connection against a new one per call"
+        },
+        joined(pairs, |p| format!(
+            "{} {} against {} {} ({})",
+            p.kept.transport,
+            duration(p.kept.mean_us),
+            p.fresh.transport,
+            duration(p.fresh.mean_us),
+            versus(p.fresh_over_kept)
+        ))
+    )
+}
+
+/// The sentences of shared connections against a connection per worker.
+fn multiplexing_sentence(h2: Option<&Multiplexing>, grpc: Option<&Multiplexing>) -> String {
+    let h2 = h2.as_ref().map(|m| format!(
+        "Multiplexing {} workers as streams on one HTTP/2 connection (h2-mux, {}) against a connection per worker, at the same {} workers: {}. Above 1× the shared connection costs more than it saves.",
+        m.workers,
+        duration(m.shared.mean_us),
+        m.workers,
+        against(m, |_| "")
+    ));
+    let grpc = grpc.as_ref().map(|m| format!(
+        "gRPC on one shared channel ({} workers, grpc-mux, {}) against {}: above 1× grpc-mux is the slower.",
+        m.workers,
+        duration(m.shared.mean_us),
+        against(m, |t| match t {
+            crate::transport::TransportKind::H2Mux => {
+                " (the same shared connection without gRPC)"
+            }
+            _ => " (a channel per worker)",
+        })
+    ));
+    h2.into_iter().chain(grpc).collect::<Vec<_>>().join(" ")
+}
+
+/// The sentence of what a full TLS 1.3 handshake adds per fresh call.
+fn tls_handshake_sentence(parts: &[TlsPrice]) -> String {
+    format!(
+        "A full TLS 1.3 handshake adds per fresh call: {}.",
+        joined(parts, |p| {
+            let handshake = p
+                .handshake_us
+                .map(|t| format!(", the handshake itself {}", duration(t)))
+                .unwrap_or_default();
+            format!(
+                "{} {} ({} plain, {} tls13{handshake})",
+                p.transport,
+                delta(p.delta),
+                duration(p.base_us),
+                duration(p.priced_us)
+            )
+        })
+    )
+}
+
+/// The sentence of what TLS costs a call on a kept connection.
+fn tls_kept_sentence(parts: &[TlsPrice]) -> String {
+    format!(
+        "On a kept-alive connection the handshake is paid once, and TLS 1.3 costs a call only its encryption: {}.",
+        joined(parts, |p: &TlsPrice| {
+            let cost = match p.delta {
+                Delta::By(us) => format!("{us:+.0} µs"),
+                Delta::NoDifference => NO_DIFFERENCE.to_string(),
             };
             format!(
-                "{} ({}) makes {:.2} round trips per call where the protocol needs {}: {why}.",
-                g.key.transport,
-                g.key.mode_label(),
-                g.fitted,
-                g.expected
+                "{} {} against {} plain ({cost})",
+                p.transport,
+                duration(p.priced_us),
+                duration(p.base_us)
             )
-        }
-        Finding::Sweep(s) => sweep_sentence(s),
-        Finding::Dns(d) => dns_sentence(d),
-    }
+        })
+    )
+}
+
+/// The sentence of connections that retransmitted their SYN.
+fn syn_retries_sentence(s: &crate::report::SynRetries) -> String {
+    let tail = if s.in_p99() {
+        format!("p99 {:.0} ms is those retries", s.p99_us / 1000.0)
+    } else {
+        format!(
+            "the max {:.0} ms is one of those retries (p99 {:.1} ms is below the timeout: fewer than 1% of calls waited)",
+            s.max_us / 1000.0,
+            s.p99_us / 1000.0
+        )
+    };
+    format!(
+        "{}: {} of {} connections retransmitted their SYN ({} SYN retransmits; {:.0} s timeout each); {tail}",
+        s.transport,
+        s.connections,
+        s.connections_sampled,
+        s.syn_retransmits,
+        s.timeout_us / 1e6,
+    )
+}
+
+/// The sentence of a run whose fitted round trips differ from its protocol's.
+fn round_trips_sentence(g: &crate::model::RoundTripGap) -> String {
+    let why = if g.above() {
+        "something adds a wait on some calls: Nagle holding a small write until the delayed ACK of the previous one, a missing TCP_NODELAY, an `Expect: 100-continue`, or a write split in two that the other side answers separately; on a loaded virtual machine also the cost of waking a vCPU after each idle wait, which a larger RTT makes smaller in k"
+    } else {
+        "fewer round trips than the protocol needs: a cache or a connection reused where a new one was expected, or a link RTT recorded wrong (`--link-rtt`)"
+    };
+    format!(
+        "{} ({}) makes {:.2} round trips per call where the protocol needs {}: {why}.",
+        g.key.transport,
+        g.key.mode_label(),
+        g.fitted,
+        g.expected
+    )
 }
 
 /// `tcp-connect 221 µs (mtls 1.05 ms)`: each transport's difference and the priced mode's

@@ -21,6 +21,8 @@ pub mod model;
 pub mod sweep;
 /// As wide as the terminal.
 mod table;
+/// The truth checks of `rpcbench report` in words.
+pub mod truth;
 /// Units live below every layer ([`crate::units`]); renderers reach them here too.
 pub use crate::units;
 pub use table::incoherent_line;

@@ -391,7 +391,7 @@ impl RunRecord {
             late_replies: t.late_replies,
             reordered: t.reordered,
             late: t.late,
-            errors: t.errors.clone(),
+            errors: t.errors_by_key(),
             connects: t.connects,
             dns_queries: run.dns_queries,
             dns_error: run.dns_error.clone(),

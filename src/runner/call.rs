@@ -10,7 +10,7 @@
 //! [`Tally`] (a `Tally` per probed pair would be a megabyte each).
 
 use super::RunConfig;
-use crate::measure::{Outcome, Phase, Tally};
+use crate::measure::{ErrorKind, Outcome, Phase, Tally};
 use crate::transport::{Call, CallError, Phases, Reply};
 use crate::wire;
 use std::time::{Duration, Instant};
@@ -93,7 +93,7 @@ impl<'p> Attempt<'p> {
             Err(e) => {
                 let kind = e.kind();
                 if let CallError::Tls(_) = e {
-                    say_first(&kind, &e);
+                    say_first(kind, &e);
                 }
                 Judged {
                     outcome: Outcome::Error(kind),
@@ -165,16 +165,16 @@ fn verify(call: &Call, seq: Option<u64>, body: &[u8]) -> Outcome {
 }
 
 /// Error kinds already told on stderr by [`say_first`], over the whole process.
-static TOLD: std::sync::Mutex<std::collections::BTreeSet<String>> =
+static TOLD: std::sync::Mutex<std::collections::BTreeSet<ErrorKind>> =
     std::sync::Mutex::new(std::collections::BTreeSet::new());
 
 /// Tells a TLS failure on stderr, one line, the first time its kind occurs: the counts in
 /// the report say how often, this line says what it was while the run goes on (a wrong
 /// `--ca` should not wait for the table to be noticed).
-fn say_first(kind: &str, e: &CallError) {
+fn say_first(kind: ErrorKind, e: &CallError) {
     let mut told = TOLD.lock().unwrap_or_else(|p| p.into_inner());
-    if !told.contains(kind) {
-        told.insert(kind.to_string());
+    if !told.contains(&kind) {
+        told.insert(kind);
         tracing::warn!("first {kind} error: {e}");
     }
 }
@@ -232,7 +232,7 @@ mod tests {
         let failed = attempt.judge(Err(CallError::HttpStatus(503)));
         attempt.record(failed, None, &mut tally);
         assert_eq!((tally.ok, tally.lost, tally.calls()), (1, 1, 3));
-        assert_eq!(tally.errors["http_503"], 1);
+        assert_eq!(tally.errors[&ErrorKind::HttpStatus(503)], 1);
         assert_eq!(tally.latency.len(), 1);
         assert_eq!(tally.phase(Phase::Server).len(), 1);
         assert!(tally.phase(Phase::Connect).is_empty());

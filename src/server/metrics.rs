@@ -83,10 +83,266 @@ pub(crate) fn escape_label(value: &str) -> String {
         .replace('\n', r"\n")
 }
 
-/// The text of `GET /metrics` for `snap`.
-pub fn render(snap: &StatsSnapshot) -> String {
-    let mut out = String::with_capacity(4096);
-    let protos: [(&str, &ProtoSnapshot); 7] = [
+/// Where a family's samples come from in the snapshot.
+enum Samples {
+    /// One sample without labels.
+    One(fn(&StatsSnapshot) -> f64),
+    /// One sample per protocol, labelled `protocol`; `connected`: only the protocols that
+    /// have connections (UDP and DNS have datagrams, so their connection samples would be
+    /// zeros that look like a measurement).
+    PerProtocol {
+        of: fn(&ProtoSnapshot) -> u64,
+        connected: bool,
+    },
+    /// Samples with labels of their own (`name="value"` pairs, already escaped).
+    Labelled(fn(&StatsSnapshot) -> Vec<(String, f64)>),
+}
+
+/// One family of `GET /metrics`: its name after [`NAMESPACE`], type, help and samples.
+struct Family {
+    name: &'static str,
+    kind: Kind,
+    help: &'static str,
+    samples: Samples,
+}
+
+/// Every family of the echo server, in the order they are written (the `process_*`
+/// families follow them).
+const FAMILIES: &[Family] = &[
+    Family {
+        name: "info",
+        kind: Kind::Gauge,
+        help: "Always 1; the labels say which rpcbench-echo this is.",
+        samples: Samples::Labelled(|s| {
+            vec![(
+                format!(r#"version="{}""#, escape_label(&s.settings.version)),
+                1.0,
+            )]
+        }),
+    },
+    Family {
+        name: "uptime_seconds",
+        kind: Kind::Gauge,
+        help: "Seconds since the server started.",
+        samples: Samples::One(|s| s.uptime_s),
+    },
+    Family {
+        name: "connections_open",
+        kind: Kind::Gauge,
+        help: "Connections open now.",
+        samples: Samples::PerProtocol {
+            of: |p| p.connections_open,
+            connected: true,
+        },
+    },
+    Family {
+        name: "max_connections",
+        kind: Kind::Gauge,
+        help: "Connections that may be open at once over all protocols (--max-connections).",
+        samples: Samples::One(|s| s.settings.max_connections as f64),
+    },
+    Family {
+        name: "buffered_bytes",
+        kind: Kind::Gauge,
+        help: "Bytes of request bodies and unsent replies held now, over all connections.",
+        samples: Samples::One(|s| s.buffered_bytes as f64),
+    },
+    Family {
+        name: "buffered_bytes_peak",
+        kind: Kind::Gauge,
+        help: "The most bytes of request bodies and unsent replies ever held at once.",
+        samples: Samples::One(|s| s.buffered_bytes_peak as f64),
+    },
+    Family {
+        name: "max_buffered_bytes",
+        kind: Kind::Gauge,
+        help: "The budget of bytes held at once; requests beyond it are refused (--max-buffered).",
+        samples: Samples::One(|s| s.settings.max_buffered as f64),
+    },
+    Family {
+        name: "write_timeout_seconds",
+        kind: Kind::Gauge,
+        help: "A connection whose reply takes no byte for this long is closed (--write-timeout).",
+        samples: Samples::One(|s| s.settings.write_timeout_s),
+    },
+    Family {
+        name: "idle_timeout_seconds",
+        kind: Kind::Gauge,
+        help: "A connection that sends nothing for this long is closed (--idle-timeout).",
+        samples: Samples::One(|s| s.settings.idle_timeout_s),
+    },
+    Family {
+        name: "http2_max_concurrent_streams",
+        kind: Kind::Gauge,
+        help: "HTTP/2 streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS).",
+        samples: Samples::One(|s| f64::from(s.settings.http2_max_streams)),
+    },
+    Family {
+        name: "connections_total",
+        kind: Kind::Counter,
+        help: "Connections accepted, including those closed at once for the connection limit.",
+        samples: Samples::PerProtocol {
+            of: |p| p.connections_total,
+            connected: true,
+        },
+    },
+    Family {
+        name: "requests_total",
+        kind: Kind::Counter,
+        help: "Requests taken in: raw frames (TCP, Unix), HTTP requests (gRPC calls included), UDP datagrams, DNS queries.",
+        samples: Samples::PerProtocol {
+            of: |p| p.requests,
+            connected: false,
+        },
+    },
+    // Families of their own, not a `protocol="grpc"` sample of `requests_total`: a gRPC
+    // call is an HTTP request there already, and a sum over protocols must not count it
+    // twice.
+    Family {
+        name: "grpc_calls_total",
+        kind: Kind::Counter,
+        help: "gRPC calls taken in on the HTTP port (also counted as HTTP requests).",
+        samples: Samples::One(|s| s.grpc.calls as f64),
+    },
+    Family {
+        name: "grpc_messages_total",
+        kind: Kind::Counter,
+        help: "gRPC request messages answered: one per Call, one per message on a Stream.",
+        samples: Samples::One(|s| s.grpc.messages as f64),
+    },
+    Family {
+        name: "received_bytes_total",
+        kind: Kind::Counter,
+        help: "Bytes read from the network.",
+        samples: Samples::PerProtocol {
+            of: |p| p.bytes_in,
+            connected: false,
+        },
+    },
+    Family {
+        name: "sent_bytes_total",
+        kind: Kind::Counter,
+        help: "Bytes written to the network.",
+        samples: Samples::PerProtocol {
+            of: |p| p.bytes_out,
+            connected: false,
+        },
+    },
+    Family {
+        name: "rejected_total",
+        kind: Kind::Counter,
+        help: "Requests or connections refused or ended by an error, by kind (as in /stats).",
+        samples: Samples::Labelled(|s| {
+            Reject::ALL
+                .iter()
+                .map(|&k| (format!(r#"kind="{}""#, k.name()), s.rejected(k) as f64))
+                .collect()
+        }),
+    },
+    Family {
+        name: "tls_handshakes_total",
+        kind: Kind::Counter,
+        help: "TLS handshakes completed, by listener and kind (full, or resumed from a ticket or session ID).",
+        samples: Samples::Labelled(|s| {
+            tls_listeners(s)
+                .iter()
+                .flat_map(|(l, h)| {
+                    [("full", h.full), ("resumed", h.resumed)]
+                        .map(|(kind, n)| (format!(r#"listener="{l}",kind="{kind}""#), n as f64))
+                })
+                .collect()
+        }),
+    },
+    Family {
+        name: "tls_handshake_failures_total",
+        kind: Kind::Counter,
+        help: "TLS handshakes that failed, by listener and kind (as in /stats).",
+        samples: Samples::Labelled(|s| {
+            tls_listeners(s)
+                .iter()
+                .flat_map(|(l, h)| {
+                    HandshakeFailure::ALL.map(|k| {
+                        (
+                            format!(r#"listener="{l}",kind="{}""#, k.name()),
+                            h.failures(k) as f64,
+                        )
+                    })
+                })
+                .collect()
+        }),
+    },
+    Family {
+        name: "dns_answered_total",
+        kind: Kind::Counter,
+        help: "DNS answers sent.",
+        samples: Samples::One(|s| s.dns_answered as f64),
+    },
+    Family {
+        name: "dns_delayed_total",
+        kind: Kind::Counter,
+        help: "DNS answers sent after --dns-delay.",
+        samples: Samples::One(|s| s.dns_delayed as f64),
+    },
+    Family {
+        name: "dns_dropped_total",
+        kind: Kind::Counter,
+        help: "DNS queries dropped on purpose by --dns-drop.",
+        samples: Samples::One(|s| s.dns_dropped as f64),
+    },
+    Family {
+        name: "dns_truncated_total",
+        kind: Kind::Counter,
+        help: "DNS answers sent truncated over UDP (--dns-truncate).",
+        samples: Samples::One(|s| s.dns_truncated as f64),
+    },
+    Family {
+        name: "dns_tcp_queries_total",
+        kind: Kind::Counter,
+        help: "DNS queries that came over TCP.",
+        samples: Samples::One(|s| s.dns_tcp_queries as f64),
+    },
+    Family {
+        name: "dns_queries_by_type_total",
+        kind: Kind::Counter,
+        help: "DNS queries taken in, by query type (a, aaaa, other).",
+        samples: Samples::Labelled(|s| by_label("type", &s.dns_queries_by_type)),
+    },
+    Family {
+        name: "dns_answers_by_code_total",
+        kind: Kind::Counter,
+        help: "DNS answers made, by response code (noerror, nxdomain, refused, ...).",
+        samples: Samples::Labelled(|s| by_label("code", &s.dns_answers_by_code)),
+    },
+    Family {
+        name: "http2_connections_total",
+        kind: Kind::Counter,
+        help: "HTTP/2 connections served (also counted under protocol=\"http\").",
+        samples: Samples::One(|s| s.http2.connections_total as f64),
+    },
+    Family {
+        name: "http2_streams_total",
+        kind: Kind::Counter,
+        help: "HTTP/2 streams (requests) taken in.",
+        samples: Samples::One(|s| s.http2.streams_total as f64),
+    },
+    Family {
+        name: "http2_streams_open",
+        kind: Kind::Gauge,
+        help: "HTTP/2 streams being answered now, over all connections.",
+        samples: Samples::One(|s| s.http2.streams_open as f64),
+    },
+    Family {
+        name: "http2_streams_max_per_connection",
+        kind: Kind::Gauge,
+        help: "The most HTTP/2 streams ever being answered at once on one connection.",
+        samples: Samples::One(|s| s.http2.streams_max_per_connection as f64),
+    },
+];
+
+/// The protocols of the snapshot with their `protocol` label, those with connections
+/// first (the first five).
+fn protocols(snap: &StatsSnapshot) -> [(&'static str, &ProtoSnapshot); 7] {
+    [
         (r#"protocol="tcp""#, &snap.tcp),
         (r#"protocol="http""#, &snap.http),
         (r#"protocol="unix""#, &snap.unix),
@@ -94,308 +350,63 @@ pub fn render(snap: &StatsSnapshot) -> String {
         (r#"protocol="https""#, &snap.https),
         (r#"protocol="udp""#, &snap.udp),
         (r#"protocol="dns""#, &snap.dns),
-    ];
-    // UDP and DNS (which is UDP) have datagrams, no connections, so their connection
-    // samples would be zeros that look like a measurement.
-    let connected = &protos[..5];
-    let per_proto = |f: fn(&ProtoSnapshot) -> u64, of: &[(&'static str, &ProtoSnapshot)]| {
-        of.iter()
-            .map(|(l, p)| (*l, f(p) as f64))
-            .collect::<Vec<_>>()
-    };
-    let version = format!(r#"version="{}""#, escape_label(&snap.settings.version));
-    family(
-        &mut out,
-        &own("info"),
-        Kind::Gauge,
-        "Always 1; the labels say which rpcbench-echo this is.",
-        &[(&version, 1.0)],
-    );
-    family(
-        &mut out,
-        &own("uptime_seconds"),
-        Kind::Gauge,
-        "Seconds since the server started.",
-        &[("", snap.uptime_s)],
-    );
-    family(
-        &mut out,
-        &own("connections_open"),
-        Kind::Gauge,
-        "Connections open now.",
-        &per_proto(|p| p.connections_open, connected),
-    );
-    family(
-        &mut out,
-        &own("max_connections"),
-        Kind::Gauge,
-        "Connections that may be open at once over all protocols (--max-connections).",
-        &[("", snap.settings.max_connections as f64)],
-    );
-    family(
-        &mut out,
-        &own("buffered_bytes"),
-        Kind::Gauge,
-        "Bytes of request bodies and unsent replies held now, over all connections.",
-        &[("", snap.buffered_bytes as f64)],
-    );
-    family(
-        &mut out,
-        &own("buffered_bytes_peak"),
-        Kind::Gauge,
-        "The most bytes of request bodies and unsent replies ever held at once.",
-        &[("", snap.buffered_bytes_peak as f64)],
-    );
-    family(
-        &mut out,
-        &own("max_buffered_bytes"),
-        Kind::Gauge,
-        "The budget of bytes held at once; requests beyond it are refused (--max-buffered).",
-        &[("", snap.settings.max_buffered as f64)],
-    );
-    family(
-        &mut out,
-        &own("write_timeout_seconds"),
-        Kind::Gauge,
-        "A connection whose reply takes no byte for this long is closed (--write-timeout).",
-        &[("", snap.settings.write_timeout_s)],
-    );
-    family(
-        &mut out,
-        &own("idle_timeout_seconds"),
-        Kind::Gauge,
-        "A connection that sends nothing for this long is closed (--idle-timeout).",
-        &[("", snap.settings.idle_timeout_s)],
-    );
-    family(
-        &mut out,
-        &own("http2_max_concurrent_streams"),
-        Kind::Gauge,
-        "HTTP/2 streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS).",
-        &[("", f64::from(snap.settings.http2_max_streams))],
-    );
-    family(
-        &mut out,
-        &own("connections_total"),
-        Kind::Counter,
-        "Connections accepted, including those closed at once for the connection limit.",
-        &per_proto(|p| p.connections_total, connected),
-    );
-    family(
-        &mut out,
-        &own("requests_total"),
-        Kind::Counter,
-        "Requests taken in: raw frames (TCP, Unix), HTTP requests (gRPC calls included), UDP datagrams, DNS queries.",
-        &per_proto(|p| p.requests, &protos),
-    );
-    // Families of their own, not a `protocol="grpc"` sample of `requests_total`: a gRPC
-    // call is an HTTP request there already, and a sum over protocols must not count it
-    // twice.
-    family(
-        &mut out,
-        &own("grpc_calls_total"),
-        Kind::Counter,
-        "gRPC calls taken in on the HTTP port (also counted as HTTP requests).",
-        &[("", snap.grpc.calls as f64)],
-    );
-    family(
-        &mut out,
-        &own("grpc_messages_total"),
-        Kind::Counter,
-        "gRPC request messages answered: one per Call, one per message on a Stream.",
-        &[("", snap.grpc.messages as f64)],
-    );
-    family(
-        &mut out,
-        &own("received_bytes_total"),
-        Kind::Counter,
-        "Bytes read from the network.",
-        &per_proto(|p| p.bytes_in, &protos),
-    );
-    family(
-        &mut out,
-        &own("sent_bytes_total"),
-        Kind::Counter,
-        "Bytes written to the network.",
-        &per_proto(|p| p.bytes_out, &protos),
-    );
-    let kinds: Vec<(String, f64)> = Reject::ALL
-        .iter()
-        .map(|&k| (format!(r#"kind="{}""#, k.name()), snap.rejected(k) as f64))
-        .collect();
-    let kinds: Vec<(&str, f64)> = kinds.iter().map(|(l, v)| (l.as_str(), *v)).collect();
-    family(
-        &mut out,
-        &own("rejected_total"),
-        Kind::Counter,
-        "Requests or connections refused or ended by an error, by kind (as in /stats).",
-        &kinds,
-    );
-    let listeners: [(&str, &HandshakeSnapshot); 2] = [
+    ]
+}
+
+/// How many of [`protocols`] have connections.
+const CONNECTED: usize = 5;
+
+/// The TLS listeners and their handshake counters.
+fn tls_listeners(snap: &StatsSnapshot) -> [(&'static str, &HandshakeSnapshot); 2] {
+    [
         ("tls", &snap.tls_handshakes),
         ("https", &snap.https_handshakes),
-    ];
-    let handshakes: Vec<(String, f64)> = listeners
-        .iter()
-        .flat_map(|(l, h)| {
-            [("full", h.full), ("resumed", h.resumed)]
-                .map(|(kind, n)| (format!(r#"listener="{l}",kind="{kind}""#), n as f64))
-        })
-        .collect();
-    let handshakes: Vec<(&str, f64)> = handshakes.iter().map(|(l, v)| (l.as_str(), *v)).collect();
-    family(
-        &mut out,
-        &own("tls_handshakes_total"),
-        Kind::Counter,
-        "TLS handshakes completed, by listener and kind (full, or resumed from a ticket or session ID).",
-        &handshakes,
-    );
-    let failures: Vec<(String, f64)> = listeners
-        .iter()
-        .flat_map(|(l, h)| {
-            HandshakeFailure::ALL.map(|k| {
-                (
-                    format!(r#"listener="{l}",kind="{}""#, k.name()),
-                    h.failures(k) as f64,
-                )
-            })
-        })
-        .collect();
-    let failures: Vec<(&str, f64)> = failures.iter().map(|(l, v)| (l.as_str(), *v)).collect();
-    family(
-        &mut out,
-        &own("tls_handshake_failures_total"),
-        Kind::Counter,
-        "TLS handshakes that failed, by listener and kind (as in /stats).",
-        &failures,
-    );
-    for (name, help, value) in [
-        ("dns_answered_total", "DNS answers sent.", snap.dns_answered),
-        (
-            "dns_delayed_total",
-            "DNS answers sent after --dns-delay.",
-            snap.dns_delayed,
-        ),
-        (
-            "dns_dropped_total",
-            "DNS queries dropped on purpose by --dns-drop.",
-            snap.dns_dropped,
-        ),
-        (
-            "dns_truncated_total",
-            "DNS answers sent truncated over UDP (--dns-truncate).",
-            snap.dns_truncated,
-        ),
-        (
-            "dns_tcp_queries_total",
-            "DNS queries that came over TCP.",
-            snap.dns_tcp_queries,
-        ),
-    ] {
-        family(
-            &mut out,
-            &own(name),
-            Kind::Counter,
-            help,
-            &[("", value as f64)],
-        );
-    }
-    for (name, help, label, map) in [
-        (
-            "dns_queries_by_type_total",
-            "DNS queries taken in, by query type (a, aaaa, other).",
-            "type",
-            &snap.dns_queries_by_type,
-        ),
-        (
-            "dns_answers_by_code_total",
-            "DNS answers made, by response code (noerror, nxdomain, refused, ...).",
-            "code",
-            &snap.dns_answers_by_code,
-        ),
-    ] {
-        let labels: Vec<(String, f64)> = map
-            .iter()
-            .map(|(k, v)| (format!(r#"{label}="{}""#, escape_label(k)), *v as f64))
-            .collect();
-        let labels: Vec<(&str, f64)> = labels.iter().map(|(l, v)| (l.as_str(), *v)).collect();
-        family(&mut out, &own(name), Kind::Counter, help, &labels);
-    }
-    let h2 = &snap.http2;
-    for (name, kind, help, value) in [
-        (
-            "http2_connections_total",
-            Kind::Counter,
-            "HTTP/2 connections served (also counted under protocol=\"http\").",
-            h2.connections_total,
-        ),
-        (
-            "http2_streams_total",
-            Kind::Counter,
-            "HTTP/2 streams (requests) taken in.",
-            h2.streams_total,
-        ),
-        (
-            "http2_streams_open",
-            Kind::Gauge,
-            "HTTP/2 streams being answered now, over all connections.",
-            h2.streams_open,
-        ),
-        (
-            "http2_streams_max_per_connection",
-            Kind::Gauge,
-            "The most HTTP/2 streams ever being answered at once on one connection.",
-            h2.streams_max_per_connection,
-        ),
-    ] {
-        family(&mut out, &own(name), kind, help, &[("", value as f64)]);
+    ]
+}
+
+/// One sample per entry of `map`, labelled `label="key"`.
+fn by_label(label: &str, map: &std::collections::BTreeMap<String, u64>) -> Vec<(String, f64)> {
+    map.iter()
+        .map(|(k, v)| (format!(r#"{label}="{}""#, escape_label(k)), *v as f64))
+        .collect()
+}
+
+/// The text of `GET /metrics` for `snap`.
+pub fn render(snap: &StatsSnapshot) -> String {
+    let mut out = String::with_capacity(4096);
+    for f in FAMILIES {
+        let samples: Vec<(String, f64)> = match f.samples {
+            Samples::One(value) => vec![(String::new(), value(snap))],
+            Samples::PerProtocol { of, connected } => {
+                let all = protocols(snap);
+                let protos = if connected {
+                    &all[..CONNECTED]
+                } else {
+                    &all[..]
+                };
+                protos
+                    .iter()
+                    .map(|(l, p)| (l.to_string(), of(p) as f64))
+                    .collect()
+            }
+            Samples::Labelled(labelled) => labelled(snap),
+        };
+        let samples: Vec<(&str, f64)> = samples.iter().map(|(l, v)| (l.as_str(), *v)).collect();
+        family(&mut out, &own(f.name), f.kind, f.help, &samples);
     }
     process(&mut out, &snap.process);
     out
 }
 
-/// Writes the `process_*` families, with the process collector's names of the Prometheus
-/// client libraries, so that dashboards made for other programs read ours.
+/// Writes the `process_*` families ([`crate::host::ProcessCost::families`]).
 pub(crate) fn process(out: &mut String, p: &crate::host::ProcessCost) {
-    for (name, kind, help, value) in [
-        (
-            "process_cpu_seconds_total",
-            Kind::Counter,
-            "Total user and system CPU time spent in seconds.",
-            p.cpu_user_s + p.cpu_system_s,
-        ),
-        (
-            "process_resident_memory_bytes",
-            Kind::Gauge,
-            "Resident memory size in bytes.",
-            p.rss_bytes as f64,
-        ),
-        (
-            "process_start_time_seconds",
-            Kind::Gauge,
-            "Start time of the process since unix epoch in seconds.",
-            p.start_time_s,
-        ),
-        (
-            "process_threads",
-            Kind::Gauge,
-            "Number of OS threads in the process.",
-            p.threads as f64,
-        ),
-        (
-            "process_open_fds",
-            Kind::Gauge,
-            "Number of open file descriptors.",
-            p.open_fds as f64,
-        ),
-        (
-            "process_max_fds",
-            Kind::Gauge,
-            "Maximum number of open file descriptors (0: unlimited).",
-            p.max_fds as f64,
-        ),
-    ] {
-        family(out, name, kind, help, &[("", value)]);
+    for f in p.families() {
+        let kind = if f.counter {
+            Kind::Counter
+        } else {
+            Kind::Gauge
+        };
+        family(out, f.name, kind, f.help, &[("", f.value)]);
     }
 }
 

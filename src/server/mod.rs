@@ -498,6 +498,150 @@ pub struct EchoServer {
     alive_rx: mpsc::Receiver<()>,
 }
 
+/// Every listener of a server, bound, not yet served.
+struct Bound {
+    tcp: Option<(tokio::net::TcpListener, SocketAddr)>,
+    http: Option<(tokio::net::TcpListener, SocketAddr)>,
+    tls: Option<(tokio::net::TcpListener, SocketAddr)>,
+    https: Option<(tokio::net::TcpListener, SocketAddr)>,
+    udp: Option<(SocketAddr, std::net::UdpSocket)>,
+    unix: Option<(tokio::net::UnixListener, SocketFile)>,
+    /// The DNS responder's UDP socket, TCP listener, zone and address.
+    dns: Option<DnsBound>,
+}
+
+/// What serving the bound listeners gives back: the UDP address, the Unix socket's file
+/// and the DNS address.
+type Served = (Option<SocketAddr>, Option<SocketFile>, Option<SocketAddr>);
+
+/// The DNS responder's UDP socket, TCP listener, zone and address.
+type DnsBound = (
+    tokio::net::UdpSocket,
+    tokio::net::TcpListener,
+    Arc<dns::Zone>,
+    SocketAddr,
+);
+
+impl Bound {
+    /// Binds every listener the configuration turns on.
+    async fn bind(shared: &Shared) -> Result<Bound, StartServerError> {
+        let config = &shared.config;
+        let tcp = bind_tcp("tcp", config.tcp).await?;
+        let http = bind_tcp("http", config.http).await?;
+        let tls = bind_tcp("tls", config.tls).await?;
+        let https = bind_tcp("https", config.https).await?;
+        let udp = match config.udp {
+            Some(addr) => {
+                let bound = std::net::UdpSocket::bind(addr)
+                    .and_then(|s| Ok((s.local_addr()?, s)))
+                    .map_err(|source| StartServerError::Bind {
+                        proto: "udp",
+                        addr,
+                        source,
+                    })?;
+                Some(bound)
+            }
+            None => None,
+        };
+        let unix = match &config.unix {
+            Some(path) => Some(unix::bind(path, config.unix_mode)?),
+            None => None,
+        };
+        let dns = match &config.dns {
+            Some(cfg) => {
+                let zone = dns::Zone::new(cfg, config.dns_answer(cfg))?;
+                let (socket, tcp, addr) = dns::bind(cfg.addr).await?;
+                Some((socket, tcp, Arc::new(zone), addr))
+            }
+            None => None,
+        };
+        Ok(Bound {
+            tcp,
+            http,
+            tls,
+            https,
+            udp,
+            unix,
+            dns,
+        })
+    }
+
+    /// Serves every listener on the current runtime; returns the UDP address, the Unix
+    /// socket's file and the DNS address.
+    fn serve(
+        self,
+        shared: &Arc<Shared>,
+        server_tls: Option<&Arc<tls::ServerTls>>,
+    ) -> Result<Served, StartServerError> {
+        if let Some((listener, _)) = self.tcp {
+            tokio::spawn(tcp::accept_loop(listener, shared.clone()));
+        }
+        if let (Some((listener, _)), Some(server_tls)) = (self.tls, server_tls) {
+            tokio::spawn(tls::accept_loop(
+                listener,
+                shared.clone(),
+                server_tls.clone(),
+            ));
+        }
+        if let (Some((listener, _)), Some(server_tls)) = (self.https, server_tls) {
+            tokio::spawn(http::accept_loop_tls(
+                listener,
+                shared.clone(),
+                server_tls.clone(),
+            ));
+        }
+        if let Some((listener, _)) = self.http {
+            tokio::spawn(http::accept_loop(listener, shared.clone()));
+        }
+        let udp_addr = match self.udp {
+            Some((addr, socket)) => {
+                udp::start(socket, shared.clone()).map_err(|source| StartServerError::Bind {
+                    proto: "udp",
+                    addr,
+                    source,
+                })?;
+                Some(addr)
+            }
+            None => None,
+        };
+        let unix = self.unix.map(|(listener, file)| {
+            tokio::spawn(unix::accept_loop(listener, shared.clone()));
+            file
+        });
+        tokio::spawn(memory::tidy(shared.shutdown.clone()));
+        let dns_addr = self.dns.map(|(socket, tcp, zone, addr)| {
+            tokio::spawn(dns::serve(socket, zone.clone(), shared.clone()));
+            tokio::spawn(dns::serve_tcp(tcp, zone, shared.clone()));
+            addr
+        });
+        Ok((udp_addr, unix, dns_addr))
+    }
+}
+
+/// Binds a TCP listener of `proto` at `addr` when it is on; returns it with the address
+/// it got (the port, when `addr` asked for 0).
+async fn bind_tcp(
+    proto: &'static str,
+    addr: Option<SocketAddr>,
+) -> Result<Option<(tokio::net::TcpListener, SocketAddr)>, StartServerError> {
+    let Some(addr) = addr else {
+        return Ok(None);
+    };
+    let bound = async {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let local = listener.local_addr()?;
+        Ok((listener, local))
+    };
+    bound
+        .await
+        .map(Some)
+        .map_err(|source| StartServerError::Bind {
+            proto,
+            addr,
+            source,
+        })
+}
+
 impl EchoServer {
     /// Binds every enabled listener and starts serving on the current tokio runtime.
     pub async fn start(config: ServerConfig) -> Result<EchoServer, StartServerError> {
@@ -512,81 +656,11 @@ impl EchoServer {
             alive: alive_tx,
             config,
         });
-        let bind = |proto, addr| async move {
-            tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|source| StartServerError::Bind {
-                    proto,
-                    addr,
-                    source,
-                })
-        };
         // Bind everything before spawning anything, so a failure leaves nothing running.
-        let tcp = match shared.config.tcp {
-            Some(addr) => Some(bind("tcp", addr).await?),
-            None => None,
-        };
-        let http = match shared.config.http {
-            Some(addr) => Some(bind("http", addr).await?),
-            None => None,
-        };
-        let tls_listener = match shared.config.tls {
-            Some(addr) => Some(bind("tls", addr).await?),
-            None => None,
-        };
-        let https = match shared.config.https {
-            Some(addr) => Some(bind("https", addr).await?),
-            None => None,
-        };
-        let udp = match shared.config.udp {
-            Some(addr) => {
-                let bound = std::net::UdpSocket::bind(addr)
-                    .and_then(|s| Ok((s.local_addr()?, s)))
-                    .map_err(|source| StartServerError::Bind {
-                        proto: "udp",
-                        addr,
-                        source,
-                    })?;
-                Some(bound)
-            }
-            None => None,
-        };
-        let unix = match &shared.config.unix {
-            Some(path) => Some(unix::bind(path, shared.config.unix_mode)?),
-            None => None,
-        };
-        let dns = match &shared.config.dns {
-            Some(cfg) => {
-                let answer = shared.config.dns_answer(cfg);
-                let zone = dns::Zone::new(cfg, answer)?;
-                let (socket, tcp, addr) = dns::bind(cfg.addr).await?;
-                Some((socket, tcp, Arc::new(zone), addr))
-            }
-            None => None,
-        };
-        let local = |l: &tokio::net::TcpListener, proto, addr| {
-            l.local_addr().map_err(|source| StartServerError::Bind {
-                proto,
-                addr,
-                source,
-            })
-        };
-        let tcp_addr = match &tcp {
-            Some(l) => Some(local(l, "tcp", shared.config.tcp.unwrap())?),
-            None => None,
-        };
-        let http_addr = match &http {
-            Some(l) => Some(local(l, "http", shared.config.http.unwrap())?),
-            None => None,
-        };
-        let tls_addr = match &tls_listener {
-            Some(l) => Some(local(l, "tls", shared.config.tls.unwrap())?),
-            None => None,
-        };
-        let https_addr = match &https {
-            Some(l) => Some(local(l, "https", shared.config.https.unwrap())?),
-            None => None,
-        };
+        let bound = Bound::bind(&shared).await?;
+        let addr = |l: &Option<(tokio::net::TcpListener, SocketAddr)>| l.as_ref().map(|(_, a)| *a);
+        let (tcp_addr, http_addr) = (addr(&bound.tcp), addr(&bound.http));
+        let (tls_addr, https_addr) = (addr(&bound.tls), addr(&bound.https));
         // Certificates only when a TLS listener is on: generating a key pair costs
         // milliseconds every plain server (and every embedded one) need not pay.
         let server_tls = if tls_addr.is_some() || https_addr.is_some() {
@@ -595,47 +669,7 @@ impl EchoServer {
         } else {
             None
         };
-        if let Some(listener) = tcp {
-            tokio::spawn(tcp::accept_loop(listener, shared.clone()));
-        }
-        if let (Some(listener), Some(server_tls)) = (tls_listener, &server_tls) {
-            tokio::spawn(tls::accept_loop(
-                listener,
-                shared.clone(),
-                server_tls.clone(),
-            ));
-        }
-        if let (Some(listener), Some(server_tls)) = (https, &server_tls) {
-            tokio::spawn(http::accept_loop_tls(
-                listener,
-                shared.clone(),
-                server_tls.clone(),
-            ));
-        }
-        if let Some(listener) = http {
-            tokio::spawn(http::accept_loop(listener, shared.clone()));
-        }
-        let udp_addr = match udp {
-            Some((addr, socket)) => {
-                udp::start(socket, shared.clone()).map_err(|source| StartServerError::Bind {
-                    proto: "udp",
-                    addr,
-                    source,
-                })?;
-                Some(addr)
-            }
-            None => None,
-        };
-        let unix = unix.map(|(listener, file)| {
-            tokio::spawn(unix::accept_loop(listener, shared.clone()));
-            file
-        });
-        tokio::spawn(memory::tidy(shared.shutdown.clone()));
-        let dns_addr = dns.map(|(socket, tcp, zone, addr)| {
-            tokio::spawn(dns::serve(socket, zone.clone(), shared.clone()));
-            tokio::spawn(dns::serve_tcp(tcp, zone, shared.clone()));
-            addr
-        });
+        let (udp_addr, unix, dns_addr) = bound.serve(&shared, server_tls.as_ref())?;
         Ok(EchoServer {
             tcp_addr,
             http_addr,

@@ -473,12 +473,7 @@ where
         let body_len = match wire::check_len(prefix, config.max_frame) {
             Ok(len) => len,
             Err(e) => {
-                let kind = match e {
-                    // A ClientHello's record header read as a length prefix.
-                    _ if crate::wire::looks_like_tls(data) => Reject::TcpTlsClient,
-                    DecodeFrameError::EmptyFrame => Reject::ZeroLengthFrame,
-                    _ => Reject::OversizedFrame,
-                };
+                let kind = bad_prefix(e, data);
                 out.flush(conn)?;
                 return Err(kind.into());
             }
@@ -528,34 +523,63 @@ where
             _ => (None, 0),
         };
         let server_ns = got_it.elapsed().as_nanos() as u64;
-        let owed = &mut conn.owed;
-        wire::encode_response_head(seq, status as u8, server_ns, len, &mut owed.batch);
-        match payload {
-            Some(payload) if len > INLINE => {
-                // Written after the batch from where it is; the frame is consumed when
-                // all of it has gone.
-                owed.large = Some(Large {
-                    payload,
-                    sent: 0,
-                    frame_len,
-                });
-                out.flush(conn)?;
-            }
-            payload => {
-                match payload {
-                    Some(Source::Echo(echo)) => {
-                        owed.batch.extend_from_slice(&conn.inbuf.data()[echo]);
-                    }
-                    Some(Source::Pattern(seq, len)) => {
-                        wire::pattern_runs(seq, len).for_each(|run| owed.batch.extend(run));
-                    }
-                    None => {}
+        owe_reply(out, conn, (seq, status, server_ns, len), payload, frame_len)?;
+    }
+}
+
+/// Why a length prefix was refused: a TLS client's ClientHello (its record header read
+/// as a prefix), an empty frame, or one larger than the largest allowed.
+fn bad_prefix(e: DecodeFrameError, data: &[u8]) -> Reject {
+    match e {
+        _ if crate::wire::looks_like_tls(data) => Reject::TcpTlsClient,
+        DecodeFrameError::EmptyFrame => Reject::ZeroLengthFrame,
+        _ => Reject::OversizedFrame,
+    }
+}
+
+/// Owes the reply to a frame of `frame_len` bytes: its head in the batch, then its
+/// payload. A small one is copied into the batch and the frame consumed; a large one is
+/// written from where it is, after the batch, and the frame consumed when all of it has
+/// gone.
+#[inline]
+fn owe_reply<S: FrameStream>(
+    out: &Writer<'_, S>,
+    conn: &mut Conn,
+    (seq, status, server_ns, len): (u64, Status, u64, usize),
+    payload: Option<Source>,
+    frame_len: usize,
+) -> Result<(), Halt>
+where
+    for<'a> &'a S: Read + Write,
+{
+    let owed = &mut conn.owed;
+    wire::encode_response_head(seq, status as u8, server_ns, len, &mut owed.batch);
+    match payload {
+        Some(payload) if len > INLINE => {
+            // Written after the batch from where it is; the frame is consumed when
+            // all of it has gone.
+            owed.large = Some(Large {
+                payload,
+                sent: 0,
+                frame_len,
+            });
+            out.flush(conn)?;
+        }
+        payload => {
+            match payload {
+                Some(Source::Echo(echo)) => {
+                    owed.batch.extend_from_slice(&conn.inbuf.data()[echo]);
                 }
-                conn.inbuf.consume(frame_len);
-                out.flush_if_full(conn)?;
+                Some(Source::Pattern(seq, len)) => {
+                    wire::pattern_runs(seq, len).for_each(|run| owed.batch.extend(run));
+                }
+                None => {}
             }
+            conn.inbuf.consume(frame_len);
+            out.flush_if_full(conn)?;
         }
     }
+    Ok(())
 }
 
 /// What a connection owes its client: replies answered and not yet written. While it is

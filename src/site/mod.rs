@@ -25,45 +25,20 @@ pub mod svg;
 /// The charts of sweep results.
 pub mod sweep;
 
-use crate::analysis::select::{dns_delay_us, find, find_like, is_plain, slow_dns};
+use crate::analysis::select::{dns_delay_us, find, slow_dns};
 use crate::analysis::sweep::CapacityRow;
+use crate::analysis::truth::{self, NotRun, Roles, TruthCheck, has_link_rtt};
 use crate::analysis::{PEER_RATIO_LIMIT, Peers, findings};
 
 use crate::dnsdiag::DnsDiagnosis;
 use crate::model;
-use crate::render;
 use crate::report::sweep::{SweepAxis, SweepReport};
 use crate::report::{Report, RunRecord};
 use crate::resolve::AddrMode;
 use crate::transport::TransportKind;
 use crate::transport::tls::Security;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::path::{Path, PathBuf};
-
-/// Share of an injected delay (server or DNS) a measurement may be off by, besides the
-/// reference run's noise: the server's timer overshoots a little (a sleep ends at or after
-/// its deadline, by the timer slack and a scheduler wake-up), and 5% of the test bed's
-/// 20 ms covers that with room, while a delay paid twice, or not at all, is far outside.
-const DELAY_SHARE: f64 = 0.05;
-
-/// One check of a figure against what physics says it must be.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TruthCheck {
-    /// What is checked, e.g. `server delay 20000 µs: tcp (ip)`.
-    pub what: String,
-    pub expected: String,
-    pub measured: String,
-    pub pass: bool,
-}
-
-/// A truth check the inputs could not support, and why: listed, not failed.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct NotRun {
-    /// The check, e.g. `server delay`.
-    pub check: &'static str,
-    /// Why, e.g. `no run with --delay-us among the inputs`.
-    pub reason: String,
-}
 
 /// Everything the report shows, computed once and written twice (markdown and HTML).
 #[derive(Debug)]
@@ -210,212 +185,6 @@ fn mean_ms(r: &RunRecord) -> Option<f64> {
     r.latency_us.map(|l| l.mean / 1e3)
 }
 
-/// The noise of a reference run, µs: its p99 − p50, how far a call strays above the typical
-/// one on this path and placement (scheduler wake-ups, interrupts, a neighbour's burst).
-/// A delayed run meets the same noise, on top of the delay, so a rise within it is the
-/// delay. It comes from the data, not a constant, so a quiet host gets a tight check and a
-/// noisy one a fair one. Chosen over the standard deviation, which one stall in a thousand
-/// calls inflates (and with it the margin, until the check passes anything), and over the
-/// standard error of the mean, which assumes independent calls and so misses the drift
-/// between runs that is what a reference run is there to cancel.
-fn noise_us(r: &RunRecord) -> Option<f64> {
-    r.latency_us.map(|l| (l.p99 - l.p50).max(0.0))
-}
-
-/// The margin of a check: [`DELAY_SHARE`] of the delay plus the reference's noise.
-fn tolerance(delay_us: f64, noise_us: f64) -> f64 {
-    DELAY_SHARE * delay_us + noise_us
-}
-
-/// How `expected` reads in a check: the figure, its margin and where the margin comes from.
-fn expected_text(expected_us: f64, delay_us: f64, noise_us: f64) -> String {
-    format!(
-        "+{expected_us:.0} µs ± {:.0} ({:.0}% of {delay_us:.0} + reference noise {noise_us:.0})",
-        tolerance(delay_us, noise_us),
-        DELAY_SHARE * 100.0
-    )
-}
-
-/// The roles of the inputs, by index.
-struct Roles {
-    /// The first reference run back to back.
-    back_to_back: Option<usize>,
-    /// The first reference run paced with `--rate`.
-    paced: Option<usize>,
-}
-
-impl Roles {
-    /// Reads the roles from the inputs' own settings.
-    fn of(inputs: &[&Report]) -> Roles {
-        Roles {
-            back_to_back: inputs
-                .iter()
-                .position(|r| is_plain(r) && r.config.rate_per_s.is_none()),
-            paced: inputs
-                .iter()
-                .position(|r| is_plain(r) && r.config.rate_per_s.is_some()),
-        }
-    }
-
-    /// The input the tables and findings start from.
-    fn baseline(&self) -> usize {
-        self.back_to_back.or(self.paced).unwrap_or(0)
-    }
-}
-
-/// The truth checks the inputs support, and the ones they do not, with the reason.
-fn truth_checks(inputs: &[&Report]) -> (Vec<TruthCheck>, Vec<NotRun>) {
-    let roles = Roles::of(inputs);
-    let back_to_back = roles.back_to_back.map(|i| inputs[i]);
-    let paced = roles.paced.map(|i| inputs[i]);
-    let mut checks = Vec::new();
-    let mut not_run = Vec::new();
-    let mut judge = |check: &'static str,
-                     subjects: Vec<&Report>,
-                     missing_subject: &str,
-                     reference: Option<&Report>,
-                     run: &dyn Fn(&Report, &Report) -> Vec<TruthCheck>| {
-        let reason = if subjects.is_empty() {
-            Some(missing_subject.to_string())
-        } else if let Some(reference) = reference {
-            let found: Vec<TruthCheck> = subjects.iter().flat_map(|s| run(reference, s)).collect();
-            let none = found.is_empty();
-            checks.extend(found);
-            none.then(|| {
-                "no transport and address mode measured both with the delay and without it"
-                    .to_string()
-            })
-        } else {
-            Some("no run without a delay among the inputs to compare with".to_string())
-        };
-        if let Some(reason) = reason {
-            not_run.push(NotRun { check, reason });
-        }
-    };
-    let delayed: Vec<&Report> = inputs
-        .iter()
-        .copied()
-        .filter(|r| r.config.delay_us > 0 && dns_delay_us(r) == 0)
-        .collect();
-    judge(
-        "server delay",
-        delayed,
-        "no run with --delay-us among the inputs",
-        paced.or(back_to_back),
-        &|reference, delayed| delay_checks(reference, back_to_back, delayed),
-    );
-    let slow: Vec<&Report> = inputs.iter().copied().filter(|r| slow_dns(r)).collect();
-    judge(
-        "DNS delay",
-        slow,
-        "no run against a server with --dns-delay among the inputs",
-        back_to_back.or(paced),
-        &dns_checks,
-    );
-    let across: Vec<&Report> = inputs
-        .iter()
-        .copied()
-        .filter(|r| is_plain(r) && link_rtt_us(r) >= model::RTT_CHECK_MIN_US)
-        .collect();
-    let zero = inputs
-        .iter()
-        .copied()
-        .find(|r| is_plain(r) && link_rtt_us(r) == 0.0 && has_link_rtt(r));
-    // Only where some input crossed a told link: a report of runs with no link RTT at all
-    // has no link to check, which is no gap in its checks.
-    if inputs.iter().any(|r| has_link_rtt(r)) {
-        judge(
-            "link RTT",
-            across,
-            "no run with --link-rtt of 2 ms or more among the inputs",
-            zero,
-            &link_checks,
-        );
-    }
-    checks.extend(physics_checks(inputs));
-    (checks, not_run)
-}
-
-/// Each input's physics checks ([`crate::physics`]): every broken one as a failed check of
-/// its own, and the ones that hold as one line per input. They are made again from the
-/// input's figures rather than read from its `physics`, so that a report from before the
-/// checks, or an edited one, is judged by the same rules.
-fn physics_checks(inputs: &[&Report]) -> Vec<TruthCheck> {
-    let mut out = Vec::new();
-    for (i, r) in inputs.iter().enumerate() {
-        let physics = &crate::physics::checks(r);
-        let input = format!("input {} ({})", i + 1, r.started);
-        for c in physics.iter().filter(|c| !c.pass) {
-            out.push(TruthCheck {
-                what: format!("physics, {input}: {}", render::rule_sentence(c.rule)),
-                expected: format!(
-                    "{} ({}) no slower than {} ({}) beyond the noise",
-                    c.faster.transport, c.faster.mode, c.slower.transport, c.slower.mode
-                ),
-                measured: format!(
-                    "{} against {}",
-                    render::figure_text(&c.faster),
-                    render::figure_text(&c.slower)
-                ),
-                pass: false,
-            });
-        }
-        let held = physics.iter().filter(|c| c.pass).count();
-        if held > 0 && held == physics.len() {
-            out.push(TruthCheck {
-                what: format!("physics, {input}: orderings the protocols fix"),
-                expected: "every one within the noise of its figures".to_string(),
-                measured: format!("{held} of {held} hold"),
-                pass: true,
-            });
-        }
-    }
-    out
-}
-
-/// The link RTT a report's runs were told, µs (0 when none was).
-fn link_rtt_us(r: &Report) -> f64 {
-    r.runs.iter().find_map(|x| x.link_rtt_us).unwrap_or(0.0)
-}
-
-/// True when the report's runs were told a link RTT (0 s included).
-fn has_link_rtt(r: &Report) -> bool {
-    r.runs.iter().any(|x| x.link_rtt_us.is_some())
-}
-
-/// Across a link of RTT D, each transport's mean should be its mean across the same link
-/// without a delay plus the protocol's round trips times D ([`model::rtt_expectation`]).
-fn link_checks(zero: &Report, across: &Report) -> Vec<TruthCheck> {
-    across
-        .runs
-        .iter()
-        .filter_map(|r| {
-            let d = r.link_rtt_us?;
-            let k = model::expected_for(r)?;
-            let base = zero
-                .runs
-                .iter()
-                .find(|x| model::ModelKey::of(x) == model::ModelKey::of(r))?;
-            let (expected, margin) = model::rtt_expectation(base.latency_us?.mean, k, d);
-            let mean = r.latency_us?.mean;
-            Some(TruthCheck {
-                what: format!(
-                    "link RTT {d:.0} µs: {} ({}), {k} round trips",
-                    r.transport,
-                    r.mode_label()
-                ),
-                expected: format!(
-                    "{expected:.0} µs ± {margin:.0} (mean without delay + {k} × {d:.0}; {:.0}% + {:.0} µs)",
-                    model::RTT_CHECK_SHARE * 100.0,
-                    model::RTT_CHECK_FLOOR_US
-                ),
-                measured: format!("{mean:.0} µs"),
-                pass: (mean - expected).abs() <= margin,
-            })
-        })
-        .collect()
-}
-
 impl Site {
     /// Builds the report from any set of rpcbench runs and sweeps and, optionally, peer
     /// figures; fails only when there is no input at all.
@@ -429,7 +198,7 @@ impl Site {
             return Err(BuildReportError::NoInputs);
         }
         let reports: Vec<&Report> = inputs.iter().map(|(_, r)| r).collect();
-        let (checks, not_run) = truth_checks(&reports);
+        let (checks, not_run) = truth::checks(&reports);
         let base_at = Roles::of(&reports).baseline();
         let fits = model::fit_reports(&reports);
         let projections = if reports
@@ -512,7 +281,7 @@ impl Site {
     /// True when a truth check that ran failed: what makes `rpcbench report` exit 1. Peer
     /// ratios are benchmarks and do not count.
     pub fn failed(&self) -> bool {
-        self.checks.iter().any(|c| !c.pass)
+        self.checks.iter().any(|c| !c.pass())
     }
 
     /// The input the page's heading and environment describe: the baseline run, else the
@@ -650,87 +419,6 @@ fn sweep_charts(sweeps: &[&SweepReport]) -> Vec<sweep::Chart> {
         .collect()
 }
 
-/// With a server delay of D, every transport's mean should rise by D, within
-/// [`DELAY_SHARE`] of D plus the reference's noise ([`noise_us`]); the multiplexing
-/// comparison's rows at 16 workers are left out (below).
-///
-/// The reference is the paced run when there is one: the same calls without a delay,
-/// started D apart with `--rate`. A client that waits D for each reply sits idle for D,
-/// and on a small virtual machine the first instructions after an idle spell run slower
-/// (cold caches, a halted vCPU); a reference paced D apart pays that too, so what is left
-/// is the delay alone. The rise over the back-to-back run is shown beside it.
-fn delay_checks(
-    reference: &Report,
-    back_to_back: Option<&Report>,
-    delayed: &Report,
-) -> Vec<TruthCheck> {
-    let d = f64::from(delayed.config.delay_us);
-    let paced_gap = reference.config.rate_per_s.map(|rate| 1e6 / rate);
-    delayed
-        .runs
-        .iter()
-        // Not the rows a default run adds at 16 workers to compare multiplexing: their 16
-        // replies come due at the same moment and queue behind each other at the server
-        // and on the shared connection, so their rise is D plus a queue this check does
-        // not model (seen: grpc c16 +1.6 ms over D on a one-thread server), and their
-        // paced reference is not paced per worker.
-        .filter(|r| !r.mux_comparison)
-        .filter_map(|r| {
-            let base = find_like(reference, r, r.addr_mode)?;
-            let rise = (r.latency_us?.mean - base.latency_us?.mean).round();
-            let noise = noise_us(base)?;
-            let plain_rise = back_to_back
-                .filter(|b| !std::ptr::eq(*b, reference))
-                .and_then(|b| find_like(b, r, r.addr_mode))
-                .and_then(|b| Some((r.latency_us?.mean - b.latency_us?.mean).round()));
-            let mut measured = format!("{rise:+.0} µs");
-            if let Some(gap) = paced_gap {
-                measured.push_str(&format!(" over calls started {gap:.0} µs apart"));
-            }
-            if let Some(p) = plain_rise {
-                measured.push_str(&format!(" ({p:+.0} µs over back-to-back calls)"));
-            }
-            Some(TruthCheck {
-                what: format!(
-                    "server delay {d:.0} µs: {} ({})",
-                    r.transport,
-                    r.mode_label()
-                ),
-                expected: expected_text(d, d, noise),
-                measured,
-                pass: (rise - d).abs() <= tolerance(d, noise),
-            })
-        })
-        .collect()
-}
-
-/// With DNS answers D late, fresh connections under `uncached` should rise by D; under
-/// `cached`, and for persistent connections (whose lookup is in warm-up), by about nothing;
-/// each within [`DELAY_SHARE`] of D plus the reference's noise.
-fn dns_checks(base: &Report, slow: &Report) -> Vec<TruthCheck> {
-    let d = dns_delay_us(slow) as f64;
-    slow.runs
-        .iter()
-        .filter(|r| matches!(r.addr_mode, AddrMode::Cached | AddrMode::Uncached))
-        .filter_map(|r| {
-            let b = find_like(base, r, r.addr_mode).or_else(|| find_like(base, r, AddrMode::Ip))?;
-            let expected = if !r.transport.persistent() && r.addr_mode == AddrMode::Uncached {
-                d
-            } else {
-                0.0
-            };
-            let rise = (r.latency_us?.mean - b.latency_us?.mean).round();
-            let noise = noise_us(b)?;
-            Some(TruthCheck {
-                what: format!("DNS delay {d:.0} µs: {} ({})", r.transport, r.mode_label()),
-                expected: expected_text(expected, d, noise),
-                measured: format!("{rise:+.0} µs"),
-                pass: (rise - expected).abs() <= tolerance(d, noise),
-            })
-        })
-        .collect()
-}
-
 /// Seed 004's cases with today's figure for each: by IP from the baseline; by host name
 /// under `system` (what PHP did) when measured, else `uncached`, preferring a run whose
 /// resolver was slow, as the seed's was.
@@ -808,11 +496,5 @@ mod tests {
         // One disturbed round on each side does not decide: 16 / 12.
         assert_eq!(pair.ratio(), Some(16.0 / 12.0));
         assert_eq!(pair.within_limit(), Some(16.0 / 12.0 <= PEER_RATIO_LIMIT));
-    }
-
-    #[test]
-    fn margins_grow_with_the_reference_noise() {
-        assert_eq!(tolerance(20_000.0, 0.0), 1_000.0);
-        assert_eq!(tolerance(20_000.0, 250.0), 1_250.0);
     }
 }

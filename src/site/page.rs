@@ -35,6 +35,42 @@ pub fn markdown(site: &Site) -> String {
             out.push_str(&tables(r));
         }
     }
+    markdown_model_and_sweeps(&mut out, site);
+    markdown_checks(&mut out, site);
+    let _ = writeln!(out, "\n## Peers\n");
+    match &site.peers {
+        None => {
+            let _ = writeln!(out, "{NO_PEERS}");
+        }
+        Some(p) => {
+            let _ = writeln!(out, "{}\n", peers_intro(&p.placement));
+            let _ = writeln!(
+                out,
+                "| transport | peer | rpcbench µs | peer µs | ratio | rounds | within {PEER_RATIO_LIMIT}× |"
+            );
+            let _ = writeln!(out, "| --- | --- | ---: | ---: | ---: | ---: | --- |");
+            for row in peer_rows(site) {
+                let _ = writeln!(out, "| {} |", row.join(" | "));
+            }
+        }
+    }
+    let _ = writeln!(out, "\n## Environment\n");
+    out.push_str(&lead_environment(site));
+    let _ = writeln!(out, "\n## Commands\n\n```sh");
+    for command in commands(site) {
+        let _ = writeln!(out, "{command}");
+    }
+    if let Some(p) = &site.peers {
+        for e in &p.pairs {
+            let _ = writeln!(out, "{}", e.command);
+        }
+    }
+    let _ = writeln!(out, "```");
+    out
+}
+
+/// The round-trip model's fits and projections, the sweeps and the DNS diagnoses.
+fn markdown_model_and_sweeps(out: &mut String, site: &Site) {
     if !site.fits.is_empty() || !site.projections.is_empty() {
         let _ = writeln!(out, "\n## Round trips per call\n\n{MODEL_INTRO}\n");
         if !site.fits.is_empty() {
@@ -72,6 +108,10 @@ pub fn markdown(site: &Site) -> String {
             out.push_str(&String::from_utf8_lossy(&buf));
         }
     }
+}
+
+/// Seed 004 then and now, and the truth checks.
+fn markdown_checks(out: &mut String, site: &Site) {
     let _ = writeln!(out, "\n## Seed 004, then and now\n");
     if site.seed.is_empty() {
         let _ = writeln!(out, "{NO_SEED}");
@@ -86,58 +126,30 @@ pub fn markdown(site: &Site) -> String {
     let _ = writeln!(
         out,
         "Expected against measured: an injected delay must come back within {}. The report's exit status is 1 when one fails.\n",
-        check_margin()
+        render::truth::check_margin()
     );
     if !site.checks.is_empty() {
         let _ = writeln!(out, "| check | expected | measured | pass |");
         let _ = writeln!(out, "| --- | --- | --- | --- |");
         for c in &site.checks {
+            let t = render::truth::text(c);
             let _ = writeln!(
                 out,
                 "| {} | {} | {} | {} |",
-                c.what,
-                c.expected,
-                c.measured,
-                if c.pass { "yes" } else { "**no**" }
+                t.what,
+                t.expected,
+                t.measured,
+                if c.pass() { "yes" } else { "**no**" }
             );
         }
     }
     if !site.not_run.is_empty() {
         let _ = writeln!(out);
         for n in &site.not_run {
-            let _ = writeln!(out, "- not run: {}: {}", n.check, n.reason);
+            let (check, reason) = render::truth::not_run(n);
+            let _ = writeln!(out, "- not run: {check}: {reason}");
         }
     }
-    let _ = writeln!(out, "\n## Peers\n");
-    match &site.peers {
-        None => {
-            let _ = writeln!(out, "{NO_PEERS}");
-        }
-        Some(p) => {
-            let _ = writeln!(out, "{}\n", peers_intro(&p.placement));
-            let _ = writeln!(
-                out,
-                "| transport | peer | rpcbench µs | peer µs | ratio | rounds | within {PEER_RATIO_LIMIT}× |"
-            );
-            let _ = writeln!(out, "| --- | --- | ---: | ---: | ---: | ---: | --- |");
-            for row in peer_rows(site) {
-                let _ = writeln!(out, "| {} |", row.join(" | "));
-            }
-        }
-    }
-    let _ = writeln!(out, "\n## Environment\n");
-    out.push_str(&lead_environment(site));
-    let _ = writeln!(out, "\n## Commands\n\n```sh");
-    for command in commands(site) {
-        let _ = writeln!(out, "{command}");
-    }
-    if let Some(p) = &site.peers {
-        for e in &p.pairs {
-            let _ = writeln!(out, "{}", e.command);
-        }
-    }
-    let _ = writeln!(out, "```");
-    out
 }
 
 /// The line under the title: what was called, where, when, by which version.
@@ -278,14 +290,6 @@ fn capacity_grid(site: &Site) -> Grid {
             })
             .collect(),
     }
-}
-
-/// How the margin of a truth check is made, as the report states it.
-fn check_margin() -> String {
-    format!(
-        "{:.0}% of the delay plus the noise of the reference run (its p99 − p50 for the same transport and mode)",
-        super::DELAY_SHARE * 100.0
-    )
 }
 
 /// What the peers section says without `--peers`.
@@ -476,9 +480,35 @@ pub fn html(site: &Site) -> String {
             let _ = writeln!(out, "<p>{}</p>", esc(caption));
         }
     }
+    html_tables_of_runs(&mut out, site);
+    html_model(&mut out, site);
+    html_sweeps(&mut out, site);
+    html_dns(&mut out, site);
+    html_checks(&mut out, site);
+    html_peers(&mut out, site);
+    let _ = writeln!(
+        out,
+        "<h2>Environment</h2><pre>{}</pre>",
+        esc(&lead_environment(site))
+    );
+    let _ = writeln!(out, "<h2>Commands</h2><pre>");
+    for command in commands(site) {
+        let _ = writeln!(out, "{}", esc(&command));
+    }
+    if let Some(p) = &site.peers {
+        for e in &p.pairs {
+            let _ = writeln!(out, "{}", esc(&e.command));
+        }
+    }
+    out.push_str("</pre></body></html>\n");
+    out
+}
+
+/// The run tables: the baseline's, then every other input's.
+fn html_tables_of_runs(out: &mut String, site: &Site) {
     if let Some((_, b)) = &site.baseline {
         let _ = writeln!(out, "<h2>Tables</h2>");
-        html_tables(&mut out, b);
+        html_tables(out, b);
         for (path, r) in &site.others {
             let _ = writeln!(
                 out,
@@ -486,9 +516,13 @@ pub fn html(site: &Site) -> String {
                 esc(&describe(r)),
                 esc(&path.display().to_string())
             );
-            html_tables(&mut out, r);
+            html_tables(out, r);
         }
     }
+}
+
+/// The round-trip model's fits and what-if projections.
+fn html_model(out: &mut String, site: &Site) {
     if !site.fits.is_empty() || !site.projections.is_empty() {
         let _ = writeln!(
             out,
@@ -496,7 +530,7 @@ pub fn html(site: &Site) -> String {
             esc(MODEL_INTRO)
         );
         if !site.fits.is_empty() {
-            html_table(&mut out, &render::model::fit_grid(&site.fits));
+            html_table(out, &render::model::fit_grid(&site.fits));
         }
         if !site.projections.is_empty() {
             let _ = writeln!(
@@ -504,13 +538,17 @@ pub fn html(site: &Site) -> String {
                 "<p>{}:</p>",
                 esc(&crate::model::what_if_heading(&site.projections))
             );
-            html_table(&mut out, &render::model::what_if_grid(&site.projections));
+            html_table(out, &render::model::what_if_grid(&site.projections));
         }
     }
+}
+
+/// The capacity table and each sweep's tables.
+fn html_sweeps(out: &mut String, site: &Site) {
     if !site.sweeps.is_empty() {
         let _ = writeln!(out, "<h2>Sweeps</h2><p>{}</p>", esc(&capacity_intro()));
         if !site.capacity.is_empty() {
-            html_table(&mut out, &capacity_grid(site));
+            html_table(out, &capacity_grid(site));
         }
         for (path, sw) in &site.sweeps {
             let _ = writeln!(
@@ -522,16 +560,17 @@ pub fn html(site: &Site) -> String {
                 esc(render::sweep::LEGEND)
             );
             for series in &sw.series {
-                html_table(
-                    &mut out,
-                    &render::sweep::grid(sw, series, &RenderOptions::WIDE),
-                );
+                html_table(out, &render::sweep::grid(sw, series, &RenderOptions::WIDE));
                 for note in render::sweep::notes(sw, series) {
                     let _ = writeln!(out, "<p>{}</p>", esc(&note));
                 }
             }
         }
     }
+}
+
+/// Each DNS diagnosis: its queries, summary and findings.
+fn html_dns(out: &mut String, site: &Site) {
     if !site.dns.is_empty() {
         let _ = writeln!(out, "<h2>DNS lookups</h2><p>{}</p>", esc(DNS_INTRO));
         for (path, d) in &site.dns {
@@ -543,7 +582,7 @@ pub fn html(site: &Site) -> String {
                 esc(&render::dns::heading(d))
             );
             if !d.queries.is_empty() {
-                html_table(&mut out, &render::dns::grid(d));
+                html_table(out, &render::dns::grid(d));
             }
             let _ = writeln!(out, "<ul>");
             let findings = d.findings.iter().map(render::findings::dns_sentence);
@@ -553,16 +592,20 @@ pub fn html(site: &Site) -> String {
             let _ = writeln!(out, "</ul>");
         }
     }
+}
+
+/// Seed 004 then and now, and the truth checks.
+fn html_checks(out: &mut String, site: &Site) {
     let _ = writeln!(out, "<h2>Seed 004, then and now</h2>");
     if site.seed.is_empty() {
         let _ = writeln!(out, "<p>{}</p>", esc(NO_SEED));
     } else {
-        html_table(&mut out, &seed_grid(site));
+        html_table(out, &seed_grid(site));
     }
     let _ = writeln!(
         out,
         "<h2>Truth checks</h2><p>Expected against measured: an injected delay must come back within {}. The report's exit status is 1 when one fails.</p>",
-        esc(&check_margin())
+        esc(&render::truth::check_margin())
     );
     if !site.checks.is_empty() {
         let _ = writeln!(
@@ -570,14 +613,15 @@ pub fn html(site: &Site) -> String {
             "<table><tr><th>check</th><th>expected</th><th>measured</th><th>pass</th></tr>"
         );
         for c in &site.checks {
+            let t = render::truth::text(c);
             let _ = writeln!(
                 out,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td{}>{}</td></tr>",
-                esc(&c.what),
-                esc(&c.expected),
-                esc(&c.measured),
-                if c.pass { "" } else { " class=\"fail\"" },
-                if c.pass { "yes" } else { "no" }
+                esc(&t.what),
+                esc(&t.expected),
+                esc(&t.measured),
+                if c.pass() { "" } else { " class=\"fail\"" },
+                if c.pass() { "yes" } else { "no" }
             );
         }
         out.push_str("</table>\n");
@@ -585,10 +629,15 @@ pub fn html(site: &Site) -> String {
     if !site.not_run.is_empty() {
         out.push_str("<ul>");
         for n in &site.not_run {
-            let _ = write!(out, "<li>not run: {}: {}</li>", n.check, esc(&n.reason));
+            let (check, reason) = render::truth::not_run(n);
+            let _ = write!(out, "<li>not run: {check}: {}</li>", esc(&reason));
         }
         out.push_str("</ul>\n");
     }
+}
+
+/// rpcbench beside established tools.
+fn html_peers(out: &mut String, site: &Site) {
     out.push_str("<h2>Peers</h2>\n");
     match &site.peers {
         None => {
@@ -609,7 +658,7 @@ pub fn html(site: &Site) -> String {
             .chain(std::iter::once(format!("within {PEER_RATIO_LIMIT}×")))
             .collect();
             html_table(
-                &mut out,
+                out,
                 &Grid {
                     headers,
                     rows: peer_rows(site),
@@ -617,22 +666,6 @@ pub fn html(site: &Site) -> String {
             );
         }
     }
-    let _ = writeln!(
-        out,
-        "<h2>Environment</h2><pre>{}</pre>",
-        esc(&lead_environment(site))
-    );
-    let _ = writeln!(out, "<h2>Commands</h2><pre>");
-    for command in commands(site) {
-        let _ = writeln!(out, "{}", esc(&command));
-    }
-    if let Some(p) = &site.peers {
-        for e in &p.pairs {
-            let _ = writeln!(out, "{}", esc(&e.command));
-        }
-    }
-    out.push_str("</pre></body></html>\n");
-    out
 }
 
 /// One report's summary and phase tables, its failed calls and idle workers, in HTML.

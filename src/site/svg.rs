@@ -537,8 +537,14 @@ pub fn phase_segments(r: &RunRecord) -> Vec<(&'static str, &'static str, f64)> {
     ]
 }
 
-/// What each address mode adds to a call over mode `ip`, per transport: grouped bars.
-pub fn dns_overhead(runs: &[&RunRecord]) -> String {
+/// A bar of the DNS chart: an address mode, a transport, and what the mode adds over
+/// `ip`, ms (`None` when it lies within the noise).
+type DnsBar = (AddrMode, TransportKind, Option<f64>);
+
+/// The DNS chart's bars, grouped by mode, and the modes and transports they span. Plain
+/// runs at the run's own concurrency: TLS and the multiplexing comparison have charts and
+/// findings of their own.
+fn dns_overhead_bars(runs: &[&RunRecord]) -> (Vec<AddrMode>, Vec<TransportKind>, Vec<DnsBar>) {
     let modes: Vec<AddrMode> = {
         let mut m: Vec<AddrMode> = Vec::new();
         for r in runs {
@@ -549,8 +555,6 @@ pub fn dns_overhead(runs: &[&RunRecord]) -> String {
         m
     };
     let transports = unique_transports(runs);
-    // Plain runs at the run's own concurrency: TLS and the multiplexing comparison have
-    // charts and findings of their own.
     let find = |t: TransportKind, mode: AddrMode| {
         runs.iter().copied().find(|r| {
             r.transport == t
@@ -571,6 +575,12 @@ pub fn dns_overhead(runs: &[&RunRecord]) -> String {
             }
         }
     }
+    (modes, transports, bars)
+}
+
+/// What each address mode adds to a call over mode `ip`, per transport: grouped bars.
+pub fn dns_overhead(runs: &[&RunRecord]) -> String {
+    let (modes, transports, bars) = dns_overhead_bars(runs);
     let row = 16.0;
     let height = TOP + BOTTOM + row * bars.len().max(1) as f64 + 12.0 * modes.len() as f64 + 10.0;
     let mut out = String::new();
@@ -609,40 +619,7 @@ pub fn dns_overhead(runs: &[&RunRecord]) -> String {
             last_mode = Some(mode);
             y += 12.0;
         }
-        out.push_str(&row_label(LEFT - 8.0, y + 10.0, t.name()));
-        let Some(delta) = delta else {
-            // Within the noise: a mark on the zero line and the words, not a bar.
-            let x0 = xa.px(0.0);
-            let _ = write!(
-                out,
-                r##"<g class="series within-noise" data-run="{t} ({mode})"><line x1="{x0:.1}" y1="{:.1}" x2="{x0:.1}" y2="{:.1}" stroke="{}" stroke-width="2"/><text x="{:.1}" y="{:.1}" fill="#555555">no measurable difference</text><title>{t} under {mode}: no measurable difference from ip</title></g>"##,
-                y + 1.0,
-                y + 13.0,
-                transport_colour(t),
-                x0 + 6.0,
-                y + 10.0,
-            );
-            y += row;
-            continue;
-        };
-        let (xa0, xa1) = (xa.px(0.0), xa.px(delta));
-        let (x, w) = if xa1 >= xa0 {
-            (xa0, xa1 - xa0)
-        } else {
-            (xa1, xa0 - xa1)
-        };
-        let _ = write!(
-            out,
-            r#"<rect class="series" data-run="{} ({})" x="{x:.1}" y="{:.1}" width="{:.1}" height="12" fill="{}"><title>{} under {}: {:+.3} ms</title></rect>"#,
-            t,
-            mode,
-            y + 1.0,
-            w.max(1.0),
-            transport_colour(t),
-            t,
-            mode,
-            delta
-        );
+        dns_overhead_bar(&mut out, &xa, y, (mode, t, delta));
         y += row;
     }
     let entries: Vec<_> = transports
@@ -652,6 +629,44 @@ pub fn dns_overhead(runs: &[&RunRecord]) -> String {
     legend(&mut out, &entries);
     out.push_str("</svg>");
     out
+}
+
+/// Draws one bar of the DNS chart at `y`: a rectangle from 0 to what `mode` adds for
+/// `t`, or, within the noise, a mark on the zero line and the words.
+fn dns_overhead_bar(out: &mut String, xa: &Axis, y: f64, (mode, t, delta): DnsBar) {
+    out.push_str(&row_label(LEFT - 8.0, y + 10.0, t.name()));
+    let Some(delta) = delta else {
+        // Within the noise: a mark on the zero line and the words, not a bar.
+        let x0 = xa.px(0.0);
+        let _ = write!(
+            out,
+            r##"<g class="series within-noise" data-run="{t} ({mode})"><line x1="{x0:.1}" y1="{:.1}" x2="{x0:.1}" y2="{:.1}" stroke="{}" stroke-width="2"/><text x="{:.1}" y="{:.1}" fill="#555555">no measurable difference</text><title>{t} under {mode}: no measurable difference from ip</title></g>"##,
+            y + 1.0,
+            y + 13.0,
+            transport_colour(t),
+            x0 + 6.0,
+            y + 10.0,
+        );
+        return;
+    };
+    let (xa0, xa1) = (xa.px(0.0), xa.px(delta));
+    let (x, w) = if xa1 >= xa0 {
+        (xa0, xa1 - xa0)
+    } else {
+        (xa1, xa0 - xa1)
+    };
+    let _ = write!(
+        out,
+        r#"<rect class="series" data-run="{} ({})" x="{x:.1}" y="{:.1}" width="{:.1}" height="12" fill="{}"><title>{} under {}: {:+.3} ms</title></rect>"#,
+        t,
+        mode,
+        y + 1.0,
+        w.max(1.0),
+        transport_colour(t),
+        t,
+        mode,
+        delta
+    );
 }
 
 /// One line of a sweep chart: a transport's steps, in order, and its knee.
@@ -938,8 +953,8 @@ pub fn dns_lookups(diagnoses: &[&DnsDiagnosis]) -> String {
                 y + 1.0,
                 q.order,
                 esc(&q.candidate),
-                esc(&q.qtype),
-                esc(&q.via),
+                esc(q.qtype.name()),
+                esc(q.via.name()),
                 esc(&answers.join(", "))
             );
             x += w;

@@ -27,6 +27,7 @@ mod http;
 mod mux;
 pub mod tls;
 
+use crate::measure::ErrorKind;
 use crate::resolve::{AddrMode, LookupNameError, Names};
 use crate::tcpinfo::TcpInfoTally;
 pub use curl::{BundledLibcurl, LinkedLibcurl};
@@ -747,26 +748,26 @@ impl CallError {
     }
 
     /// The stable key this error is counted under in tables and JSON.
-    pub fn kind(&self) -> String {
+    pub fn kind(&self) -> ErrorKind {
+        use ErrorKind::Named;
         match self {
-            CallError::Timeout => "timeout".into(),
-            CallError::Closed => "closed".into(),
-            CallError::Connect(ConnectFailure::Refused) => "connect_refused".into(),
-            CallError::Connect(ConnectFailure::TimedOut) => "connect_timeout".into(),
-            CallError::Connect(ConnectFailure::Other) => "connect".into(),
-            CallError::HttpStatus(code) => format!("http_{code}"),
-            CallError::FrameStatus(code) => format!("status_{code}"),
-            CallError::GrpcStatus(code) => match grpc::code_kind(*code) {
-                Some(kind) => kind.into(),
-                None => format!("grpc_{code}"),
-            },
-            CallError::Protocol => "protocol".into(),
-            CallError::Io => "io".into(),
-            CallError::Dns(LookupNameError::NoAddress) => "dns".into(),
-            CallError::Dns(LookupNameError::Timeout) => "dns_timeout".into(),
-            CallError::Dns(LookupNameError::Other) => "dns_error".into(),
-            CallError::Tls(failure) => failure.kind().into(),
-            CallError::ReplyTooLarge => "reply_above_max".into(),
+            CallError::Timeout => Named("timeout"),
+            CallError::Closed => Named("closed"),
+            CallError::Connect(ConnectFailure::Refused) => Named("connect_refused"),
+            CallError::Connect(ConnectFailure::TimedOut) => Named("connect_timeout"),
+            CallError::Connect(ConnectFailure::Other) => Named("connect"),
+            CallError::HttpStatus(code) => ErrorKind::HttpStatus(*code),
+            CallError::FrameStatus(code) => ErrorKind::FrameStatus(*code),
+            CallError::GrpcStatus(code) => {
+                grpc::code_kind(*code).map_or(ErrorKind::GrpcStatus(*code), Named)
+            }
+            CallError::Protocol => Named("protocol"),
+            CallError::Io => Named("io"),
+            CallError::Dns(LookupNameError::NoAddress) => Named("dns"),
+            CallError::Dns(LookupNameError::Timeout) => Named("dns_timeout"),
+            CallError::Dns(LookupNameError::Other) => Named("dns_error"),
+            CallError::Tls(failure) => Named(failure.kind()),
+            CallError::ReplyTooLarge => Named("reply_above_max"),
         }
     }
 

@@ -422,27 +422,56 @@ const _: fn(Request) -> RequestRef<'static> = |r| RequestRef {
     payload: &[],
 };
 
-/// The `tcp` transport.
-pub struct Tcp {
+/// How a persistent frame transport opens its connection: `tcp` dials the TCP port
+/// (looking the name up first, and handshaking on a TLS endpoint), `unix` the socket
+/// file. The rest, one connection per worker opened on the first call and kept, is
+/// [`Persistent`]'s and [`AsyncPersistent`]'s, the same for both.
+pub(super) trait Dial {
+    /// The blocking socket the frames go over.
+    type Sock: BlockingSocket;
+    /// The event loop's socket.
+    type AsyncSock: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin;
+    /// Where the event loop dials, found before the call's timer starts.
+    type Place;
+    /// What the transport answers about itself.
+    const FACTS: Facts;
+    /// Opens a connection within `deadline`, recording its phases.
+    fn dial(
+        endpoint: &Endpoint,
+        deadline: Instant,
+        phases: &mut Phases,
+    ) -> Result<FrameConn<Self::Sock>, CallError>;
+    /// Where to dial: `tcp` looks the name up here, with its own deadline and its own
+    /// failure (dns_timeout), before the call's timer, as on the blocking side.
+    async fn locate(
+        endpoint: &Endpoint,
+        deadline: Instant,
+        phases: &mut Phases,
+    ) -> Result<Self::Place, CallError>;
+    /// Opens a connection to `place` on the event loop, within the call's timer.
+    async fn dial_async(
+        endpoint: &Endpoint,
+        place: Self::Place,
+        deadline: Instant,
+    ) -> Result<(AsyncFrameConn<Self::AsyncSock>, Took), CallError>;
+}
+
+/// One persistent frame connection per worker, opened on the first call and kept: the
+/// blocking side of `tcp` and `unix`. Like every persistent transport it does not probe
+/// a connection before writing, so a call after a server-side close is lost.
+pub(super) struct Persistent<D: Dial> {
     endpoint: Endpoint,
     timeout: Duration,
-    conn: Option<FrameConn>,
+    conn: Option<FrameConn<D::Sock>>,
     connects: u64,
     duplicates: u64,
 }
 
-impl Transport for Tcp {
-    const FACTS: Facts = Facts {
-        summary: "one frame each way over a persistent TCP connection per worker (TCP_NODELAY)",
-        persistent: true,
-        port: Port::Tcp,
-        round_trips: Some(1.0),
-        fresh_twin: Some(TransportKind::TcpConnect),
-        ..Facts::DEFAULT
-    };
+impl<D: Dial> Transport for Persistent<D> {
+    const FACTS: Facts = D::FACTS;
 
-    fn open(endpoint: Endpoint, timeout: Duration) -> Result<Tcp, OpenTransportError> {
-        Ok(Tcp {
+    fn open(endpoint: Endpoint, timeout: Duration) -> Result<Persistent<D>, OpenTransportError> {
+        Ok(Persistent {
             endpoint,
             timeout,
             conn: None,
@@ -456,10 +485,8 @@ impl Transport for Tcp {
         let conn = match &mut self.conn {
             Some(conn) => conn,
             slot @ None => {
-                let addr = self.endpoint.tcp_addr(deadline, phases)?;
-                let (conn, took) = FrameConn::connect(addr, deadline, &self.endpoint)?;
+                let conn = D::dial(&self.endpoint, deadline, phases)?;
                 self.connects += 1;
-                took.record(phases);
                 slot.insert(conn)
             }
         };
@@ -479,10 +506,9 @@ impl Transport for Tcp {
     }
 }
 
-/// The `tcp` transport on the event loop: one persistent connection, the same frames, the
-/// same duplicate rule; like [`Tcp`] it does not probe a connection before writing, so a
-/// call after a server-side close is lost.
-pub struct AsyncTcp {
+/// [`Persistent`] on the event loop: one persistent connection, the same frames, the same
+/// duplicate rule.
+pub(super) struct AsyncPersistent<D: Dial> {
     /// Where the calls go.
     endpoint: Endpoint,
     /// Longest a call may take.
@@ -490,16 +516,16 @@ pub struct AsyncTcp {
     /// The timer of this connection's calls.
     timer: CallTimer,
     /// The connection, once open.
-    conn: Option<AsyncFrameConn>,
+    conn: Option<AsyncFrameConn<D::AsyncSock>>,
     /// Connections opened so far.
     connects: u64,
     /// Replies to earlier calls read so far.
     duplicates: u64,
 }
 
-impl AsyncTransport for AsyncTcp {
-    fn open(endpoint: Endpoint, timeout: Duration) -> AsyncTcp {
-        AsyncTcp {
+impl<D: Dial + 'static> AsyncTransport for AsyncPersistent<D> {
+    fn open(endpoint: Endpoint, timeout: Duration) -> AsyncPersistent<D> {
+        AsyncPersistent {
             endpoint,
             timeout,
             timer: CallTimer::default(),
@@ -515,14 +541,12 @@ impl AsyncTransport for AsyncTcp {
         phases: &mut Phases,
     ) -> Result<Reply<'_>, CallError> {
         let deadline = Instant::now() + self.timeout;
-        // The lookup has its own deadline and its own failure (dns_timeout), so it runs
-        // before the call's timer, as on the blocking side.
-        let addr = match self.conn {
+        let place = match self.conn {
             Some(_) => None,
-            None => Some(self.endpoint.addr_async(Port::Tcp, deadline, phases).await?),
+            None => Some(D::locate(&self.endpoint, deadline, phases).await?),
         };
-        let connecting = &Cell::new(addr.is_some());
-        let AsyncTcp {
+        let connecting = &Cell::new(place.is_some());
+        let AsyncPersistent {
             endpoint,
             timer,
             conn,
@@ -530,20 +554,21 @@ impl AsyncTransport for AsyncTcp {
             duplicates,
             ..
         } = self;
-        timer.within(deadline, connecting, async move {
-            let conn = match (conn, addr) {
-                (Some(conn), _) => conn,
-                (slot, Some(addr)) => slot.insert(opened(
-                    AsyncFrameConn::connect(addr, deadline, endpoint).await?,
-                    connects,
-                    phases,
-                    connecting,
-                )),
-                (None, None) => unreachable!("an address is looked up when there is no connection"),
-            };
-            conn.exchange(call, phases, duplicates).await
-        })
-        .await
+        timer
+            .within(deadline, connecting, async move {
+                let conn = match (conn, place) {
+                    (Some(conn), _) => conn,
+                    (slot, Some(place)) => slot.insert(opened(
+                        D::dial_async(endpoint, place, deadline).await?,
+                        connects,
+                        phases,
+                        connecting,
+                    )),
+                    (None, None) => unreachable!("a place is found when there is no connection"),
+                };
+                conn.exchange(call, phases, duplicates).await
+            })
+            .await
     }
 
     fn reset(&mut self) {
@@ -558,3 +583,54 @@ impl AsyncTransport for AsyncTcp {
         self.duplicates
     }
 }
+
+/// How `tcp` dials: the TCP port, by the address mode's lookup, Nagle off, TLS on a TLS
+/// endpoint.
+pub(super) struct TcpDial;
+
+impl Dial for TcpDial {
+    type Sock = BlockingSock;
+    type AsyncSock = AsyncSock;
+    type Place = std::net::SocketAddr;
+    const FACTS: Facts = Facts {
+        summary: "one frame each way over a persistent TCP connection per worker (TCP_NODELAY)",
+        persistent: true,
+        port: Port::Tcp,
+        round_trips: Some(1.0),
+        fresh_twin: Some(TransportKind::TcpConnect),
+        ..Facts::DEFAULT
+    };
+
+    fn dial(
+        endpoint: &Endpoint,
+        deadline: Instant,
+        phases: &mut Phases,
+    ) -> Result<FrameConn, CallError> {
+        let addr = endpoint.tcp_addr(deadline, phases)?;
+        let (conn, took) = FrameConn::connect(addr, deadline, endpoint)?;
+        took.record(phases);
+        Ok(conn)
+    }
+
+    async fn locate(
+        endpoint: &Endpoint,
+        deadline: Instant,
+        phases: &mut Phases,
+    ) -> Result<std::net::SocketAddr, CallError> {
+        endpoint.addr_async(Port::Tcp, deadline, phases).await
+    }
+
+    async fn dial_async(
+        endpoint: &Endpoint,
+        addr: std::net::SocketAddr,
+        deadline: Instant,
+    ) -> Result<(AsyncFrameConn, Took), CallError> {
+        AsyncFrameConn::connect(addr, deadline, endpoint).await
+    }
+}
+
+/// The `tcp` transport.
+pub type Tcp = Persistent<TcpDial>;
+
+/// The `tcp` transport on the event loop.
+pub type AsyncTcp = AsyncPersistent<TcpDial>;

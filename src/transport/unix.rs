@@ -6,9 +6,8 @@
 //! do not apply (the runner runs it once); `connects` counts connections opened, one per
 //! worker on a healthy run.
 
-use super::tcp::{AsyncFrameConn, FrameConn, TimedStream};
-use super::{AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, opened, remaining, Facts, Tls};
-use std::cell::Cell;
+use super::tcp::{AsyncFrameConn, AsyncPersistent, Dial, FrameConn, Persistent, TimedStream};
+use super::{CallError, Endpoint, Facts, Phases, Port, Tls, Took, remaining};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -26,16 +25,13 @@ fn connect(path: &Path, timeout: Duration) -> Result<(UnixStream, Duration), Cal
     Ok((stream, took))
 }
 
-/// The `unix` transport.
-pub struct Unix {
-    endpoint: Endpoint,
-    timeout: Duration,
-    conn: Option<FrameConn<UnixStream>>,
-    connects: u64,
-    duplicates: u64,
-}
+/// How `unix` dials: the server's socket file, no name to look up.
+pub(super) struct UnixDial;
 
-impl Transport for Unix {
+impl Dial for UnixDial {
+    type Sock = UnixStream;
+    type AsyncSock = tokio::net::UnixStream;
+    type Place = ();
     const FACTS: Facts = Facts {
         summary: "one frame each way over a persistent Unix socket connection per worker (`rpcbench-echo --unix`; same host only, so it runs in address mode `ip` only)",
         persistent: true,
@@ -45,119 +41,41 @@ impl Transport for Unix {
         ..Facts::DEFAULT
     };
 
-    fn open(endpoint: Endpoint, timeout: Duration) -> Result<Unix, OpenTransportError> {
-        Ok(Unix {
-            endpoint,
-            timeout,
-            conn: None,
-            connects: 0,
-            duplicates: 0,
-        })
+    fn dial(
+        endpoint: &Endpoint,
+        deadline: Instant,
+        phases: &mut Phases,
+    ) -> Result<FrameConn<UnixStream>, CallError> {
+        let path = endpoint.unix_path()?;
+        let (stream, took) = connect(path, remaining(deadline)?)?;
+        phases.connect = Some(took);
+        Ok(FrameConn::new(TimedStream::new(stream)))
     }
 
-    fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
-        let deadline = Instant::now() + self.timeout;
-        let conn = match &mut self.conn {
-            Some(conn) => conn,
-            slot @ None => {
-                let path = self.endpoint.unix_path()?;
-                let (stream, took) = connect(path, remaining(deadline)?)?;
-                self.connects += 1;
-                phases.connect = Some(took);
-                slot.insert(FrameConn::new(TimedStream::new(stream)))
-            }
+    async fn locate(_: &Endpoint, _: Instant, _: &mut Phases) -> Result<(), CallError> {
+        Ok(())
+    }
+
+    async fn dial_async(
+        endpoint: &Endpoint,
+        (): (),
+        _: Instant,
+    ) -> Result<(AsyncFrameConn<tokio::net::UnixStream>, Took), CallError> {
+        let path = endpoint.unix_path()?;
+        let started = Instant::now();
+        let stream = tokio::net::UnixStream::connect(path)
+            .await
+            .map_err(|e| CallError::from_connect(&e))?;
+        let took = Took {
+            connect: started.elapsed(),
+            tls: None,
         };
-        conn.exchange(call, deadline, phases, &mut self.duplicates)
-    }
-
-    fn reset(&mut self) {
-        self.conn = None;
-    }
-
-    fn connects(&self) -> u64 {
-        self.connects
-    }
-
-    fn duplicates(&self) -> u64 {
-        self.duplicates
+        Ok((AsyncFrameConn::new(stream), took))
     }
 }
+
+/// The `unix` transport.
+pub type Unix = Persistent<UnixDial>;
 
 /// The `unix` transport on the event loop: the same frames on a tokio Unix socket.
-pub struct AsyncUnix {
-    /// Where the calls go.
-    endpoint: Endpoint,
-    /// Longest a call may take.
-    timeout: Duration,
-    /// The timer of this connection's calls.
-    timer: CallTimer,
-    /// The connection, once open.
-    conn: Option<AsyncFrameConn<tokio::net::UnixStream>>,
-    /// Connections opened so far.
-    connects: u64,
-    /// Replies to earlier calls read so far.
-    duplicates: u64,
-}
-
-impl AsyncTransport for AsyncUnix {
-    fn open(endpoint: Endpoint, timeout: Duration) -> AsyncUnix {
-        AsyncUnix {
-            endpoint,
-            timeout,
-            timer: CallTimer::default(),
-            conn: None,
-            connects: 0,
-            duplicates: 0,
-        }
-    }
-
-    async fn call(
-        &mut self,
-        call: &Call<'_>,
-        phases: &mut Phases,
-    ) -> Result<Reply<'_>, CallError> {
-        let deadline = Instant::now() + self.timeout;
-        let connecting = &Cell::new(self.conn.is_none());
-        let AsyncUnix {
-            endpoint,
-            timer,
-            conn,
-            connects,
-            duplicates,
-            ..
-        } = self;
-        timer
-            .within(deadline, connecting, async move {
-                let conn = match conn {
-                    Some(conn) => conn,
-                    slot @ None => {
-                        let path = endpoint.unix_path()?;
-                        let started = Instant::now();
-                        let stream = tokio::net::UnixStream::connect(path)
-                            .await
-                            .map_err(|e| CallError::from_connect(&e))?;
-                        slot.insert(opened(
-                            (AsyncFrameConn::new(stream), super::Took { connect: started.elapsed(), tls: None }),
-                            connects,
-                            phases,
-                            connecting,
-                        ))
-                    }
-                };
-                conn.exchange(call, phases, duplicates).await
-            })
-            .await
-    }
-
-    fn reset(&mut self) {
-        self.conn = None;
-    }
-
-    fn connects(&self) -> u64 {
-        self.connects
-    }
-
-    fn duplicates(&self) -> u64 {
-        self.duplicates
-    }
-}
+pub type AsyncUnix = AsyncPersistent<UnixDial>;

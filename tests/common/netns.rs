@@ -58,18 +58,20 @@ pub fn assert_testbed_gone() {
         !String::from_utf8_lossy(&links.stdout).contains("rb-veth"),
         "veth left"
     );
-    for (pattern, what) in [
-        ("rpcbench-echo .*10.77.0.1", "server"),
-        ("rpcbench-link --a rb-srv", "link"),
-    ] {
-        let ps = Command::new("pgrep")
-            .args(["-f", pattern])
-            .output()
-            .unwrap();
-        assert!(
-            ps.stdout.is_empty(),
-            "{what} left running: {}",
-            String::from_utf8_lossy(&ps.stdout)
-        );
-    }
+    assert_not_running("rpcbench-echo .*10.77.0.1", "server");
+    assert_not_running("rpcbench-link --a rb-srv", "link");
+}
+
+/// Asserts that no process whose command line matches `pattern` (`pgrep -f`) runs;
+/// `what` names it in the failure.
+pub fn assert_not_running(pattern: &str, what: &str) {
+    let ps = Command::new("pgrep")
+        .args(["-f", pattern])
+        .output()
+        .unwrap();
+    assert!(
+        ps.stdout.is_empty(),
+        "{what} left running ({pattern}): {}",
+        String::from_utf8_lossy(&ps.stdout)
+    );
 }

@@ -298,20 +298,7 @@ async fn serve<S: HttpIo>(
     grpc: Grpc,
     counters: fn(&Stats) -> &ProtoCounters,
 ) {
-    let conn_state = Arc::new(ConnState {
-        counters,
-        share: Arc::new(ConnShare::new(
-            &shared.stats.budget,
-            shared.config.max_frame,
-        )),
-        shared: shared.clone(),
-        in_flight: AtomicUsize::new(0),
-        moves: AtomicU64::new(0),
-        sending: AtomicUsize::new(0),
-        taken: AtomicU64::new(0),
-        close: CloseFlag::new(),
-        waker: Mutex::new(None),
-    });
+    let conn_state = ConnState::new(&shared, counters);
     let now = tokio::time::Instant::now();
     // Refused once shutdown has begun: returning closes the connection.
     let Some(_registered) = watched.add(Watch {
@@ -329,26 +316,8 @@ async fn serve<S: HttpIo>(
         head: Head::default(),
     };
     let mut registered: Option<Waker> = None;
-    let head = {
-        let reading = read_head(&mut io);
-        tokio::pin!(reading);
-        std::future::poll_fn(|cx| match conn_state.close_told(cx, &mut registered) {
-            Some(why) => Poll::Ready(Err(why)),
-            None => reading.as_mut().poll(cx).map(Ok),
-        })
-        .await
-    };
-    match head {
-        Ok(Ok(HeadEnd::Whole)) => {}
-        // Closed before sending anything: nothing to answer, nothing to count.
-        Ok(Ok(HeadEnd::Closed)) if io.head.bytes.is_empty() => return,
-        Ok(Ok(HeadEnd::Tls)) => return shared.stats.reject(Reject::HttpTlsClient),
-        // Closed or reset in the middle of a head: what hyper counts as a connection
-        // error, without building hyper's state only to see it end.
-        Ok(Ok(HeadEnd::Closed)) | Ok(Err(_)) => {
-            return shared.stats.reject(Reject::HttpConnectionError);
-        }
-        Err(why) => return count_close(&shared, why),
+    if !first_head(&mut io, &conn_state, &mut registered, &shared).await {
+        return;
     }
     let http2 = io.head.bytes.starts_with(H2_PREFACE);
     if http2 {
@@ -374,34 +343,7 @@ async fn serve<S: HttpIo>(
         // path (and its reply type) is the same as before gRPC.
         let service = {
             let conn_state = conn_state.clone();
-            hyper::service::service_fn(move |req| {
-                let state = conn_state.clone();
-                let grpc = grpc.clone();
-                async move {
-                    let mut busy = InFlight::enter(&state, true);
-                    // The stream's own memory comes out of the budget for as long as it
-                    // is open, but for a connection's only stream (StreamLease).
-                    let stream =
-                        StreamLease::open(&state.shared.stats.budget, &state.share, STREAM_COST);
-                    let resp = if stream.is_none() {
-                        if grpc::is_grpc(&req) {
-                            grpc::over_budget(&state.shared).map(Either::Right)
-                        } else {
-                            route::over_budget(&state.shared).map(Either::Left)
-                        }
-                    } else if grpc::is_grpc(&req) {
-                        grpc::serve(&grpc, req, &state.shared, &state.share)
-                            .await
-                            .map(Either::Right)
-                    } else {
-                        route::route(req, &state.shared, &state.share)
-                            .await
-                            .map(Either::Left)
-                    };
-                    busy.answered = true;
-                    Ok::<_, Infallible>(resp.map(|body| Sending::new(body, &state).holding(stream)))
-                }
-            })
+            hyper::service::service_fn(move |req| answer_h2(req, conn_state.clone(), grpc.clone()))
         };
         Serving::Http2(Box::pin(
             builder.http2.serve_connection(TokioIo::new(io), service),
@@ -436,6 +378,76 @@ async fn serve<S: HttpIo>(
     if res.is_err() && conn_state.close.get().is_none() {
         shared.stats.reject(Reject::HttpConnectionError);
     }
+}
+
+/// Reads the first request's head before hyper takes the connection ([`read_head`]),
+/// unless the watcher closes it first; true when a whole head is in and hyper should
+/// serve it. A connection closed, reset or refused here is counted here.
+async fn first_head<S: HttpIo>(
+    io: &mut CountingIo<S>,
+    state: &ConnState,
+    registered: &mut Option<Waker>,
+    shared: &Shared,
+) -> bool {
+    let head = {
+        let reading = read_head(io);
+        tokio::pin!(reading);
+        std::future::poll_fn(|cx| match state.close_told(cx, registered) {
+            Some(why) => Poll::Ready(Err(why)),
+            None => reading.as_mut().poll(cx).map(Ok),
+        })
+        .await
+    };
+    match head {
+        Ok(Ok(HeadEnd::Whole)) => true,
+        // Closed before sending anything: nothing to answer, nothing to count.
+        Ok(Ok(HeadEnd::Closed)) if io.head.bytes.is_empty() => false,
+        Ok(Ok(HeadEnd::Tls)) => {
+            shared.stats.reject(Reject::HttpTlsClient);
+            false
+        }
+        // Closed or reset in the middle of a head: what hyper counts as a connection
+        // error, without building hyper's state only to see it end.
+        Ok(Ok(HeadEnd::Closed)) | Ok(Err(_)) => {
+            shared.stats.reject(Reject::HttpConnectionError);
+            false
+        }
+        Err(why) => {
+            count_close(shared, why);
+            false
+        }
+    }
+}
+
+/// Answers one request of an HTTP/2 connection: a gRPC call to tonic, anything else to
+/// the router. HTTP/2 has a service of its own, so the HTTP/1 path (and its reply type)
+/// is the same as before gRPC.
+async fn answer_h2(
+    req: hyper::Request<hyper::body::Incoming>,
+    state: Arc<ConnState>,
+    grpc: Grpc,
+) -> Result<hyper::Response<Sending<Either<reply::Body, grpc::GrpcBody>>>, Infallible> {
+    let mut busy = InFlight::enter(&state, true);
+    // The stream's own memory comes out of the budget for as long as it is open, but for
+    // a connection's only stream (StreamLease).
+    let stream = StreamLease::open(&state.shared.stats.budget, &state.share, STREAM_COST);
+    let resp = if stream.is_none() {
+        if grpc::is_grpc(&req) {
+            grpc::over_budget(&state.shared).map(Either::Right)
+        } else {
+            route::over_budget(&state.shared).map(Either::Left)
+        }
+    } else if grpc::is_grpc(&req) {
+        grpc::serve(&grpc, req, &state.shared, &state.share)
+            .await
+            .map(Either::Right)
+    } else {
+        route::route(req, &state.shared, &state.share)
+            .await
+            .map(Either::Left)
+    };
+    busy.answered = true;
+    Ok(resp.map(|body| Sending::new(body, &state).holding(stream)))
 }
 
 /// Counts a connection closed for `why`, when that is worth counting.
@@ -554,6 +566,24 @@ struct ConnState {
 }
 
 impl ConnState {
+    /// A new connection's state, counted under `counters`, with its share of the budget.
+    fn new(shared: &Arc<Shared>, counters: fn(&Stats) -> &ProtoCounters) -> Arc<ConnState> {
+        Arc::new(ConnState {
+            counters,
+            share: Arc::new(ConnShare::new(
+                &shared.stats.budget,
+                shared.config.max_frame,
+            )),
+            shared: shared.clone(),
+            in_flight: AtomicUsize::new(0),
+            moves: AtomicU64::new(0),
+            sending: AtomicUsize::new(0),
+            taken: AtomicU64::new(0),
+            close: CloseFlag::new(),
+            waker: Mutex::new(None),
+        })
+    }
+
     /// The close reason the watcher gave, if any, after handing it this task's waker.
     ///
     /// The waker goes first, then the flag is read: a close told after the read then
