@@ -900,8 +900,10 @@ fn no_server_every_call_is_connect_refused() {
             },
             "{kind}"
         );
-        // Refused at once: far from 20 timeouts.
-        assert!(took < Duration::from_secs(1), "{kind}: took {took:?}");
+        // Refused at once, not timed out: 20 timeouts would take 20 s. A quarter of that
+        // separates the two on any machine, however loaded.
+        let timeouts = cfg.timeout * 20;
+        assert!(took < timeouts / 4, "{kind}: took {took:?}");
     }
 }
 

@@ -119,7 +119,8 @@ pub(super) fn reply_of(body: &[u8]) -> Result<Reply<'_>, CallError> {
     })
 }
 
-/// A blocking stream socket whose reads can time out: TCP, or a Unix socket.
+/// A blocking stream socket whose reads can time out: TCP here, a Unix socket in
+/// `unix.rs`.
 pub(super) trait BlockingSocket: Read + Write {
     /// Sets `SO_RCVTIMEO`.
     fn set_read_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()>;
@@ -134,12 +135,6 @@ impl BlockingSocket for TcpStream {
 impl BlockingSocket for BlockingSock {
     fn set_read_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()> {
         self.tcp().set_read_timeout(timeout)
-    }
-}
-
-impl BlockingSocket for std::os::unix::net::UnixStream {
-    fn set_read_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()> {
-        std::os::unix::net::UnixStream::set_read_timeout(self, timeout)
     }
 }
 

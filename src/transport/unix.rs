@@ -6,7 +6,9 @@
 //! do not apply (the runner runs it once); `connects` counts connections opened, one per
 //! worker on a healthy run.
 
-use super::tcp::{AsyncFrameConn, AsyncPersistent, Dial, FrameConn, Persistent, TimedStream};
+use super::tcp::{
+    AsyncFrameConn, AsyncPersistent, BlockingSocket, Dial, FrameConn, Persistent, TimedStream,
+};
 use super::{CallError, Endpoint, Facts, Phases, Port, Tls, Took, remaining};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -23,6 +25,12 @@ fn connect(path: &Path, timeout: Duration) -> Result<(UnixStream, Duration), Cal
         .set_write_timeout(Some(timeout))
         .map_err(|e| CallError::from_io(&e))?;
     Ok((stream, took))
+}
+
+impl BlockingSocket for UnixStream {
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()> {
+        UnixStream::set_read_timeout(self, timeout)
+    }
 }
 
 /// How `unix` dials: the server's socket file, no name to look up.
