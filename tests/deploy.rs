@@ -4,6 +4,8 @@
 //! them together: every metric the dashboard and the rules read is one the agent exports
 //! or a rule records.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -111,15 +113,14 @@ fn exported() -> BTreeSet<String> {
 
 #[test]
 fn dashboard_and_rules_read_only_what_exists() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let docs = common::docs_text();
     for name in exported() {
         let family = ["_bucket", "_sum", "_count"]
             .iter()
             .fold(name.as_str(), |n, s| n.strip_suffix(s).unwrap_or(n));
         assert!(
-            readme.contains(&format!("`{family}`")),
-            "{family} is not in the README"
+            docs.contains(&format!("`{family}`")),
+            "{family} is not in the docs"
         );
     }
     let recorded = recorded();

@@ -7,6 +7,7 @@ pub mod bench;
 pub mod dns;
 pub mod echo;
 pub mod link;
+pub mod manuals;
 pub mod report;
 pub mod rpcbench;
 pub mod sweep;

@@ -44,6 +44,10 @@ pub enum Command {
     /// Probe every peer of a list (--peers) over a few transports, all the time, and
     /// serve the results on GET /metrics for Prometheus (fleet mode).
     Agent(Box<super::agent::AgentArgs>),
+    /// Write the manual pages and shell completions of rpcbench, rpcbench-echo and
+    /// rpcbench-link into --out DIR, generated from these same definitions.
+    #[command(hide = true)]
+    Manuals(super::manuals::ManualsArgs),
 }
 
 /// Parses arguments, runs, prints, and maps the result to an exit status.
@@ -63,6 +67,7 @@ pub fn main() -> ExitCode {
         Some(Command::Sweep(s)) => super::sweep::sweep(s),
         Some(Command::Dns(d)) => super::dns::dns(d),
         Some(Command::Agent(a)) => super::agent::agent(a),
+        Some(Command::Manuals(m)) => manuals(m),
         None => super::bench::run_bench(&args),
     };
     match done {
@@ -79,6 +84,19 @@ pub fn main() -> ExitCode {
             ExitCode::from(EXIT_FAILED)
         }
     }
+}
+
+/// Writes the manual pages and completions of the three programs; prints each file.
+fn manuals(args: &super::manuals::ManualsArgs) -> anyhow::Result<u8> {
+    let programs = [
+        Cli::command(),
+        super::echo::EchoArgs::command(),
+        super::link::LinkArgs::command(),
+    ];
+    for path in super::manuals::write(args, &programs)? {
+        println!("{}", path.display());
+    }
+    Ok(EXIT_OK)
 }
 
 /// What a failure says on stderr: the preflight's findings one line per case, anything

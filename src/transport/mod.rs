@@ -299,6 +299,34 @@ impl TransportKind {
         self.facts().libcurl
     }
 
+    /// The transport's row in the README's table of transports: its name, what one call
+    /// is, and the address and security modes it runs in (`tests/registry.rs` checks the
+    /// table against these rows).
+    pub fn readme_row(self) -> String {
+        use clap::ValueEnum;
+        let facts = self.facts();
+        let modes = match facts.port {
+            // A path has no name to look up: the other modes would be the same run.
+            Port::Unix => "`ip`".to_string(),
+            _ => format!("all {}", number_word(AddrMode::value_variants().len())),
+        };
+        let security = match facts.tls {
+            Tls::None => "`plain`".to_string(),
+            Tls::Full => tls::Security::value_variants()
+                .iter()
+                .filter(|s| !s.resumes())
+                .map(|s| format!("`{s}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            Tls::All => format!("all {}", number_word(tls::Security::value_variants().len())),
+        };
+        format!(
+            "| `{}` | {} | {modes} | {security} |",
+            self.name(),
+            facts.summary
+        )
+    }
+
     /// The transport that makes the same call on a new connection each time
     /// ([`Facts::fresh_twin`]).
     pub const fn fresh_twin(self) -> Option<TransportKind> {
@@ -310,6 +338,16 @@ impl TransportKind {
     pub const fn unshared_twin(self) -> Option<TransportKind> {
         self.facts().unshared_twin
     }
+}
+
+/// A small count in words, as the README's table says it.
+fn number_word(n: usize) -> String {
+    const WORDS: [&str; 10] = [
+        "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+    ];
+    WORDS
+        .get(n)
+        .map_or_else(|| n.to_string(), |w| w.to_string())
 }
 
 /// Which of the server's listeners a transport calls.
