@@ -7,6 +7,8 @@
 //! (reversing the order every other round), merges the rounds, asks the server for its
 //! counters and assembles the [`Report`]. The command line keeps only clap, the progress
 //! bar and the exit status; tests call this directly.
+//!
+//! Layer 7 of the map in `lib.rs` (apps): uses every layer below; it prints nothing (warnings go to the log), and the CLI renders what it returns.
 
 use crate::dnsdiag::conf::ResolvConf;
 use crate::placement::{PlaceThreadsError, Placed, Placement, PlacementRecord};
@@ -374,10 +376,7 @@ impl Session {
             }
             _ => None,
         };
-        let host = match plan.name.parse::<IpAddr>() {
-            Ok(IpAddr::V6(v6)) => format!("[{v6}]"),
-            _ => plan.name.clone(),
-        };
+        let host = crate::resolve::url_host(&plan.name);
         let found = crate::preflight::check(&probes, &host, tls.as_deref());
         tracing::debug!("preflight of {} ports took {:?}", probes.len(), found.took);
         let target = if plan.name.parse::<IpAddr>().is_ok() {
@@ -1091,11 +1090,7 @@ fn fetch_server_stats(plan: &Plan, timeout: Duration) -> Option<StatsSnapshot> {
     let host = plan
         .stats_ip
         .map_or_else(|| plan.name.clone(), |ip| ip.to_string());
-    let host = if host.contains(':') {
-        format!("[{host}]")
-    } else {
-        host
-    };
+    let host = crate::resolve::url_host(&host);
     let url = format!("http://{host}:{}/stats", plan.http_port);
     let mut body = Vec::new();
     let fetched = (|| -> Result<u32, curl::Error> {

@@ -2,6 +2,8 @@
 //! row, old against new, for users who run rpcbench in their CI. Rows match on the
 //! transport and the whole mode label: the address mode, the security mode, and the
 //! workers of the default run's multiplexing comparison (`ip tls13`, `ip c16`).
+//!
+//! Layer 5 of the map in `lib.rs` (analysis): uses the record and the layers below.
 
 use crate::report::{Report, RunRecord};
 use crate::resolve::AddrMode;

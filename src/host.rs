@@ -8,6 +8,8 @@
 //! Facts of this process that the kernel keeps are here too: [`process_cost`] (the CPU
 //! seconds, resident memory, threads and files a server reports in `/stats` and
 //! `/metrics`); `self_status` reads the `Name: value` lines of `/proc/self/status`.
+//!
+//! Layer 1 of the map in `lib.rs` (kinds and units): uses nothing above it.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 

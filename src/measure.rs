@@ -5,6 +5,8 @@
 //! or an event-loop thread for all of its connections: a `Tally` holds about 1 MB of
 //! histograms, so one per connection would cost 10 GB at 10,000 connections); the runner
 //! merges them with `+=` at the end, so the hot loop never touches another thread's memory.
+//!
+//! Layer 1 of the map in `lib.rs` (kinds and units): uses nothing above it.
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};

@@ -9,6 +9,8 @@
 //! squares from runs at two or more link RTTs (`--link-rtt`, [`fit_reports`]), and projects
 //! each transport's mean at other RTTs ([`projections`]). A measured `k` more than
 //! [`K_GAP`] from the expected one is a finding ([`round_trip_gaps`]).
+//!
+//! Layer 5 of the map in `lib.rs` (analysis): uses the record and the layers below.
 
 use crate::report::{Report, RunRecord};
 use crate::resolve::AddrMode;

@@ -12,6 +12,8 @@
 //!
 //! [`differs`] is also what the findings use to tell a difference from noise. The checks'
 //! records ([`PhysicsCheck`]) are the report's; their words are the renderers'.
+//!
+//! Layer 5 of the map in `lib.rs` (analysis): uses the record and the layers below; it returns values and writes no words.
 
 use crate::report::{Figure, PhysicsCheck, Report, Rule, RunRecord};
 use crate::resolve::AddrMode;

@@ -3,6 +3,8 @@
 //! Each transport run gets its own [`Names`], so caches start cold in every run and the
 //! query count belongs to that run alone. Lookups happen only when a transport opens a
 //! connection: persistent transports pay once per worker, fresh ones on every call.
+//!
+//! Layer 3 of the map in `lib.rs` (client): uses the layers below (and `dnsdiag::conf`, beside it).
 
 use crate::dnsdiag::conf::ResolvConf;
 use hickory_resolver::TokioResolver;
@@ -14,6 +16,16 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
+
+/// A host as a URL, a `Host:` header or an `IP:PORT` writes it: an IPv6 literal in
+/// brackets (`[::1]`), anything else as it is.
+pub fn url_host(host: &str) -> String {
+    if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_string()
+    }
+}
 
 /// How a name becomes an address. The names are the same everywhere: CLI, tables, JSON.
 #[derive(

@@ -16,6 +16,8 @@
 //! Every step is an ordinary run (the same engine, accounting and report record); a sweep
 //! keeps one [`Session`] for all its steps, so the embedded server and the name check are
 //! set up once.
+//!
+//! Layer 7 of the map in `lib.rs` (apps): uses every layer below, and `bench`.
 
 use crate::bench::{BenchSpec, Observer, RunBenchError, Session};
 pub use crate::report::sweep::{

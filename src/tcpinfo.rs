@@ -9,6 +9,8 @@
 //! [`TcpInfoTally`]. No per-call or per-connection vectors: sums, counts and minimums.
 //! libcurl's transports are not probed: the `curl` crate does not expose
 //! `CURLINFO_ACTIVESOCKET`, so their sockets are out of reach.
+//!
+//! Layer 2 of the map in `lib.rs` (server and readings): uses the kinds and units only.
 
 use crate::sys::tcp_info::{TcpInfo, tcp_info};
 use serde::{Deserialize, Serialize};

@@ -5,6 +5,8 @@
 //! A table column picks one unit for all its cells ([`Unit::for_column`]) and names it in
 //! its header; a sentence names the unit beside each figure ([`duration`]). CSV and JSON
 //! keep fixed units (µs, s) and full precision: they are for programs.
+//!
+//! Layer 1 of the map in `lib.rs` (kinds and units): uses nothing of rpcbench: every layer may use it.
 
 use std::time::Duration;
 

@@ -16,6 +16,8 @@
 //! Both protocols carry a call's sequence number ([`SEQ_HEADER`] on HTTP) and can ask for
 //! a reply of [`pattern`] bytes, so client and server read both from here: one definition,
 //! and a client and server that cannot disagree about them.
+//!
+//! Layer 1 of the map in `lib.rs` (kinds and units): uses nothing above it: the server and the client both speak it.
 
 use serde::{Deserialize, Serialize};
 

@@ -17,6 +17,8 @@
 //! `call.rs`, the code that judges every call of the client. 3,000 probes a second (1,000
 //! peers, three transports) take a few percent of one core, so one thread is plenty and
 //! there is nothing to lock.
+//!
+//! Layer 7 of the map in `lib.rs` (apps): uses the client and the layers below.
 
 pub mod metrics;
 pub mod native;
@@ -415,13 +417,7 @@ async fn probe<T: AsyncTransport>(p: SpawnProber) {
         let _in_flight = InFlight::new(&state);
         seq += 1;
         let mut attempt = Attempt::start(seq, &run, &mut payload);
-        let result = transport.call(&attempt.call, &mut attempt.phases).await;
-        let judged = attempt.judge(result);
-        if judged.is_ok() {
-            transport.end_call();
-        } else {
-            transport.reset();
-        }
+        let judged = attempt.make(&mut transport).await;
         let (ended, _) = attempt.finish(judged);
         if let Some(series) = state.borrow_mut().series.get_mut(&key) {
             series.record(&ended);

@@ -1,6 +1,8 @@
 //! Command-line front ends: argument definitions (clap derive) and the code that turns
 //! parsed arguments into a run. The binaries in `bin/` only call [`echo::main`],
 //! [`rpcbench::main`] and [`link::main`].
+//!
+//! Layer 8 of the map in `lib.rs` (CLI): uses anything: it is the top, and `bin/` only calls into it.
 
 pub mod agent;
 pub mod bench;

@@ -16,6 +16,8 @@
 //!
 //! One simplification: every retry waits `timeout`, where glibc lengthens the later
 //! rounds; a derived wait is then a lower bound of glibc's.
+//!
+//! Layer 3 of the map in `lib.rs` (client): uses the kinds and units only.
 
 pub mod conf;
 

@@ -19,6 +19,8 @@
 //! that do not stop a run). Those lines are what the preflight's error and warnings read
 //! as (their `Display`), so they live with the values rather than in `render`: the run
 //! (`bench`) raises them from below the render layer.
+//!
+//! Layer 3 of the map in `lib.rs` (client): uses the transports and the layers below.
 
 mod words;
 pub use words::{problem_lines, stats_warning, version_warning};

@@ -5,6 +5,8 @@
 //! [`summary_grid`] and [`phase_grid`], so they carry the same numbers by construction;
 //! the terminal shows the columns that fit its width ([`RenderOptions`]), the others all of
 //! them. CSV (`csv.rs`) is one tidy table in fixed units, for programs.
+//!
+//! Layer 6 of the map in `lib.rs` (render): uses the analysis, the record and the layers below; never an app or the CLI.
 
 /// One tidy table in fixed units.
 mod csv;

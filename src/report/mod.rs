@@ -1,5 +1,7 @@
 //! The serialisable result of a run: what `--format json` and `--out` write, and what
 //! every renderer reads. `tests/fixtures/report.json` holds its committed shape.
+//!
+//! Layer 4 of the map in `lib.rs` (record): uses the client and the layers below; analysis and render read it, never the other way.
 
 /// What `rpcbench sweep --out` writes.
 pub mod sweep;

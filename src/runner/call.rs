@@ -78,6 +78,21 @@ impl<'p> Attempt<'p> {
         }
     }
 
+    /// Makes the call on an event-loop transport and judges it, then ends the call:
+    /// `end_call` after a verified reply, `reset` after anything else, so that the next
+    /// call starts on a new connection. What the runner's event loop and the fleet agent
+    /// both do for every call.
+    pub async fn make<T: crate::transport::AsyncTransport>(&mut self, transport: &mut T) -> Judged {
+        let result = transport.call(&self.call, &mut self.phases).await;
+        let judged = self.judge(result);
+        if judged.is_ok() {
+            transport.end_call();
+        } else {
+            transport.reset();
+        }
+        judged
+    }
+
     /// Judges what the transport returned: ok, lost, mismatched, or an error by kind.
     #[inline]
     pub fn judge(&self, result: Result<Reply<'_>, CallError>) -> Judged {

@@ -335,12 +335,6 @@ async fn one_call<T: AsyncTransport>(
     tally: &RefCell<Tally>,
 ) {
     let mut attempt = Attempt::start(seq, config, payload);
-    let result = transport.call(&attempt.call, &mut attempt.phases).await;
-    let judged = attempt.judge(result);
-    if judged.is_ok() {
-        transport.end_call();
-    } else {
-        transport.reset();
-    }
+    let judged = attempt.make(transport).await;
     attempt.record(judged, due, &mut tally.borrow_mut());
 }

@@ -28,6 +28,8 @@
 //! window and its own share of the `--rate` schedule. Each call is timed with the monotonic
 //! clock from before the transport is asked to call (connect included for fresh
 //! transports) until its reply has been verified.
+//!
+//! Layer 3 of the map in `lib.rs` (client): uses the transports and the layers below.
 
 mod blocking;
 pub(crate) mod call;

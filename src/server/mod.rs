@@ -8,6 +8,8 @@
 //! Every setting has a `check_*` function here (or in [`dns`]) saying which values the
 //! server can honour; [`EchoServer::start`] runs them all, and the command line's parsers
 //! call the same ones, so a bad value is refused in one place with one message.
+//!
+//! Layer 2 of the map in `lib.rs` (server and readings): uses the kinds and units only; it never reaches into the client.
 
 pub mod budget;
 pub mod dns;

@@ -18,6 +18,8 @@
 //! reference is the baseline the tables and findings start from (else the first paced
 //! one, else the first input). A check the inputs cannot support is listed as not run,
 //! with the reason, and does not fail the report.
+//!
+//! Layer 6 of the map in `lib.rs` (render): uses the render modules, the analysis, the record and the layers below.
 
 /// README.md and index.html.
 mod page;

@@ -64,12 +64,11 @@ pub(super) struct Requests {
 impl Requests {
     /// Requests to `endpoint`'s HTTP port; `close` asks the server to close after replying.
     pub fn new(endpoint: &Endpoint, close: bool) -> Requests {
-        let host = endpoint.host();
-        let host = if host.contains(':') {
-            format!("[{host}]:{}", endpoint.http_port)
-        } else {
-            format!("{host}:{}", endpoint.http_port)
-        };
+        let host = format!(
+            "{}:{}",
+            crate::resolve::url_host(&endpoint.host()),
+            endpoint.http_port
+        );
         Requests {
             host,
             close,

@@ -248,12 +248,7 @@ impl Origin {
 
 /// `http://host:port` for the endpoint's HTTP port (an IPv6 literal in brackets).
 pub(super) fn origin(endpoint: &Endpoint) -> String {
-    let host = endpoint.host();
-    let host = if host.contains(':') {
-        format!("[{host}]")
-    } else {
-        host
-    };
+    let host = crate::resolve::url_host(&endpoint.host());
     format!("{}://{host}:{}", endpoint.scheme(), endpoint.http_port)
 }
 

@@ -15,6 +15,8 @@
 //! abstraction. A transport states its own properties (persistent or not, which port) as
 //! constants of its [`Transport`] impl; its async side, when it has one, lives in the same
 //! file, so adding a transport is still one file plus one registry line.
+//!
+//! Layer 3 of the map in `lib.rs` (client): uses the layers below and the resolver; never the record, the analysis or anything above.
 
 // Helpers shared by several transports; the transports themselves are declared by the
 // registry below.
@@ -617,10 +619,7 @@ impl Endpoint {
             AddrMode::Ip | AddrMode::System => Ok(None),
             AddrMode::Cached | AddrMode::Uncached | AddrMode::UncachedSearch => {
                 let addr = self.http_addr(deadline, phases)?;
-                let ip = match addr.ip() {
-                    std::net::IpAddr::V6(ip) => format!("[{ip}]"),
-                    ip => ip.to_string(),
-                };
+                let ip = crate::resolve::url_host(&addr.ip().to_string());
                 Ok(Some(format!(
                     "{}:{}:{ip}",
                     self.names.name(),
@@ -637,12 +636,7 @@ impl Endpoint {
 
     /// The URL of the HTTP echo route, with the query a call needs.
     pub fn echo_url(&self, call: &Call) -> String {
-        let host = self.host();
-        let host = if host.contains(':') {
-            format!("[{host}]")
-        } else {
-            host
-        };
+        let host = crate::resolve::url_host(&self.host());
         let mut url = format!("{}://{host}:{}/echo", self.scheme(), self.http_port);
         push_query(&mut url, call);
         url
