@@ -138,8 +138,8 @@ answered, then the connection kept open)."""
 import socket, struct, sys
 
 kind, host, port, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-# Request{seq: 1, reply_len: None, delay_us: 0, payload: b"hi"} (README: the raw TCP
-# protocol); the reply carries seq 1, status 0, server_ns, and the payload.
+# Request{seq: 1, reply_len: None, delay_us: 0, payload: b"hi"} (docs/reference.md: the raw
+# TCP protocol); the reply carries seq 1, status 0, server_ns, and the payload.
 ECHO = struct.pack(">I", 6) + bytes([1, 0, 0, 2]) + b"hi"
 LORIS = b"GET /echo?reply_len=1 HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
 KEPT = b"GET /echo?reply_len=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"

@@ -38,7 +38,8 @@
 //!    mode: probes peers and serves `GET /metrics`).
 //! 8. **CLI**: [`cli`], the front ends of the three binaries (`bin/` only calls into here).
 //!
-//! The README documents the protocol byte by byte and every flag.
+//! `docs/reference.md` documents the protocol byte by byte, `docs/client.md` every flag,
+//! and `docs/layout.md` the same layers by folder.
 // `deny`, not `forbid`, for one exception: `sys::tcp_info`, the `getsockopt(TCP_INFO)`
 // call that no safe crate wraps, allows `unsafe` for itself alone. Nothing else may.
 #![deny(unsafe_code)]

@@ -4,7 +4,7 @@
 //! A frame is a 4-byte big-endian body length `L` (`1 <= L <= max frame`) followed by `L`
 //! bytes holding one postcard-encoded message. Clients send [`Request`]s and the server
 //! answers each with a [`Response`], in request order, so requests may be pipelined.
-//! README.md documents the same format byte by byte for implementers in other languages.
+//! `docs/reference.md` documents the same format byte by byte for implementers in other languages.
 //!
 //! Over UDP a datagram holds one message body without the length prefix: one [`Request`]
 //! per datagram, one [`Response`] per datagram back. A UDP reply is never an amplifier: its
@@ -324,7 +324,7 @@ mod tests {
         }
     }
 
-    /// The worked example in README.md; if this changes, the README is wrong.
+    /// The worked example in `docs/reference.md`; if this changes, that page is wrong.
     #[test]
     fn readme_hex_examples() {
         let mut out = Vec::new();

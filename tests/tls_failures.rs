@@ -225,7 +225,7 @@ fn plain_client_on_tls_ports() {
         ("--http-port", s.https.unwrap().port()),
     ];
     // gRPC is left out: tonic's connection task may see the alert after the call saw the
-    // connection end, and count it lost (README, known gaps).
+    // connection end, and count it lost.
     let https: Vec<&str> = HTTPS.iter().copied().filter(|t| *t != "grpc-mux").collect();
     let all: Vec<&str> = RAW.iter().chain(&https).copied().collect();
     let out = client(&ports, &all, &["--timeout", "2s"]);
@@ -275,7 +275,7 @@ fn refused_server_cert(tag: &str, names: &[&str], expired: bool, own_ca: bool, k
     for (listener, transports) in [("tls_handshakes", RAW), ("https_handshakes", HTTPS)] {
         let n = failed(&st, listener, "alert_received") + failed(&st, listener, "closed");
         // Not one per call: with a wrong name some clients' refusals reach the server
-        // as neither (README, known gaps), so only that it counted them is checked.
+        // as neither (docs/tls.md, the known gap), so only that it counted them is checked.
         assert!(n > 0, "{listener} ({transports:?}): {}", st[listener]);
     }
     still_serves(&s, &[]);

@@ -663,8 +663,8 @@ const PIN_CPU: usize = 0;
 
 /// One line when the figures' placement was left to the scheduler, with what places it:
 /// unpinned, client and server threads wake on whichever core is free, and on a small VM a
-/// round trip across two cores costs many times one on a single core (README, "Where
-/// rpcbench runs its threads"). Nothing when rpcbench placed its threads itself and the
+/// round trip across two cores costs many times one on a single core (`docs/output.md`,
+/// "Figures you can trust"). Nothing when rpcbench placed its threads itself and the
 /// server, if remote, was pinned on its host.
 pub fn pinning_advice(report: &Report) -> Option<String> {
     let embedded = report.target.starts_with("embedded");

@@ -505,7 +505,7 @@ pub enum Rule {
 }
 
 impl Rule {
-    /// Every rule, in the order checks are listed (and the README lists them).
+    /// Every rule, in the order checks are listed (and `docs/output.md` lists them).
     pub const ALL: [Rule; 5] = [
         Rule::ModesAgree,
         Rule::UnixNotSlowerThanTcp,

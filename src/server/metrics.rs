@@ -5,7 +5,7 @@
 //! than in the name, counters ending in `_total`, seconds and bytes as base units, and the
 //! `process_*` families every Prometheus client library exports, so that dashboards made
 //! for other servers read this one. No client library: the format is a few lines of text,
-//! and the snapshot already holds every number (the README lists each family).
+//! and the snapshot already holds every number (`docs/transports.md` lists each family).
 
 use super::stats::{HandshakeFailure, HandshakeSnapshot, ProtoSnapshot, Reject, StatsSnapshot};
 use std::fmt::Write;

@@ -222,7 +222,7 @@ fn capacity_intro() -> String {
 const NO_SEED: &str = "Seed 004's five cases (PHP, 2007) are read from a run; there is none (only sweeps) among the inputs.";
 
 /// What the round-trip section says first.
-const MODEL_INTRO: &str = "A call's mean is a fixed cost plus round trips times the path's round-trip time: mean ≈ c + k × RTT. k is fitted by least squares over runs at two or more link RTTs (`--link-rtt`), beside the round trips the protocol needs (README, Round trips per call); a difference above 0.1 is a finding. c is the mean at zero RTT: CPU, kernel and the link's own forwarding.";
+const MODEL_INTRO: &str = "A call's mean is a fixed cost plus round trips times the path's round-trip time: mean ≈ c + k × RTT. k is fitted by least squares over runs at two or more link RTTs (`--link-rtt`), beside the round trips the protocol needs (docs/link.md, Round trips per call); a difference above 0.1 is a finding. c is the mean at zero RTT: CPU, kernel and the link's own forwarding.";
 
 /// A grid as a markdown table, as the run tables are written.
 fn markdown_table(grid: &Grid) -> String {

@@ -3,7 +3,7 @@
 //!
 //! Apart from the connection's life ([`super`]) and from the bytes of the reply
 //! ([`super::reply`]): this is the part a new route or parameter changes, and the part
-//! whose rules (limits, statuses, `/stats` counters) the README documents.
+//! whose rules (limits, statuses, `/stats` counters) `docs/transports.md` documents.
 
 use super::reply::{self, Body, SEQ_NAME};
 use crate::server::Shared;
