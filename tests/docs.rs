@@ -8,24 +8,12 @@ mod common;
 
 use clap::CommandFactory;
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 /// The repository's root.
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The README and every page under `docs/`.
-fn pages() -> Vec<PathBuf> {
-    let mut pages: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
-        .expect("docs/")
-        .map(|e| e.expect("docs entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "md"))
-        .collect();
-    pages.sort();
-    pages.insert(0, root().join("README.md"));
-    pages
 }
 
 /// The targets of the markdown links `[text](target)` in `text`, outside code blocks and
@@ -86,7 +74,7 @@ fn anchors(text: &str) -> BTreeSet<String> {
 fn every_relative_link_resolves_and_every_page_is_reachable() {
     let mut reached = BTreeSet::new();
     let mut broken = Vec::new();
-    for page in pages() {
+    for page in common::doc_pages() {
         let text = std::fs::read_to_string(&page).unwrap();
         for link in links(&text) {
             if link.starts_with("http://") || link.starts_with("https://") {
@@ -113,7 +101,7 @@ fn every_relative_link_resolves_and_every_page_is_reachable() {
     }
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    for page in pages().into_iter().skip(1) {
+    for page in common::doc_pages().into_iter().skip(1) {
         let name = page.file_name().unwrap().to_string_lossy().into_owned();
         assert!(
             readme.contains(&format!("](docs/{name})")),

@@ -19,26 +19,33 @@ pub struct ManualsArgs {
 }
 
 /// Writes every page and completion file of `programs` (their clap commands) into
-/// `args.out`; returns the files in it.
+/// `args.out`; returns the files written.
 pub fn write(args: &ManualsArgs, programs: &[clap::Command]) -> anyhow::Result<Vec<PathBuf>> {
     let out = &args.out;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let mut written = Vec::new();
     for command in programs {
         let name = command.get_name().to_string();
-        // A page for the program and one for each subcommand (`rpcbench-sweep.1`), the
-        // hidden ones left out.
-        clap_mangen::generate_to(command.clone(), out)
-            .with_context(|| format!("writing the manual pages of {name}"))?;
+        // Built, so that each subcommand's page is named after its full name
+        // (`rpcbench-sweep.1`); the hidden ones are left out.
+        let mut built = command.clone().disable_help_subcommand(true);
+        built.build();
+        let visible = built
+            .get_subcommands()
+            .filter(|s| !s.is_hide_set())
+            .cloned();
+        for page in std::iter::once(built.clone()).chain(visible) {
+            let path = clap_mangen::Man::new(page)
+                .generate_to(out)
+                .with_context(|| format!("writing a manual page of {name}"))?;
+            written.push(path);
+        }
         for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
             let mut command = command.clone();
-            clap_complete::generate_to(shell, &mut command, &name, out)
+            let path = clap_complete::generate_to(shell, &mut command, &name, out)
                 .with_context(|| format!("writing the {shell} completions of {name}"))?;
+            written.push(path);
         }
     }
-    let mut written: Vec<PathBuf> = std::fs::read_dir(out)
-        .with_context(|| format!("reading {}", out.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    written.sort();
     Ok(written)
 }

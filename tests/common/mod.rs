@@ -24,21 +24,26 @@ pub mod h2raw;
 pub mod link;
 pub mod netns;
 
-/// The documentation as one text: the README and every page under `docs/`, for tests that
-/// check a name is documented somewhere.
-pub fn docs_text() -> String {
+/// The README, then every page under `docs/`, sorted.
+pub fn doc_pages() -> Vec<std::path::PathBuf> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut text = std::fs::read_to_string(root.join("README.md")).expect("README.md");
     let mut pages: Vec<_> = std::fs::read_dir(root.join("docs"))
         .expect("docs/")
         .map(|e| e.expect("docs entry").path())
         .filter(|p| p.extension().is_some_and(|x| x == "md"))
         .collect();
     pages.sort();
-    for page in pages {
-        text.push_str(&std::fs::read_to_string(&page).expect("a docs page"));
-    }
-    text
+    pages.insert(0, root.join("README.md"));
+    pages
+}
+
+/// The documentation as one text ([`doc_pages`]), for tests that check a name is
+/// documented somewhere.
+pub fn docs_text() -> String {
+    doc_pages()
+        .iter()
+        .map(|page| std::fs::read_to_string(page).expect("a docs page"))
+        .collect()
 }
 
 use bytes::Bytes;
