@@ -17,28 +17,37 @@ use prost::Message as _;
 /// build after installing the package keeps it. curl-sys says that it built the bundled
 /// copy (`cargo:static=1`), which cargo hands to the build scripts of the packages that
 /// depend on it directly as `DEP_CURL_STATIC` (why curl-sys is a direct dependency).
-fn require_system_libcurl() {
+///
+/// Both cases get one message with the whole fix, as a `cargo::error` (one line, no panic
+/// and no backtrace hint): a first build on a machine without the package has already
+/// built the bundled copy by the time this runs, so the message names the package and the
+/// `cargo clean -p curl-sys` that drops the copy, and the next build works. Returns
+/// false when the build must stop.
+fn require_system_libcurl() -> bool {
     let found = std::process::Command::new("pkg-config")
         .args(["--exists", "libcurl"])
         .status()
         .is_ok_and(|s| s.success());
-    if !found {
-        panic!(
-            "the system libcurl was not found by pkg-config: install libcurl4-openssl-dev and \
-             pkg-config (Debian), or set PKG_CONFIG_PATH; rpcbench does not build a bundled libcurl"
-        );
-    }
-    if std::env::var_os("DEP_CURL_STATIC").is_some() {
-        panic!(
-            "curl-sys built its bundled libcurl in an earlier build (before the system libcurl \
-             was installed) and keeps it: run `cargo clean -p curl-sys`, then build again, so \
-             that rpcbench links the system libcurl"
-        );
-    }
+    let bundled = std::env::var_os("DEP_CURL_STATIC").is_some();
+    let why = match (found, bundled) {
+        (true, false) => return true,
+        (false, _) => "pkg-config did not find the system libcurl",
+        (true, true) => {
+            "curl-sys built its bundled libcurl before the system one was installed, and keeps it"
+        }
+    };
+    println!(
+        "cargo::error=rpcbench links the system libcurl, but {why}. Fix: `sudo apt-get install \
+         libcurl4-openssl-dev pkg-config` (Debian, Ubuntu; or set PKG_CONFIG_PATH to where \
+         libcurl.pc is), then `cargo clean -p curl-sys`, then build again"
+    );
+    false
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    require_system_libcurl();
+    if !require_system_libcurl() {
+        return Ok(());
+    }
     const PROTO: &str = "proto/rpcbench.proto";
     println!("cargo:rerun-if-changed={PROTO}");
     let fds = protox::compile([PROTO], ["proto"])?;

@@ -142,7 +142,7 @@ pub fn rate(per_s: f64) -> String {
     let digits = whole.unsigned_abs().to_string();
     let mut grouped = String::new();
     for (i, d) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             grouped.push(',');
         }
         grouped.push(d);
@@ -163,7 +163,7 @@ pub fn bytes(n: u32) -> String {
         n if n >= KIB => (KIB, "KiB"),
         _ => return format!("{n} B"),
     };
-    if n % unit == 0 {
+    if n.is_multiple_of(unit) {
         format!("{} {name}", n / unit)
     } else {
         format!("{} {name}", significant(f64::from(n) / f64::from(unit), 2))

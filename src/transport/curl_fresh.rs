@@ -2,7 +2,10 @@
 //! `curl_init` per call in seed 004. The latency includes connect (and any lookup).
 
 use super::curl::{Collector, new_handle, perform};
-use super::{Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, Facts, Tls, FILES_PER_CURL_HANDLE};
+use super::{
+    Call, CallError, Endpoint, FILES_PER_CURL_HANDLE, Facts, OpenTransportError, Phases, Port,
+    Reply, Tls, Transport,
+};
 use curl::easy::Easy2;
 use std::time::{Duration, Instant};
 
@@ -14,7 +17,6 @@ pub struct CurlFresh {
     easy: Option<Easy2<Collector>>,
     connects: u64,
 }
-
 
 impl Transport for CurlFresh {
     const FACTS: Facts = Facts {
@@ -41,9 +43,9 @@ impl Transport for CurlFresh {
         let pin = self
             .endpoint
             .curl_pin(Instant::now() + self.timeout, phases)?;
-        let easy = self
-            .easy
-            .insert(new_handle(self.timeout, pin, &self.endpoint).map_err(|_| CallError::Protocol)?);
+        let easy = self.easy.insert(
+            new_handle(self.timeout, pin, &self.endpoint).map_err(|_| CallError::Protocol)?,
+        );
         perform(easy, &self.endpoint, call, phases, &mut self.connects, true)?;
         let c = easy.get_ref();
         Ok(Reply {

@@ -2,7 +2,10 @@
 //! keeps its connection (and DNS cache) between calls.
 
 use super::curl::{Collector, new_handle, perform};
-use super::{Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, Facts, TransportKind, FILES_PER_CURL_HANDLE};
+use super::{
+    Call, CallError, Endpoint, FILES_PER_CURL_HANDLE, Facts, OpenTransportError, Phases, Port,
+    Reply, Transport, TransportKind,
+};
 use curl::easy::Easy2;
 use std::time::{Duration, Instant};
 
@@ -13,7 +16,6 @@ pub struct CurlReuse {
     easy: Option<Easy2<Collector>>,
     connects: u64,
 }
-
 
 impl Transport for CurlReuse {
     const FACTS: Facts = Facts {
@@ -45,7 +47,10 @@ impl Transport for CurlReuse {
                 let pin = self
                     .endpoint
                     .curl_pin(Instant::now() + self.timeout, phases)?;
-                slot.insert(new_handle(self.timeout, pin, &self.endpoint).map_err(|_| CallError::Protocol)?)
+                slot.insert(
+                    new_handle(self.timeout, pin, &self.endpoint)
+                        .map_err(|_| CallError::Protocol)?,
+                )
             }
         };
         perform(

@@ -17,7 +17,7 @@
 use super::h2::H2Conn;
 use super::h2_wire::{Outgoing, Replied};
 use super::http::{self, worker_runtime};
-use super::{Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, Facts};
+use super::{Call, CallError, Endpoint, Facts, OpenTransportError, Phases, Port, Reply, Transport};
 use crate::proto::{CALL_PATH, EchoReply, EchoRequest};
 use bytes::{BufMut, Bytes};
 use hyper::header::{self, HeaderMap, HeaderValue};
@@ -121,10 +121,7 @@ fn unary_request(uri: hyper::Uri, call: &Call<'_>) -> Result<Outgoing, CallError
 /// trailers-only reply, the head's); an error status is the call's error; a reply that
 /// is not gRPC, has no status, or has other than one uncompressed message breaks the
 /// protocol.
-fn unary_reply(
-    replied: &Replied,
-    body: &[u8],
-) -> Result<(EchoReply, Option<Duration>), CallError> {
+fn unary_reply(replied: &Replied, body: &[u8]) -> Result<(EchoReply, Option<Duration>), CallError> {
     let grpc = replied
         .head
         .get(header::CONTENT_TYPE)
@@ -192,8 +189,7 @@ pub(super) async fn connect(
     deadline: Instant,
 ) -> Result<(Client, super::h2::Ended), CallError> {
     let secure = endpoint.secure(super::tls::Alpn::H2);
-    let (stream, took) =
-        super::connect_nodelay(addr, secure, deadline, &endpoint.tcp_info).await?;
+    let (stream, took) = super::connect_nodelay(addr, secure, deadline, &endpoint.tcp_info).await?;
     opened.count.fetch_add(1, Relaxed);
     *opened.took.lock().unwrap_or_else(|p| p.into_inner()) = Some(took);
     // The slot is the transport's, kept across its connections: a failure an earlier
@@ -586,11 +582,12 @@ mod tests {
             h
         };
         let grpc = [("content-type", "application/grpc+proto")];
-        let replied = |head: &[(&'static str, &'static str)],
-                       trailers: Option<&[(&'static str, &'static str)]>| Replied {
-            head: fields(head),
-            trailers: trailers.map(fields),
-        };
+        let replied =
+            |head: &[(&'static str, &'static str)],
+             trailers: Option<&[(&'static str, &'static str)]>| Replied {
+                head: fields(head),
+                trailers: trailers.map(fields),
+            };
         let msg = EchoReply {
             seq: 9,
             payload: Bytes::from_static(b"hello"),
@@ -612,7 +609,10 @@ mod tests {
         let refused = |r: Replied, body: &[u8]| unary_reply(&r, body).unwrap_err();
         // A trailers-only reply, and a status in the trailers after the message.
         let only = [grpc[0], ("grpc-status", "14"), ("grpc-message", "down")];
-        assert_eq!(refused(replied(&only, None), b""), CallError::GrpcStatus(14));
+        assert_eq!(
+            refused(replied(&only, None), b""),
+            CallError::GrpcStatus(14)
+        );
         let eight = [("grpc-status", "8")];
         assert_eq!(
             refused(replied(&grpc, Some(&eight)), &ok),
@@ -621,7 +621,11 @@ mod tests {
         let fine = [("grpc-status", "0")];
         for (head, trailers, body) in [
             // Not gRPC.
-            (&[("content-type", "text/plain")][..], Some(&fine[..]), ok.clone()),
+            (
+                &[("content-type", "text/plain")][..],
+                Some(&fine[..]),
+                ok.clone(),
+            ),
             // No status, or one that is not a number.
             (&grpc[..], Some(&[][..]), ok.clone()),
             (&grpc[..], Some(&[("grpc-status", "x")][..]), ok.clone()),
@@ -630,7 +634,11 @@ mod tests {
             (&grpc[..], Some(&fine[..]), vec![0, 0, 0]),
             (&grpc[..], Some(&fine[..]), framed(1, msg.len(), &msg)),
             (&grpc[..], Some(&fine[..]), framed(0, msg.len() + 1, &msg)),
-            (&grpc[..], Some(&fine[..]), [ok.clone(), ok.clone()].concat()),
+            (
+                &grpc[..],
+                Some(&fine[..]),
+                [ok.clone(), ok.clone()].concat(),
+            ),
             // A message that is not an EchoReply.
             (&grpc[..], Some(&fine[..]), framed(0, 2, &[0xff, 0xff])),
         ] {

@@ -11,7 +11,10 @@
 
 use super::grpc::{Client, Opened, connect, request, unary};
 use super::mux::{self, Shared};
-use super::{Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, remaining, Facts, TransportKind};
+use super::{
+    Call, CallError, Endpoint, Facts, OpenTransportError, Phases, Port, Reply, Transport,
+    TransportKind, remaining,
+};
 use bytes::Bytes;
 use std::cell::Cell;
 use std::sync::Arc;
@@ -85,11 +88,7 @@ impl Transport for GrpcMux {
         let max = call.max_body(super::grpc::REPLY_OVERHEAD);
         let shared = self.shared.clone();
         let rt = shared.client.runtime(THREAD)?;
-        let GrpcMux {
-            endpoint,
-            used,
-            ..
-        } = self;
+        let GrpcMux { endpoint, used, .. } = self;
         let connecting = Cell::new(false);
         let result = rt.block_on(super::within(remaining(deadline)?, &connecting, async {
             // Live until its task ends (the server closed it) or a call on it fails.

@@ -9,7 +9,9 @@
 
 use super::grpc::{Client, Opened, checked, classify_status, connect, request};
 use super::http::worker_runtime;
-use super::{Call, CallError, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, remaining, Facts};
+use super::{
+    Call, CallError, Endpoint, Facts, OpenTransportError, Phases, Port, Reply, Transport, remaining,
+};
 use crate::proto::{EchoReply, EchoRequest, STREAM_PATH};
 use bytes::Bytes;
 use hyper::http::uri::PathAndQuery;
@@ -88,14 +90,20 @@ impl Transport for GrpcStream {
         let result = rt.block_on(super::within(remaining(deadline)?, &connecting, async {
             let open = match (stream, addr) {
                 (Some(open), _) => {
-                    open.requests.send(req).await.map_err(|_| CallError::Closed)?;
+                    open.requests
+                        .send(req)
+                        .await
+                        .map_err(|_| CallError::Closed)?;
                     open
                 }
                 (slot, Some(addr)) => {
                     let (mut client, _) =
                         Box::pin(connect(endpoint, addr, opened.clone(), deadline)).await?;
                     connecting.set(false);
-                    client.ready().await.map_err(|e| super::grpc::classify_error(&e))?;
+                    client
+                        .ready()
+                        .await
+                        .map_err(|e| super::grpc::classify_error(&e))?;
                     let (requests, queued) = mpsc::channel(REQUEST_QUEUE);
                     // The first request goes in before the stream opens: a server may
                     // hold its reply headers until it has a message to send.

@@ -11,10 +11,13 @@
 //! ([`super::h2_mux_wire`]). This file also holds what `grpc-mux` and `grpc-stream` use,
 //! whose streams tonic drives: the `h2` crate's client connection ([`handshake`]).
 
-use super::http::{self, worker_runtime};
-use super::{AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, remaining, Facts};
 use super::h2_wire::{CONNECTION_WINDOW, Outgoing, Replied, STREAM_WINDOW, Wire};
+use super::http::{self, worker_runtime};
 use super::tls::{AsyncSock, TlsNoted, Watched};
+use super::{
+    AsyncTransport, Call, CallError, CallTimer, Endpoint, Facts, OpenTransportError, Phases, Port,
+    Reply, Transport, remaining,
+};
 use bytes::Bytes;
 use hyper::header::{self, HeaderValue};
 use std::cell::Cell;
@@ -77,17 +80,17 @@ impl AsyncTransport for AsyncH2 {
         }
     }
 
-    async fn call(
-        &mut self,
-        call: &Call<'_>,
-        phases: &mut Phases,
-    ) -> Result<Reply<'_>, CallError> {
+    async fn call(&mut self, call: &Call<'_>, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
         let deadline = Instant::now() + self.conn.timeout;
         let AsyncH2 { timer, conn } = self;
         let req = echo_request(&mut conn.origin, call)?;
         let addr = match conn.open {
             Some(_) => None,
-            None => Some(conn.endpoint.addr_async(Port::Http, deadline, phases).await?),
+            None => Some(
+                conn.endpoint
+                    .addr_async(Port::Http, deadline, phases)
+                    .await?,
+            ),
         };
         let connecting = Cell::new(addr.is_some());
         let done = timer

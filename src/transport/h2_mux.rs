@@ -20,7 +20,10 @@ use super::h2::{Origin, echo_request, open_stream};
 use super::h2_mux_wire::MuxWire;
 use super::http;
 use super::mux::{self, Shared};
-use super::{AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, remaining, Facts, TransportKind};
+use super::{
+    AsyncTransport, Call, CallError, CallTimer, Endpoint, Facts, OpenTransportError, Phases, Port,
+    Reply, Transport, TransportKind, remaining,
+};
 use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -164,11 +167,7 @@ impl AsyncTransport for AsyncH2Mux {
         }
     }
 
-    async fn call(
-        &mut self,
-        call: &Call<'_>,
-        phases: &mut Phases,
-    ) -> Result<Reply<'_>, CallError> {
+    async fn call(&mut self, call: &Call<'_>, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
         let AsyncH2Mux { timer, handle } = self;
         let deadline = Instant::now() + handle.timeout;
         let connecting = Cell::new(false);

@@ -4,7 +4,10 @@
 
 use super::h1::{AsyncH1Conn, Requests};
 use super::http::{self, worker_runtime};
-use super::{AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, opened, remaining, within, Facts, FILES_PER_RUNTIME};
+use super::{
+    AsyncTransport, Call, CallError, CallTimer, Endpoint, FILES_PER_RUNTIME, Facts,
+    OpenTransportError, Phases, Port, Reply, Transport, opened, remaining, within,
+};
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
@@ -17,7 +20,6 @@ pub struct HttpFresh {
     connects: u64,
     template: http::Template,
 }
-
 
 impl Transport for HttpFresh {
     const FACTS: Facts = Facts {
@@ -118,11 +120,7 @@ impl AsyncTransport for AsyncHttpFresh {
         }
     }
 
-    async fn call(
-        &mut self,
-        call: &Call<'_>,
-        phases: &mut Phases,
-    ) -> Result<Reply<'_>, CallError> {
+    async fn call(&mut self, call: &Call<'_>, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
         let deadline = Instant::now() + self.timeout;
         let addr = self
             .endpoint
@@ -138,20 +136,21 @@ impl AsyncTransport for AsyncHttpFresh {
         } = self;
         let request = requests.build(call);
         let connecting = &Cell::new(true);
-        let conn = timer.within(deadline, connecting, async move {
-            let new = opened(
-                AsyncH1Conn::connect(addr, deadline, endpoint).await?,
-                connects,
-                phases,
-                connecting,
-            );
-            let conn = conn.insert(new);
-            let response = conn
-                .exchange(request, call.max_reply, &mut phases.first_byte)
-                .await?;
-            Ok::<_, CallError>((conn, response))
-        })
-        .await;
+        let conn = timer
+            .within(deadline, connecting, async move {
+                let new = opened(
+                    AsyncH1Conn::connect(addr, deadline, endpoint).await?,
+                    connects,
+                    phases,
+                    connecting,
+                );
+                let conn = conn.insert(new);
+                let response = conn
+                    .exchange(request, call.max_reply, &mut phases.first_byte)
+                    .await?;
+                Ok::<_, CallError>((conn, response))
+            })
+            .await;
         let (conn, response) = conn?;
         conn.reply(response)
     }

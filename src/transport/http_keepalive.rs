@@ -8,7 +8,10 @@
 //! codec does one write and one read for a small reply, like wrk.
 
 use super::h1::{AsyncH1Conn, BlockingH1Conn, Requests, may_resend};
-use super::{AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, opened, Facts, TransportKind};
+use super::{
+    AsyncTransport, Call, CallError, CallTimer, Endpoint, Facts, OpenTransportError, Phases, Port,
+    Reply, Transport, TransportKind, opened,
+};
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
@@ -130,11 +133,7 @@ impl AsyncTransport for AsyncHttpKeepalive {
         }
     }
 
-    async fn call(
-        &mut self,
-        call: &Call<'_>,
-        phases: &mut Phases,
-    ) -> Result<Reply<'_>, CallError> {
+    async fn call(&mut self, call: &Call<'_>, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
         let deadline = Instant::now() + self.timeout;
         let AsyncHttpKeepalive {
             timer,
@@ -159,23 +158,24 @@ impl AsyncTransport for AsyncHttpKeepalive {
             };
             let reused = conn.as_ref().is_some_and(AsyncH1Conn::reused);
             let connecting = &Cell::new(addr.is_some());
-            let sent = timer.within(deadline, connecting, async {
-                let c = match (&mut *conn, addr) {
-                    (Some(c), _) => c,
-                    (slot, Some(addr)) => slot.insert(opened(
-                        AsyncH1Conn::connect(addr, deadline, endpoint).await?,
-                        connects,
-                        phases,
-                        connecting,
-                    )),
-                    (None, None) => {
-                        unreachable!("an address is looked up when there is no connection")
-                    }
-                };
-                c.exchange(request, call.max_reply, &mut phases.first_byte)
-                    .await
-            })
-            .await;
+            let sent = timer
+                .within(deadline, connecting, async {
+                    let c = match (&mut *conn, addr) {
+                        (Some(c), _) => c,
+                        (slot, Some(addr)) => slot.insert(opened(
+                            AsyncH1Conn::connect(addr, deadline, endpoint).await?,
+                            connects,
+                            phases,
+                            connecting,
+                        )),
+                        (None, None) => {
+                            unreachable!("an address is looked up when there is no connection")
+                        }
+                    };
+                    c.exchange(request, call.max_reply, &mut phases.first_byte)
+                        .await
+                })
+                .await;
             match sent {
                 Ok(response) => break response,
                 Err(e) if may_resend(&e, reused, attempt) => *conn = None,

@@ -7,8 +7,11 @@
 //! sends the same frames through the same code over a Unix socket.
 
 use super::buf::RecvBuf;
-use super::{AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply, Secure, Took, Transport, connect_nodelay, opened, remaining, Facts, TransportKind};
 use super::tls::{Alpn, AsyncSock, BlockingIo, BlockingSock};
+use super::{
+    AsyncTransport, Call, CallError, CallTimer, Endpoint, Facts, OpenTransportError, Phases, Port,
+    Reply, Secure, Took, Transport, TransportKind, connect_nodelay, opened, remaining,
+};
 use crate::wire::{self, LEN_PREFIX, RESPONSE_OVERHEAD, Request, ResponseRef, Status};
 use std::cell::Cell;
 use std::io::{Read, Write};
@@ -174,8 +177,7 @@ impl<S: BlockingSocket> TimedStream<S> {
         let left = remaining(deadline)?;
         // One setsockopt per call at most in the common case: the first read of a call
         // waits the whole timeout, which is what is already set.
-        if self.rcv_timeout != Some(left) && (!first || self.rcv_timeout.is_none_or(|t| t > left))
-        {
+        if self.rcv_timeout != Some(left) && (!first || self.rcv_timeout.is_none_or(|t| t > left)) {
             self.stream
                 .set_read_timeout(Some(left))
                 .map_err(|e| CallError::from_io(&e))?;
@@ -220,7 +222,6 @@ impl TimedStream {
         let sock = BlockingSock::new(sock, probe);
         Ok((TimedStream::new(sock), Took { connect, tls }))
     }
-
 }
 
 /// A connected socket that sends request frames and reads response frames, blocking.
@@ -530,11 +531,7 @@ impl<D: Dial + 'static> AsyncTransport for AsyncPersistent<D> {
         }
     }
 
-    async fn call(
-        &mut self,
-        call: &Call<'_>,
-        phases: &mut Phases,
-    ) -> Result<Reply<'_>, CallError> {
+    async fn call(&mut self, call: &Call<'_>, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
         let deadline = Instant::now() + self.timeout;
         let place = match self.conn {
             Some(_) => None,

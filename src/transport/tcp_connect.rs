@@ -2,7 +2,10 @@
 //! shape of netperf's TCP_CRR. The latency includes the connect.
 
 use super::tcp::{AsyncFrameConn, FrameConn};
-use super::{AsyncTransport, Call, CallError, CallTimer, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, opened, Facts};
+use super::{
+    AsyncTransport, Call, CallError, CallTimer, Endpoint, Facts, OpenTransportError, Phases, Port,
+    Reply, Transport, opened,
+};
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
@@ -86,13 +89,12 @@ impl AsyncTransport for AsyncTcpConnect {
         }
     }
 
-    async fn call(
-        &mut self,
-        call: &Call<'_>,
-        phases: &mut Phases,
-    ) -> Result<Reply<'_>, CallError> {
+    async fn call(&mut self, call: &Call<'_>, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
         let deadline = Instant::now() + self.timeout;
-        let addr = self.endpoint.addr_async(Port::Tcp, deadline, phases).await?;
+        let addr = self
+            .endpoint
+            .addr_async(Port::Tcp, deadline, phases)
+            .await?;
         let connecting = &Cell::new(true);
         let AsyncTcpConnect {
             endpoint,
@@ -101,18 +103,19 @@ impl AsyncTransport for AsyncTcpConnect {
             connects,
             ..
         } = self;
-        timer.within(deadline, connecting, async move {
-            let new = opened(
-                AsyncFrameConn::connect(addr, deadline, endpoint).await?,
-                connects,
-                phases,
-                connecting,
-            );
-            // A new connection per call cannot hold an earlier call's reply.
-            let mut none = 0;
-            conn.insert(new).exchange(call, phases, &mut none).await
-        })
-        .await
+        timer
+            .within(deadline, connecting, async move {
+                let new = opened(
+                    AsyncFrameConn::connect(addr, deadline, endpoint).await?,
+                    connects,
+                    phases,
+                    connecting,
+                );
+                // A new connection per call cannot hold an earlier call's reply.
+                let mut none = 0;
+                conn.insert(new).exchange(call, phases, &mut none).await
+            })
+            .await
     }
 
     fn end_call(&mut self) {

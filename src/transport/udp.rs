@@ -18,7 +18,10 @@
 //! opened: one per worker on a healthy run, like a persistent transport's connections.
 
 use super::tcp::{encode_request_body, reply_of};
-use super::{AsyncTransport, Call, CallError, CallTimer, ConnectFailure, Endpoint, OpenTransportError, Phases, Port, Reply, Transport, remaining, Facts, Tls};
+use super::{
+    AsyncTransport, Call, CallError, CallTimer, ConnectFailure, Endpoint, Facts,
+    OpenTransportError, Phases, Port, Reply, Tls, Transport, remaining,
+};
 use crate::wire::{self, ResponseRef};
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -125,12 +128,16 @@ pub struct Udp {
 
 impl Udp {
     /// Receives one datagram before `deadline`; `first` says it is the call's first read.
-    fn recv(&mut self, socket: &UdpSocket, deadline: Instant, first: bool) -> Result<usize, CallError> {
+    fn recv(
+        &mut self,
+        socket: &UdpSocket,
+        deadline: Instant,
+        first: bool,
+    ) -> Result<usize, CallError> {
         let left = remaining(deadline)?;
         // As the stream transports: the first read of a call may wait the whole timeout
         // already set, so most calls cost no setsockopt.
-        if self.rcv_timeout != Some(left) && (!first || self.rcv_timeout.is_none_or(|t| t > left))
-        {
+        if self.rcv_timeout != Some(left) && (!first || self.rcv_timeout.is_none_or(|t| t > left)) {
             socket
                 .set_read_timeout(Some(left))
                 .map_err(|e| CallError::from_io(&e))?;
@@ -182,9 +189,7 @@ impl Transport for Udp {
         encode_request_body(call, &mut self.outbuf);
         let sent = Instant::now();
         let exchanged: Result<usize, CallError> = (|| {
-            socket
-                .send(&self.outbuf)
-                .map_err(|e| from_udp_io(&e))?;
+            socket.send(&self.outbuf).map_err(|e| from_udp_io(&e))?;
             self.strays.sent(call.seq);
             let mut first = true;
             loop {
@@ -259,14 +264,13 @@ impl AsyncTransport for AsyncUdp {
         }
     }
 
-    async fn call(
-        &mut self,
-        call: &Call<'_>,
-        phases: &mut Phases,
-    ) -> Result<Reply<'_>, CallError> {
+    async fn call(&mut self, call: &Call<'_>, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
         let deadline = Instant::now() + self.timeout;
         if self.socket.is_none() {
-            let addr = self.endpoint.addr_async(Port::Udp, deadline, phases).await?;
+            let addr = self
+                .endpoint
+                .addr_async(Port::Udp, deadline, phases)
+                .await?;
             let started = Instant::now();
             let socket = tokio::net::UdpSocket::bind(any_port_for(addr))
                 .await
@@ -358,8 +362,14 @@ mod tests {
         assert!(s.arrived(12, 12));
         s.sent(13);
         assert!(!s.arrived(12, 13), "duplicate of 12");
-        assert!(!s.arrived(11, 13), "11 again, after 12: duplicate, reordered");
-        assert!(s.arrived(99, 13), "a seq from the future is the call's (mismatched)");
+        assert!(
+            !s.arrived(11, 13),
+            "11 again, after 12: duplicate, reordered"
+        );
+        assert!(
+            s.arrived(99, 13),
+            "a seq from the future is the call's (mismatched)"
+        );
         assert_eq!((s.late, s.duplicates, s.reordered), (1, 3, 2));
         assert!(!s.arrived(3, 14), "older than anything kept");
         assert_eq!((s.late, s.reordered), (2, 3));
