@@ -21,8 +21,9 @@ use prost::Message as _;
 /// Both cases get one message with the whole fix, as a `cargo::error` (one line, no panic
 /// and no backtrace hint): a first build on a machine without the package has already
 /// built the bundled copy by the time this runs, so the message names the package and the
-/// `cargo clean -p curl-sys` that drops the copy, and the next build works. Returns
-/// false when the build must stop.
+/// `cargo clean` that drops the copy (for this build's profile: `cargo clean -p curl-sys`
+/// cleans only the dev profile, so after `cargo build --release` it removes nothing), and
+/// the next build works. Returns false when the build must stop.
 fn require_system_libcurl() -> bool {
     let found = std::process::Command::new("pkg-config")
         .args(["--exists", "libcurl"])
@@ -39,9 +40,28 @@ fn require_system_libcurl() -> bool {
     println!(
         "cargo::error=rpcbench links the system libcurl, but {why}. Fix: `sudo apt-get install \
          libcurl4-openssl-dev pkg-config` (Debian, Ubuntu; or set PKG_CONFIG_PATH to where \
-         libcurl.pc is), then `cargo clean -p curl-sys`, then build again"
+         libcurl.pc is), then `{}`, then build again",
+        clean_curl_sys()
     );
     false
+}
+
+/// The `cargo clean` that removes curl-sys's build in this build's profile, read from
+/// where cargo builds it (`target/[TRIPLE/]PROFILE_DIR/build/...`): the dev profile's
+/// directory is `debug`, release's `release`, a custom profile's its name.
+fn clean_curl_sys() -> String {
+    let out = std::env::var("OUT_DIR").unwrap_or_default();
+    let parts: Vec<&str> = out.split(std::path::MAIN_SEPARATOR).collect();
+    let profile = parts
+        .iter()
+        .rposition(|&p| p == "build")
+        .and_then(|i| i.checked_sub(1))
+        .map_or("debug", |i| parts[i]);
+    match profile {
+        "debug" => "cargo clean -p curl-sys".to_string(),
+        "release" => "cargo clean --release -p curl-sys".to_string(),
+        custom => format!("cargo clean --profile {custom} -p curl-sys"),
+    }
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -36,7 +36,7 @@ pub enum Placement {
     /// process has one CPU; `split` when several workers load an embedded server (each
     /// side then has a CPU of its own, as a load tool and its server on two machines
     /// would); against `--target` at `-c` above 1, the client's workers are not placed,
-    /// so that they may use every CPU. Resolved by [`Placement::resolve`] before a run.
+    /// so that they may use every CPU. Decided once, before the first call.
     #[default]
     Auto,
     /// Client and embedded server on one CPU: each call's wake-up stays on that core, so

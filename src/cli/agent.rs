@@ -13,7 +13,7 @@ use std::time::Duration;
 /// serves the results on GET /metrics for Prometheus (fleet mode: every pair of hosts).
 ///
 /// Prints `listening metrics ADDR` once it serves. Runs until SIGTERM or SIGINT, then
-/// exits 0. Exit status: 1 when it cannot start (address in use), 2 for bad usage.
+/// exits 0 (its exit statuses are in [`super::manuals::EXTRAS`]).
 #[derive(Debug, clap::Args)]
 pub struct AgentArgs {
     /// The peer list: a YAML file (read again when it changes) or an http:// URL (fetched
@@ -25,37 +25,37 @@ pub struct AgentArgs {
     pub listen: SocketAddr,
     /// Transports each peer is probed over, comma-separated (tcp, tcp-connect,
     /// http-fresh, http-keepalive).
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = agent::DEFAULT_TRANSPORTS.to_vec(), value_parser = parse_probe_transport)]
+    #[arg(long, value_name = "LIST", value_enum, value_delimiter = ',', default_values_t = agent::DEFAULT_TRANSPORTS.to_vec(), value_parser = parse_probe_transport)]
     pub transports: Vec<TransportKind>,
     /// Time between two probes of one peer over one transport (the first one at a random
     /// point of the first interval, so a fleet does not probe in lockstep).
-    #[arg(long, default_value = "1s", value_parser = parse_positive_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_positive_duration)]
     pub interval: Duration,
     /// Longest a probe may take before it counts as lost; at most --interval (default:
     /// the interval, at most 1 s).
-    #[arg(long, value_parser = parse_positive_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
     pub timeout: Option<Duration>,
     /// How peers given as DNS names are resolved: ip (once, when the list is read),
     /// system (getaddrinfo), cached or uncached (hickory) at every new connection. IP
     /// literals are used as they are (mode="ip").
-    #[arg(long, value_enum, default_value_t = AddrMode::System)]
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = AddrMode::System)]
     pub names: AddrMode,
     /// DNS server (IP:PORT) for the cached and uncached modes (default: resolv.conf's).
-    #[arg(long)]
+    #[arg(long, value_name = "IP:PORT")]
     pub resolver: Option<SocketAddr>,
     /// Address family to look up: 4, 6 or any.
-    #[arg(long, value_enum, default_value = "4")]
+    #[arg(long, value_name = "FAMILY", value_enum, default_value = "4")]
     pub family: Family,
     /// How often the peer list is read again (a file is parsed again only when its
     /// content changed; a bad list is logged once and the last good one stays).
-    #[arg(long, default_value = "5s", value_parser = parse_positive_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_positive_duration)]
     pub reload: Duration,
     /// Most peers a list may have (a longer list is refused whole), at most 10000.
-    #[arg(long, default_value_t = agent::DEFAULT_MAX_PEERS, value_parser = parse_max_peers)]
+    #[arg(long, value_name = "N", default_value_t = agent::DEFAULT_MAX_PEERS, value_parser = parse_max_peers)]
     pub max_peers: usize,
     /// Most probe calls under way at once; a probe due while this many are is skipped
     /// and counted (rpcbench_agent_probes_skipped_total), never queued.
-    #[arg(long, default_value_t = agent::DEFAULT_MAX_IN_FLIGHT, value_parser = parse_max_in_flight)]
+    #[arg(long, value_name = "N", default_value_t = agent::DEFAULT_MAX_IN_FLIGHT, value_parser = parse_max_in_flight)]
     pub max_in_flight: usize,
     /// Largest reply payload a probe accepts (KiB/MiB suffixes; default: the probe's own
     /// echo, 64 bytes). A larger reply is not read on, and the probe is counted as an

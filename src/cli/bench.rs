@@ -22,46 +22,50 @@ use std::time::Duration;
 pub struct BenchArgs {
     /// Server to call (IP literal or host name). Without it, an echo server and DNS
     /// responder are started in-process on 127.0.0.1.
-    #[arg(long)]
+    #[arg(long, value_name = "HOST")]
     pub target: Option<String>,
     /// Raw TCP port of the target.
-    #[arg(long, default_value_t = 7001)]
+    #[arg(long, value_name = "PORT", default_value_t = 7001)]
     pub tcp_port: u16,
     /// HTTP port of the target.
-    #[arg(long, default_value_t = 7080)]
+    #[arg(long, value_name = "PORT", default_value_t = 7080)]
     pub http_port: u16,
     /// UDP port of the target (rpcbench-echo --udp). With --target and without it, `udp`
-    /// is not run.
+    /// is not run (said on stderr); the embedded server opens one.
     #[arg(long, value_name = "N")]
     pub udp_port: Option<u16>,
     /// Unix socket of the target, on this host (rpcbench-echo --unix). With --target and
-    /// without it, `unix` is not run.
+    /// without it, `unix` is not run (said on stderr); the embedded server opens one in a
+    /// private temporary directory, removed at the end.
     #[arg(long, value_name = "PATH")]
     pub unix: Option<std::path::PathBuf>,
-    /// Measured calls per transport (at least 1).
-    #[arg(short = 'n', long = "calls", default_value_t = 1000, value_parser = parse_calls)]
+    /// Measured calls per transport and mode, split evenly among the workers (at least 1,
+    /// and at least -c).
+    #[arg(short = 'n', long = "calls", value_name = "N", default_value_t = 1000, value_parser = parse_calls)]
     pub calls: u64,
-    /// Run each transport for this long instead of -n calls (e.g. 10s; more than 0).
-    #[arg(long, value_parser = parse_positive_duration)]
+    /// Run each transport for this long instead of -n calls (e.g. 10s; more than 0):
+    /// every worker runs the same window.
+    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
     pub duration: Option<Duration>,
-    /// Calls per transport before measuring starts; never counted.
-    #[arg(long, default_value_t = 100)]
+    /// Calls per transport before measuring starts, at least one per worker (they open
+    /// every connection); never counted. 0 for none.
+    #[arg(long, value_name = "N", default_value_t = 100)]
     pub warmup: u64,
     /// Connections, each making one call at a time (at most 10000; above one per CPU they
     /// share a few event-loop threads, the curl transports stop at 1024 worker threads).
     /// `rpcbench sweep` takes a list (1,4,16). Default 1, and then h2-mux and grpc-mux,
     /// which share one connection among the workers, run at 16 with h2 and grpc beside
     /// them at 16 too, since at 1 there is nothing to multiplex.
-    #[arg(short = 'c', long, value_delimiter = ',', value_parser = clap::value_parser!(u16).range(1..=i64::from(crate::runner::MAX_CONCURRENCY)))]
+    #[arg(short = 'c', long, value_name = "N", value_delimiter = ',', value_parser = clap::value_parser!(u16).range(1..=i64::from(crate::runner::MAX_CONCURRENCY)))]
     pub concurrency: Vec<u16>,
     /// Engine: blocking (a thread per connection), evloop (event loops) or auto.
-    #[arg(long, value_enum, default_value_t = crate::runner::Engine::Auto)]
+    #[arg(long, value_name = "ENGINE", value_enum, default_value_t = crate::runner::Engine::Auto)]
     pub engine: crate::runner::Engine,
     /// Request payload in bytes (KiB/MiB suffixes allowed).
-    #[arg(long, default_value = "64", value_parser = parse_bytes)]
+    #[arg(long, value_name = "BYTES", default_value = "64", value_parser = parse_bytes)]
     pub payload: u32,
     /// Ask the server for a reply of this many pattern bytes instead of an echo.
-    #[arg(long, value_parser = parse_bytes)]
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     pub reply: Option<u32>,
     /// Largest reply payload accepted (KiB/MiB suffixes; default: the reply asked for,
     /// --reply or the echo of --payload). A larger reply is not read on, and its call is
@@ -69,51 +73,53 @@ pub struct BenchArgs {
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     pub max_reply: Option<u32>,
     /// Ask the server to wait this many microseconds before each reply.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, value_name = "US", default_value_t = 0)]
     pub delay_us: u32,
-    /// Longest a call may take before it counts as lost (e.g. 5s, 200ms; more than 0).
-    #[arg(long, default_value = "5s", value_parser = parse_positive_duration)]
+    /// Longest a call may take before it counts as lost (e.g. 5s, 200ms; more than 0);
+    /// also bounds the name check before the run.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_positive_duration)]
     pub timeout: Duration,
-    /// Start calls at this many per second over all workers, on a fixed schedule (as
-    /// fortio -qps, wrk2 -R), instead of back to back. Calls that start more than one
-    /// interval late are counted as `late`.
+    /// Start calls at this many per second over all workers (5k and 1.5m allowed), on a
+    /// fixed schedule (as fortio -qps, wrk2 -R), instead of back to back. Calls that start
+    /// more than one interval late are counted as `late`.
     #[arg(long, value_name = "CALLS_PER_S", value_parser = parse_rate)]
     pub rate: Option<f64>,
     /// Transports to run, comma-separated (default: all).
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = TransportKind::ALL.to_vec())]
+    #[arg(long, value_name = "LIST", value_enum, value_delimiter = ',', default_values_t = TransportKind::ALL.to_vec())]
     pub transports: Vec<TransportKind>,
     /// Split the calls (or --duration) into this many rounds, run the transport list once
     /// per round, reversing the order every other round, and merge the rounds: how far the
     /// rounds' means stray gives each figure its noise (the ± column). Default 3, fewer
     /// when -n leaves a worker less than one call a round.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub rounds: Option<u32>,
     /// Output format on stdout.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
+    #[arg(long, value_name = "FORMAT", value_enum, default_value_t = Format::Table)]
     pub format: Format,
     /// Also write the full JSON report to this file.
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     pub out: Option<std::path::PathBuf>,
     /// Show every column of the table, however wide the terminal (default: those that fit).
     #[arg(long)]
     pub wide: bool,
     /// Lost + mismatched + failed calls allowed before the exit status is 1.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value_t = 0)]
     pub max_lost: u64,
     /// Address modes to run every transport under, comma-separated: ip, system, cached,
     /// uncached, uncached-search. Default: ip (plus system when the target is a name);
     /// with the embedded server: ip, cached, uncached against its DNS responder.
-    #[arg(long, value_enum, value_delimiter = ',')]
+    #[arg(long, value_name = "MODES", value_enum, value_delimiter = ',')]
     pub names: Option<Vec<AddrMode>>,
     /// The resolv.conf whose search list and ndots `uncached-search` follows (default:
     /// /etc/resolv.conf, which `system` follows).
     #[arg(long, value_name = "FILE")]
     pub resolv_conf: Option<std::path::PathBuf>,
-    /// DNS server (IP:PORT) for the cached and uncached modes (default: resolv.conf's).
-    #[arg(long)]
+    /// DNS server (IP:PORT) for the cached and uncached modes (default: resolv.conf's;
+    /// with the embedded server, its DNS responder).
+    #[arg(long, value_name = "IP:PORT")]
     pub resolver: Option<SocketAddr>,
     /// Address family to look up: 4, 6 or any.
-    #[arg(long, value_enum, default_value = "4")]
+    #[arg(long, value_name = "FAMILY", value_enum, default_value = "4")]
     pub family: Family,
     /// Never show the progress bar (it is shown only when stderr is a terminal anyway).
     #[arg(long)]
@@ -121,7 +127,13 @@ pub struct BenchArgs {
     /// Security modes to run every TCP transport under, comma-separated: plain, tls13,
     /// tls13-resume, tls12, tls12-resume, mtls (default: plain). udp and unix run in plain
     /// only (DTLS is out of scope); curl-fresh does not run in the resume modes.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "plain")]
+    #[arg(
+        long,
+        value_name = "MODES",
+        value_enum,
+        value_delimiter = ',',
+        default_value = "plain"
+    )]
     pub security: Vec<Security>,
     /// The target's raw-frames-over-TLS port (rpcbench-echo --tls).
     #[arg(long, value_name = "PORT", default_value_t = 7443)]
@@ -172,7 +184,7 @@ pub struct BenchArgs {
     /// runs). Against --target only the client is placed: the server's placement is its
     /// host's (rpcbench-echo --cpus). CPUs are picked from those this process was given
     /// (taskset, a cgroup cpuset), never outside them.
-    #[arg(long, value_enum, default_value_t = crate::placement::Placement::Auto)]
+    #[arg(long, value_name = "PLACEMENT", value_enum, default_value_t = crate::placement::Placement::Auto)]
     pub placement: crate::placement::Placement,
 }
 

@@ -23,7 +23,11 @@ pub const MAX_THREADS: usize = 1024;
 /// Echo server for rpcbench: raw TCP (length-prefixed postcard frames) and HTTP on one
 /// process. Unauthenticated: keep it on loopback or a private network.
 #[derive(Debug, Parser)]
-#[command(name = "rpcbench-echo", version)]
+#[command(
+    name = "rpcbench-echo",
+    version,
+    after_long_help = super::manuals::after_help("rpcbench-echo")
+)]
 pub struct EchoArgs {
     /// Raw TCP listen address (IP:PORT, port 0 = any free port), or `off`.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7001", value_parser = parse_listen)]
@@ -156,7 +160,7 @@ pub struct EchoArgs {
     #[arg(long, value_name = "DUR", default_value = "10s",
           value_parser = checked(parse_duration, server::tls::check_handshake_timeout))]
     pub handshake_timeout: Duration,
-    /// Log in full (time, level, module) to stderr: -v rpcbench's debug records, -vv
+    /// Log in full (time, level, module) to stderr: -v the server's debug records, -vv
     /// everything. RUST_LOG=FILTER does the same with a filter of its own.
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,

@@ -22,7 +22,11 @@ const DEFAULT_MTU: u16 = 1500;
 /// TUN devices and forwards IP packets with delay, jitter, loss, duplication, reordering and
 /// a rate limit, the same in both directions. For kernels without netem. Needs root.
 #[derive(Debug, Parser)]
-#[command(name = "rpcbench-link", version)]
+#[command(
+    name = "rpcbench-link",
+    version,
+    after_long_help = super::manuals::after_help("rpcbench-link")
+)]
 pub struct LinkArgs {
     /// Side A: `NS=IPV4/PREFIX` (e.g. `rb-srv=10.78.0.1/24`); the namespace must exist.
     #[arg(long, value_name = "NS=ADDR/PREFIX")]
@@ -59,10 +63,11 @@ pub struct LinkArgs {
     #[arg(long, value_name = "PERCENT", default_value = "0", allow_hyphen_values = true,
           value_parser = parse_percent)]
     pub reorder: f64,
-    /// Rate limit in bits per second, with a unit: `100mbit`, `1gbit`, `512kbit`, `9600bit`.
+    /// Rate limit in bits per second, with a unit: `100mbit`, `1gbit`, `512kbit`, `9600bit`
+    /// (default: none). Packets queue for the rate before the delay.
     #[arg(long, value_name = "RATE", value_parser = parse_bit_rate)]
     pub rate: Option<u64>,
-    /// Packets the rate limiter queues before it drops (at least 1).
+    /// Packets the rate limiter queues before it drops the next (tail drop; at least 1).
     #[arg(long, value_name = "PACKETS", default_value_t = link::DEFAULT_QUEUE)]
     pub queue: usize,
     /// The devices' MTU, bytes (68 to 65535).

@@ -18,15 +18,15 @@ pub struct ReportArgs {
     /// truth checks against a run without; a check the inputs cannot support is listed as
     /// not run. Sweeps add their charts, the capacity table and sentences; DNS diagnoses
     /// (`rpcbench dns --out`) a section and a chart of their queries.
-    #[arg(required = true)]
+    #[arg(required = true, value_name = "RESULTS.json")]
     pub results: Vec<PathBuf>,
     /// Directory to write the report into (created if missing).
-    #[arg(long)]
+    #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
     /// Peer figures (sockperf, wrk, ab, curl) measured beside rpcbench, round by round, as
     /// written by `report/peers.sh --json`. Shown against the ratio limit; benchmarks, not
     /// checks, so they do not set the exit status.
-    #[arg(long)]
+    #[arg(long, value_name = "PEERS.json")]
     pub peers: Option<PathBuf>,
 }
 
@@ -39,7 +39,7 @@ pub struct CompareArgs {
     pub new: PathBuf,
     /// Exit with status 1 when a row's p50 or p99 grew by more than this many times
     /// (e.g. 1.2 for 20%).
-    #[arg(long)]
+    #[arg(long, value_name = "RATIO")]
     pub fail_above: Option<f64>,
 }
 

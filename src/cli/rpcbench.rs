@@ -11,12 +11,13 @@ use std::process::ExitCode;
 
 /// Times N round trips per transport against an rpcbench-echo server, shows where the time
 /// goes, and checks that no call was lost.
-///
-/// Exit status: 0 when lost + mismatched + failed calls <= --max-lost; 1 otherwise, when
-/// the run could not start, or when the preflight found a port the run needs that is not
-/// rpcbench-echo (nothing is measured then); 2 for bad usage.
 #[derive(Debug, Parser)]
-#[command(name = "rpcbench", version, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "rpcbench",
+    version,
+    args_conflicts_with_subcommands = true,
+    after_long_help = super::manuals::after_help("rpcbench")
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -32,17 +33,22 @@ pub struct Cli {
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
     /// Build the comparison report (README.md, index.html, SVG charts) from JSON results.
+    #[command(after_long_help = super::manuals::after_help("rpcbench report"))]
     Report(ReportArgs),
     /// Compare two JSON results: p50 and p99 per transport and mode.
+    #[command(after_long_help = super::manuals::after_help("rpcbench compare"))]
     Compare(CompareArgs),
     /// Step each transport over offered rates, concurrency levels or payload sizes, and
     /// find its capacity under a latency objective (--slo p99=2ms).
+    #[command(after_long_help = super::manuals::after_help("rpcbench sweep"))]
     Sweep(Box<super::sweep::SweepArgs>),
     /// Diagnose the lookup of one name: the queries it really sends here (search list,
     /// A and AAAA, retries, TCP), what each costs, and what to change.
+    #[command(after_long_help = super::manuals::after_help("rpcbench dns"))]
     Dns(super::dns::DnsArgs),
     /// Probe every peer of a list (--peers) over a few transports, all the time, and
     /// serve the results on GET /metrics for Prometheus (fleet mode).
+    #[command(after_long_help = super::manuals::after_help("rpcbench agent"))]
     Agent(Box<super::agent::AgentArgs>),
     /// Write the manual pages and shell completions of rpcbench, rpcbench-echo and
     /// rpcbench-link into --out DIR, generated from these same definitions.

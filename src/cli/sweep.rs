@@ -8,27 +8,44 @@ use anyhow::Context;
 use std::io::Write;
 use std::time::Duration;
 
-/// Steps each transport over offered rates, worker counts (`-c 1,4,16`) or payload
-/// sizes, or finds its capacity under a latency objective.
+/// Steps each transport over offered rates, worker counts (-c 1,4,16) or payload sizes,
+/// or finds its capacity under a latency objective.
 ///
-/// Exit status: 0 when every step's calls came back verified (or, with --slo, when every
-/// series has a capacity), 1 otherwise, 2 for bad usage.
+/// The run's flags that a sweep refuses (--duration, the TLS modes) or has no use for
+/// (-n: each step runs for --step-duration; --what-if; --max-lost: a step passes only
+/// with every call verified) are not offered here; --rounds defaults to 1.
 #[derive(Debug, clap::Args)]
+#[command(
+    mut_arg("calls", |a| a.hide(true)),
+    mut_arg("duration", |a| a.hide(true)),
+    mut_arg("what_if", |a| a.hide(true)),
+    mut_arg("max_lost", |a| a.hide(true)),
+    mut_arg("security", |a| a.hide(true)),
+    mut_arg("tls_port", |a| a.hide(true)),
+    mut_arg("https_port", |a| a.hide(true)),
+    mut_arg("ca", |a| a.hide(true)),
+    mut_arg("client_cert", |a| a.hide(true)),
+    mut_arg("client_key", |a| a.hide(true)),
+    mut_arg("insecure", |a| a.hide(true)),
+    mut_arg("rounds", |a| a
+        .help("Split each step's --step-duration into this many rounds and merge them (default 1)")
+        .long_help(None::<&str>)),
+)]
 pub struct SweepArgs {
     #[command(flatten)]
     pub bench: BenchArgs,
     /// Offered rates, calls per second over all workers, increasing (e.g. 1k,5k,10k,20k).
-    #[arg(long, value_delimiter = ',', value_parser = parse_rate, conflicts_with = "payloads")]
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_rate, conflicts_with = "payloads")]
     pub rates: Option<Vec<f64>>,
     /// Request payload sizes, increasing (e.g. 64,1k,16k,256k,1m).
-    #[arg(long, value_delimiter = ',', value_parser = parse_bytes)]
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_bytes)]
     pub payloads: Option<Vec<u32>>,
     /// Latency objective, pNN=DURATION (e.g. p99=2ms). With --rates, the capacity is the
     /// highest listed rate that meets it; without an axis, the rate is searched for.
-    #[arg(long)]
+    #[arg(long, value_name = "pNN=DURATION")]
     pub slo: Option<Slo>,
     /// How long each step runs.
-    #[arg(long, default_value = "2s", value_parser = parse_positive_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_positive_duration)]
     pub step_duration: Duration,
 }
 
@@ -142,4 +159,58 @@ fn passed(report: &SweepReport, with_slo: bool) -> bool {
             s.steps.iter().all(|st| st.run.failed() == 0)
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cli::rpcbench::{Cli, Command};
+    use clap::{CommandFactory, Parser};
+
+    fn sweep_command() -> clap::Command {
+        let mut cli = Cli::command();
+        cli.build();
+        cli.find_subcommand("sweep").unwrap().clone()
+    }
+
+    /// `rpcbench sweep --help` says what a sweep does: one round unless --rounds, and the
+    /// run's flags it refuses or ignores are not offered.
+    #[test]
+    fn help_offers_what_a_sweep_takes() {
+        let cli = Cli::try_parse_from(["rpcbench", "sweep", "--rates", "1k,2k"]).unwrap();
+        let Some(Command::Sweep(args)) = cli.command else {
+            panic!("a sweep")
+        };
+        assert_eq!(args.spec().unwrap().bench.rounds, 1);
+        let sweep = sweep_command();
+        let rounds = sweep
+            .get_arguments()
+            .find(|a| a.get_id() == "rounds")
+            .unwrap();
+        let help = rounds.get_help().unwrap().to_string();
+        assert!(help.contains("default 1"), "{help}");
+        assert!(rounds.get_long_help().is_none());
+        for hidden in [
+            "calls", "duration", "security", "ca", "insecure", "what_if", "max_lost",
+        ] {
+            let arg = sweep
+                .get_arguments()
+                .find(|a| a.get_id() == hidden)
+                .unwrap();
+            assert!(arg.is_hide_set(), "{hidden} is offered");
+        }
+        // Still refused when given: hidden is not accepted.
+        let cli =
+            Cli::try_parse_from(["rpcbench", "sweep", "--rates", "1k", "--security", "tls13"])
+                .unwrap();
+        let Some(Command::Sweep(args)) = cli.command else {
+            panic!("a sweep")
+        };
+        assert!(args.spec().is_err());
+    }
+
+    #[test]
+    fn dns_offers_no_csv() {
+        assert!(Cli::try_parse_from(["rpcbench", "dns", "x", "--format", "csv"]).is_err());
+        assert!(Cli::try_parse_from(["rpcbench", "dns", "x", "--format", "markdown"]).is_ok());
+    }
 }

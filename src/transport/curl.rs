@@ -307,8 +307,13 @@ impl LinkedLibcurl {
 #[derive(Debug, Clone, thiserror::Error)]
 #[error(
     "rpcbench was built with a bundled libcurl {version}, not the system's: install \
-     libcurl4-openssl-dev, run `cargo clean -p curl-sys`, then build again (or leave the \
-     curl transports out with --transports)"
+     libcurl4-openssl-dev, run `{clean}`, then build again (or leave the curl transports \
+     out with --transports)",
+    clean = if cfg!(debug_assertions) {
+        "cargo clean -p curl-sys"
+    } else {
+        "cargo clean --release -p curl-sys"
+    }
 )]
 pub struct BundledLibcurl {
     /// The version it reports.
@@ -362,7 +367,13 @@ mod linked_tests {
         let err = linked("8.22.0-DEV", None).check().unwrap_err();
         let line = err.to_string();
         assert!(line.contains("bundled libcurl 8.22.0-DEV"), "{line}");
-        assert!(line.contains("cargo clean -p curl-sys"), "{line}");
+        // The clean of the profile this was built in: `cargo clean -p` alone cleans dev.
+        let clean = if cfg!(debug_assertions) {
+            "cargo clean -p curl-sys"
+        } else {
+            "cargo clean --release -p curl-sys"
+        };
+        assert!(line.contains(clean), "{line}");
         assert!(!line.contains('\n'), "{line}");
         // Either sign alone is enough to refuse it.
         assert!(linked("8.22.0-DEV", so).check().is_err());
