@@ -815,12 +815,13 @@ impl Plan {
     }
 
     /// What the preflight probes at `ip`: every listener a transport of `spec` calls (in
-    /// any of its security modes), and the HTTP one, for `/stats`, marked not needed when
-    /// none calls it; `udp` and `unix` only when the target has them.
+    /// any of its security modes), an HTTP listener in each HTTP version the transports
+    /// calling it speak (their `alpn`), and the HTTP one, for `/stats`, marked not needed
+    /// when none calls it; `udp` and `unix` only when the target has them.
     fn probes(&self, spec: &BenchSpec, ip: IpAddr) -> Vec<crate::preflight::Probe> {
         use crate::preflight::{Address, Listener, Probe};
         let at = |port: u16| Address::Socket(SocketAddr::new(ip, port));
-        let mut needed: Vec<Listener> = Vec::new();
+        let mut needed: Vec<(Listener, bool)> = Vec::new();
         for &security in &security_modes(spec) {
             for &kind in spec
                 .transports
@@ -833,14 +834,15 @@ impl Plan {
                     Listener::Unix => self.unix.is_some(),
                     _ => true,
                 };
-                if located && !needed.contains(&listener) {
-                    needed.push(listener);
+                let http2 = kind.facts().alpn == crate::transport::tls::Alpn::H2;
+                if located && !needed.contains(&(listener, http2)) {
+                    needed.push((listener, http2));
                 }
             }
         }
         let mut probes: Vec<Probe> = needed
             .iter()
-            .map(|&listener| Probe {
+            .map(|&(listener, http2)| Probe {
                 listener,
                 at: match listener {
                     Listener::Tcp => at(self.tcp_port),
@@ -851,16 +853,18 @@ impl Plan {
                     Listener::Unix => Address::Path(self.unix.clone().unwrap_or_default()),
                 },
                 needed: true,
+                http2,
             })
             .collect();
-        if !needed.contains(&Listener::Http) {
+        if !needed.iter().any(|&(l, _)| l == Listener::Http) {
             probes.push(Probe {
                 listener: Listener::Http,
                 at: at(self.http_port),
                 needed: false,
+                http2: false,
             });
         }
-        probes.sort_by_key(|p| p.listener);
+        probes.sort_by_key(|p| (p.listener, p.http2));
         probes
     }
 

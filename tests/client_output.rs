@@ -712,7 +712,7 @@ fn rate_runs_report_the_corrected_latency_and_idle_workers() {
         .iter()
         .map(|r| {
             format!(
-                "{} (ip) {}",
+                "{} {}",
                 r.transport,
                 rpcbench::render::units::significant(r.concurrency_achieved, 2)
             )
@@ -720,7 +720,7 @@ fn rate_runs_report_the_corrected_latency_and_idle_workers() {
         .collect();
     assert!(
         text.contains(&format!(
-            "{} calls in flight on average, -c 4 asked for: the workers wait for their due calls (pacing)",
+            "calls in flight below the 4 workers, on average: {}; the workers wait for their due calls (pacing)",
             in_flight.join(", ")
         )),
         "{stdout}"
@@ -798,7 +798,7 @@ fn the_engine_and_its_threads_are_reported() {
         assert_eq!(code, Some(0), "{stdout}");
         let r = &report.runs[0];
         assert_eq!(r.engine.map(|e| e.name()), Some(engine));
-        let said = stdout.contains("on the event-loop engine");
+        let said = stdout.contains("event-loop engine (");
         if engine == "evloop" {
             assert!((1..=cpus).contains(&r.threads), "{} threads", r.threads);
             assert!(said, "{stdout}");
@@ -859,5 +859,86 @@ fn link_rtt_is_recorded_on_every_run_and_what_if_projects_from_it() {
         flat.contains("the least RTT the kernel sampled (TCP_INFO)")
             || flat.contains("the fastest call of a persistent transport"),
         "{stdout}"
+    );
+}
+
+/// The notes under the table (the event-loop engine, workers left idle, what the kernel
+/// saw) of a default-shaped run, the multiplexing rows at 16 workers in three address
+/// modes: each note is said once for every row it concerns, each transport named once in
+/// it, in at most two lines at 100 columns, and none asks for what the user did not
+/// choose (no advice to give the run's own 16 workers more calls).
+#[test]
+fn notes_under_the_table_are_said_once() {
+    let args = [
+        "--transports",
+        "h2,h2-mux,grpc,grpc-mux",
+        "-n",
+        "300",
+        "--warmup",
+        "32",
+    ];
+    let (stdout, report, code) = run_args_env("notes", &args, &[("COLUMNS", "100")]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(report.runs.iter().any(|r| r.workers == 16), "the mux rows");
+    let lines: Vec<&str> = stdout.lines().collect();
+    // The notes: from the line after the summary table to the first blank line.
+    let table_end = lines
+        .iter()
+        .position(|l| l.starts_with("grpc") && l.contains("c16"))
+        .and_then(|first| {
+            lines[first..]
+                .iter()
+                .position(|l| l.is_empty())
+                .map(|n| first + n)
+        })
+        .expect("the table ends");
+    let start = lines[..table_end]
+        .iter()
+        .rposition(|l| l.starts_with("grpc"))
+        .unwrap()
+        + 1;
+    // A note's further lines are indented.
+    let mut notes: Vec<String> = Vec::new();
+    for line in &lines[start..table_end] {
+        if line.starts_with(' ') {
+            let note = notes.last_mut().expect("a continued note");
+            note.push(' ');
+            note.push_str(line.trim_start());
+        } else {
+            notes.push(line.to_string());
+        }
+    }
+    for note in &notes {
+        let lines = rpcbench::render::wrap(note, 100, "", "  ");
+        assert!(lines.len() <= 2, "a note of {} lines: {note}", lines.len());
+        assert!(
+            !note.contains("-n)"),
+            "advice for workers the user did not ask for: {note}"
+        );
+        for transport in ["h2-mux", "grpc-mux"] {
+            assert!(
+                note.matches(transport).count() <= 1,
+                "{transport} twice: {note}"
+            );
+        }
+    }
+    let engine: Vec<&String> = notes
+        .iter()
+        .filter(|n| n.starts_with("event-loop engine"))
+        .collect();
+    assert_eq!(engine.len(), 1, "{notes:#?}");
+    assert!(
+        engine[0].ends_with("1 thread for 16 connections: h2-mux, h2")
+            || engine[0].contains("threads for 16 connections: h2-mux, h2"),
+        "{}",
+        engine[0]
+    );
+    assert!(
+        notes
+            .iter()
+            .filter(|n| n.contains("calls in flight"))
+            .count()
+            <= 1,
+        "{notes:#?}"
     );
 }

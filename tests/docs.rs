@@ -1178,3 +1178,124 @@ fn paths_the_docs_name_exist() {
     assert!(checked > 30, "only {checked} paths checked");
     assert!(bad.is_empty(), "paths the docs name:\n{}", bad.join("\n"));
 }
+
+/// What the preflight can meet, one example of each case (and of each TLS failure it
+/// tells apart), on a listener where it arises.
+fn preflight_cases() -> Vec<(
+    rpcbench::preflight::Listener,
+    bool,
+    rpcbench::preflight::Seen,
+)> {
+    use rpcbench::preflight::{Listener, Reply, Seen};
+    use rpcbench::transport::tls::TlsFailure;
+    let mut cases = vec![
+        (Listener::Tcp, false, Seen::Refused),
+        (Listener::Tcp, false, Seen::NoAnswer),
+        (Listener::Udp, false, Seen::NoDatagramReply),
+        (
+            Listener::Tcp,
+            false,
+            Seen::Unreachable("No route to host (os error 113)".into()),
+        ),
+        (Listener::Unix, false, Seen::NoSocket),
+        (Listener::Tcp, false, Seen::Silent),
+        (Listener::Http, false, Seen::Silent),
+        (Listener::Tcp, false, Seen::Closed),
+        (Listener::Http, false, Seen::Closed),
+        (Listener::Http, true, Seen::Closed),
+        (
+            Listener::Http,
+            false,
+            Seen::NotEcho(Reply::Http { status: 404 }),
+        ),
+        (
+            Listener::Tcp,
+            false,
+            Seen::NotEcho(Reply::Http { status: 400 }),
+        ),
+        (Listener::Http, false, Seen::NotEcho(Reply::HealthzBody)),
+        (Listener::Http, false, Seen::NotEcho(Reply::NoStats)),
+        (Listener::Http, false, Seen::NotEcho(Reply::Tls)),
+        (
+            Listener::Http,
+            true,
+            Seen::NotEcho(Reply::Http1Answer { status: 400 }),
+        ),
+        (Listener::Https, true, Seen::NotEcho(Reply::NoHttp2Alpn)),
+        (
+            Listener::Tcp,
+            false,
+            Seen::NotEcho(Reply::Bytes(b"SSH-2.0-OpenSSH_".to_vec())),
+        ),
+        (Listener::Http, false, Seen::OneHttpVersion { http2: true }),
+        (Listener::Http, true, Seen::OneHttpVersion { http2: false }),
+        (
+            Listener::Tcp,
+            false,
+            Seen::OtherWire {
+                version: "0.0.9".into(),
+                wire: 0,
+            },
+        ),
+    ];
+    for failure in [
+        TlsFailure::NotTlsServer,
+        TlsFailure::TlsServer,
+        TlsFailure::Untrusted,
+        TlsFailure::Expired,
+        TlsFailure::WrongName,
+        TlsFailure::ClientCertRequired,
+        TlsFailure::ClientCertRefused,
+        TlsFailure::VersionMismatch,
+        TlsFailure::Other,
+    ] {
+        cases.push((Listener::Tls, false, Seen::Tls(failure)));
+    }
+    cases
+}
+
+/// docs/troubleshooting.md says every line the preflight can stop a run with: what it
+/// met and what to do, word for word (the target, ports and start command aside).
+#[test]
+fn troubleshooting_has_every_preflight_line() {
+    use rpcbench::preflight::{Address, Finding, Probe, StartCommand, problem_lines};
+    let page = std::fs::read_to_string(root().join("docs/troubleshooting.md")).unwrap();
+    let page = page.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut missing = Vec::new();
+    for (listener, http2, seen) in preflight_cases() {
+        let at = match listener {
+            rpcbench::preflight::Listener::Unix => Address::Path("/run/echo.sock".into()),
+            _ => Address::Socket(([10, 0, 0, 2], 7001).into()),
+        };
+        let finding = Finding {
+            probe: Probe {
+                listener,
+                at: at.clone(),
+                needed: true,
+                http2,
+            },
+            seen,
+        };
+        let start = StartCommand::new([10, 0, 0, 2].into(), &[(listener, at)]);
+        for line in problem_lines("10.0.0.2", &[&finding], &start) {
+            // `10.0.0.2 tcp port 7001: WHAT; FIX: rpcbench-echo ...`
+            let said = line.split_once(": ").map_or(line.as_str(), |(_, s)| s);
+            let said = said.rsplit_once(": rpcbench-echo").map_or(said, |(s, _)| s);
+            // The versions as the page writes them, so that a release changes no page.
+            let said = said
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+                .replace(env!("CARGO_PKG_VERSION"), "VERSION")
+                .replace(&format!("({},", rpcbench::wire::WIRE_VERSION), "(WIRE,");
+            if !page.contains(&said) {
+                missing.push(said);
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "preflight lines docs/troubleshooting.md does not say:\n{}",
+        missing.join("\n")
+    );
+}

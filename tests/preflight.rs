@@ -369,7 +369,7 @@ fn a_silent_listener_is_not_rpcbench_echo() {
     assert_eq!(
         out.problems(),
         [format!(
-            "rpcbench: 127.0.0.1 tcp port {tcp}: accepts connections but did not answer a request frame within {PREFLIGHT_MS} ms: not rpcbench-echo; another program has the port: give rpcbench-echo's ports (--tcp-port, --http-port ...), or start it there: rpcbench-echo --tcp 127.0.0.1:{tcp} --http 127.0.0.1:{http}"
+            "rpcbench: 127.0.0.1 tcp port {tcp}: accepts connections but did not answer a request frame within {PREFLIGHT_MS} ms: not rpcbench-echo; another program has the port: give rpcbench the ports rpcbench-echo listens on (rpcbench --tcp-port, --http-port ...), or start rpcbench-echo there: rpcbench-echo --tcp 127.0.0.1:{tcp} --http 127.0.0.1:{http}"
         )]
     );
     assert_eq!(silent.connections.load(Relaxed), 1, "one probe");
@@ -410,7 +410,11 @@ fn an_http_server_that_is_not_ours_is_said_with_what_healthz_answered() {
         server.tcp.port(),
         web.addr.port()
     )));
-    assert_eq!(web.requests.load(Relaxed), 1, "GET /healthz, then nothing");
+    // GET /healthz, and HTTP/2's connection preface, which this peer reads as one or two
+    // requests (`PRI * HTTP/2.0`, then `SM`) before the probe hangs up; then nothing: no
+    // GET /stats, no call of the run.
+    let requests = web.requests.load(Relaxed);
+    assert!((2..=3).contains(&requests), "{requests} requests");
     let stats = server.wait_stats(Duration::from_secs(5), "the probe frame", |s| {
         s.tcp.requests == 1
     });
@@ -462,8 +466,10 @@ fn swapped_ports_are_said_port_by_port() {
         "{}",
         problems[1]
     );
+    // The GET and HTTP/2's connection preface (the run has HTTP/2 transports too), each
+    // refused as a frame too large.
     let stats = server.wait_stats(Duration::from_secs(5), "the GET refused", |s| {
-        s.rejected(rpcbench::server::stats::Reject::OversizedFrame) == 1
+        s.rejected(rpcbench::server::stats::Reject::OversizedFrame) == 2
     });
     assert_eq!(stats.tcp.requests, 0, "no call made");
 }
@@ -511,7 +517,7 @@ fn tls_ports_are_probed_through_tls() {
     let line = out.one_problem();
     assert!(
         line.starts_with(&format!(
-            "rpcbench: 127.0.0.1 tls port {tcp}: the TLS handshake failed: the server does not speak TLS; start the server with TLS there: rpcbench-echo --http 127.0.0.1:{http} --tls 127.0.0.1:{tcp} --https 127.0.0.1:{https}"
+            "rpcbench: 127.0.0.1 tls port {tcp}: the TLS handshake failed: the server does not speak TLS; give the server's TLS ports (--tls-port, --https-port), or start the server with TLS there: rpcbench-echo --http 127.0.0.1:{http} --tls 127.0.0.1:{tcp} --https 127.0.0.1:{https}"
         )),
         "{line}"
     );
@@ -1014,4 +1020,174 @@ fn a_report_from_before_the_new_fields_still_loads() {
     let settings = report.server.unwrap().settings;
     assert_eq!(settings.wire, 0);
     assert_eq!(settings.host, rpcbench::host::HostFacts::default());
+}
+
+/// HAProxy in front of rpcbench-echo's HTTP port, speaking HTTP/2 only on its own side
+/// (`bind ... proto h2`, as a gRPC front does; with `tls`, TLS with ALPN `h2` only) and
+/// h2c to the server. Killed by its PID when dropped.
+struct H2Front {
+    child: std::process::Child,
+    port: u16,
+    dir: std::path::PathBuf,
+}
+
+impl H2Front {
+    /// Starts the front before `http`, on a free loopback port (a port found free, then
+    /// given to HAProxy: tried again on another port if HAProxy could not bind it).
+    fn start(http: SocketAddr, tls: Option<&rpcbench::server::tls::GeneratedCerts>) -> H2Front {
+        let dir = std::env::temp_dir().join(format!(
+            "rpcbench-h2front-{}-{}",
+            std::process::id(),
+            RUN.fetch_add(1, Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ssl = match tls {
+            Some(certs) => {
+                let pem = dir.join("front.pem");
+                std::fs::write(&pem, format!("{}{}", certs.leaf_pem, certs.leaf_key_pem)).unwrap();
+                format!(" ssl crt {} alpn h2", pem.display())
+            }
+            None => " proto h2".to_string(),
+        };
+        for _ in 0..5 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let config = dir.join("haproxy.cfg");
+            std::fs::write(
+                &config,
+                format!(
+                    "defaults\n  mode http\n  timeout connect 2s\n  timeout client 10s\n  timeout server 10s\n\
+                     frontend h2only\n  bind 127.0.0.1:{port}{ssl}\n  default_backend echo\n\
+                     backend echo\n  server echo {http} proto h2\n"
+                ),
+            )
+            .unwrap();
+            let mut child = Command::new("haproxy")
+                .arg("-f")
+                .arg(&config)
+                .arg("-db")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("haproxy runs (.ci/run installs it)");
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Some(status) = child.try_wait().unwrap() {
+                    eprintln!("haproxy exited ({status}) on port {port}; another port");
+                    break;
+                }
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return H2Front { child, port, dir };
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("haproxy did not start");
+    }
+}
+
+impl Drop for H2Front {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A front that speaks HTTP/2 only, before rpcbench-echo: the HTTP/2 transports run clean
+/// through it with the preflight on (every call ok), in plain and over TLS; a run that
+/// adds an HTTP/1.1 transport stops before measuring, with one line that says the front
+/// speaks one version and names the transports to leave out. Before the probe spoke
+/// HTTP/2, the first run stopped ("closed the connection without answering GET /healthz").
+#[test]
+fn an_http2_only_front_passes_the_http2_transports() {
+    let echo = common::EchoProcess::spawn(&[]);
+    let tcp = echo.tcp.port().to_string();
+    let http2 = "h2,h2-mux,grpc,grpc-mux,grpc-stream";
+
+    let front = H2Front::start(echo.http, None);
+    let port = front.port.to_string();
+    let out = client_at(&tcp, &port, &["--transports", http2, "-n", "64"], &[]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.problems().is_empty(), "{}", out.stderr);
+    let report = out.report.expect("a report");
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(
+        runs.len(),
+        7,
+        "five transports, h2 and grpc also at 16 workers"
+    );
+    for run in runs {
+        assert_eq!(run["ok"], run["calls"], "{run}");
+    }
+
+    let out = client_at(
+        &tcp,
+        &port,
+        &["--transports", "http-keepalive,h2", "-n", "8"],
+        &[],
+    );
+    let line = out.one_problem();
+    assert!(
+        line.starts_with(&format!(
+            "rpcbench: 127.0.0.1 http port {port}: answers as rpcbench-echo over HTTP/2 but not over HTTP/1.1"
+        )),
+        "{line}"
+    );
+    assert!(
+        line.contains("leave the transports that speak HTTP/1.1 out with --transports (http-fresh, http-keepalive, curl-reuse, curl-fresh)"),
+        "{line}"
+    );
+    drop(front);
+
+    // Over TLS: the probe offers ALPN h2 to the front's TLS port.
+    let certs = rpcbench::server::tls::generate_certs(
+        &["127.0.0.1".to_string()],
+        rpcbench::server::tls::LeafUse::Server,
+        false,
+    )
+    .unwrap();
+    let front = H2Front::start(echo.http, Some(&certs));
+    let ca = front.dir.join("ca.pem");
+    std::fs::write(&ca, &certs.ca_pem).unwrap();
+    let out = client_at(
+        &tcp,
+        &echo.http.port().to_string(),
+        &[
+            "--transports",
+            "h2,grpc",
+            "--security",
+            "tls13",
+            "--ca",
+            ca.to_str().unwrap(),
+            "--https-port",
+            &front.port.to_string(),
+            "-n",
+            "16",
+        ],
+        &[],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.problems().is_empty(), "{}", out.stderr);
+}
+
+/// rpcbench-echo's own HTTP port serves both versions: a mixed choice probes it once
+/// each way and passes.
+#[test]
+fn a_mixed_choice_probes_each_http_version() {
+    let echo = common::EchoProcess::spawn(&[]);
+    let out = client_at(
+        &echo.tcp.port().to_string(),
+        &echo.http.port().to_string(),
+        &["--transports", "http-keepalive,h2,grpc", "-n", "8"],
+        &[],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.problems().is_empty(), "{}", out.stderr);
 }

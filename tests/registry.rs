@@ -2,6 +2,7 @@
 //! (`transport::Facts`), its answers agree with each other, and the README's table of
 //! transports says what the transports say of themselves.
 
+use rpcbench::transport::tls::Alpn;
 use rpcbench::transport::{Port, Tls, TransportKind};
 
 #[test]
@@ -32,6 +33,8 @@ fn every_transport_answers_and_the_answers_agree() {
             assert!(f.shared && !t.shared && t.persistent, "{kind}, {unshared}");
             assert_eq!(t.port, f.port, "{kind}, {unshared}");
         }
+        // The HTTP port is spoken to in HTTP/1.1 or HTTP/2, the others in raw frames.
+        assert_eq!(f.port == Port::Http, f.alpn != Alpn::None, "{kind}");
         // Datagrams and Unix sockets stay plain; the rest speak TLS.
         let plain_only = matches!(f.port, Port::Unix | Port::Udp);
         assert_eq!(f.tls == Tls::None, plain_only, "{kind}");

@@ -699,7 +699,7 @@ pub fn pinning_advice(report: &Report) -> Option<String> {
             (true, None) => format!(" and run this side as taskset -c {PIN_CPU} {command}"),
         };
         Some(format!(
-            "not pinned: {which}; start the server as taskset -c {PIN_CPU} rpcbench-echo ... on its host{here}"
+            "not pinned: {which}; start the server as rpcbench-echo --cpus {PIN_CPU} ... on its host{here}"
         ))
     } else {
         None

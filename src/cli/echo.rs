@@ -137,7 +137,8 @@ pub struct EchoArgs {
     #[arg(long, value_name = "ADDR", default_value = "off", value_parser = parse_listen)]
     pub https: Listen,
     /// The TLS certificate chain (PEM, leaf first), with --key. Without both, a CA and a
-    /// leaf for --dns-name, localhost and the TLS listeners' IPs are generated at start.
+    /// leaf for --dns-name, localhost and the TLS listeners' IPs (on 0.0.0.0 or ::, every
+    /// address of the host) are generated at start.
     #[arg(long, value_name = "PEM", requires = "key")]
     pub cert: Option<std::path::PathBuf>,
     /// The private key of --cert (PEM: PKCS#8, PKCS#1 or SEC1).

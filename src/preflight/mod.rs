@@ -22,6 +22,7 @@
 //!
 //! Layer 3 of the map in `lib.rs` (client): uses the transports and the layers below.
 
+mod h2;
 mod words;
 pub use words::{problem_lines, stats_warning, version_warning};
 
@@ -120,6 +121,10 @@ pub enum Address {
 pub struct Probe {
     pub listener: Listener,
     pub at: Address,
+    /// For an HTTP listener: probed in HTTP/2 (prior knowledge in plain, ALPN `h2` under
+    /// TLS), as the run's HTTP/2 and gRPC transports speak to it, rather than HTTP/1.1.
+    /// A run of both kinds probes the listener once each way.
+    pub http2: bool,
     /// True when a transport of the run calls it. The HTTP listener is probed even when
     /// none does, for `/stats`; its trouble then leaves the server's version and counters
     /// out of the report, and stops nothing.
@@ -153,6 +158,9 @@ pub enum Seen {
     Tls(TlsFailure),
     /// rpcbench-echo whose wire ([`wire::WIRE_VERSION`]) differs from this client's.
     OtherWire { version: String, wire: u32 },
+    /// Answers as rpcbench-echo in one HTTP version (HTTP/2 when `http2`) and not in the
+    /// other, which the run needs too: a front (a proxy, a gRPC gateway) that speaks one.
+    OneHttpVersion { http2: bool },
 }
 
 /// What came back instead of rpcbench-echo's answer.
@@ -166,6 +174,10 @@ pub enum Reply {
     NoStats,
     /// A TLS record to a plain request: a TLS port.
     Tls,
+    /// An HTTP/1.x reply to HTTP/2's connection preface: a server of HTTP/1.1 only.
+    Http1Answer { status: u16 },
+    /// The TLS handshake chose no `h2` by ALPN: the server does not offer HTTP/2 there.
+    NoHttp2Alpn,
     /// Anything else: its first bytes.
     Bytes(Vec<u8>),
 }
@@ -294,8 +306,27 @@ pub fn check(probes: &[Probe], host: &str, tls: Option<&TlsClient>) -> Preflight
             .map(|r| r.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             .collect()
     });
+    let passed: Vec<Probe> = results
+        .iter()
+        .filter(|(_, r)| r.is_ok())
+        .map(|(p, _)| p.clone())
+        .collect();
     let mut preflight = Preflight::default();
     for (probe, result) in results {
+        // An HTTP version failing where the other passed on the same port: a front that
+        // speaks one, whatever it did with the other.
+        let result = result.map_err(|seen| {
+            let other = passed.iter().any(|p| {
+                p.listener == probe.listener && p.at == probe.at && p.http2 != probe.http2
+            });
+            if other && !matches!(seen, Seen::Tls(_)) {
+                Seen::OneHttpVersion {
+                    http2: !probe.http2,
+                }
+            } else {
+                seen
+            }
+        });
         match result {
             Ok(Some(identity)) => {
                 if identity.wire != 0 && identity.wire != wire::WIRE_VERSION {
@@ -313,8 +344,36 @@ pub fn check(probes: &[Probe], host: &str, tls: Option<&TlsClient>) -> Preflight
             Err(seen) => preflight.findings.push(Finding { probe, seen }),
         }
     }
+    one_finding_per_http_port(&mut preflight.findings);
     preflight.took = started.elapsed();
     preflight
+}
+
+/// Where an HTTP port failed both ways, one finding says it: the HTTP/1.1 one, which
+/// tells a program that is not rpcbench-echo best, unless it only saw a peer that closed
+/// or kept silent, which the HTTP/2 one may say more of (a front that speaks only HTTP/2
+/// before something else).
+fn one_finding_per_http_port(findings: &mut Vec<Finding>) {
+    let twin = |f: &Finding, all: &[Finding]| {
+        all.iter()
+            .position(|g| g.probe.at == f.probe.at && g.probe.http2 != f.probe.http2)
+    };
+    let mut dropped = Vec::new();
+    for (i, f) in findings.iter().enumerate() {
+        if f.probe.http2 || dropped.contains(&i) {
+            continue;
+        }
+        if let Some(j) = twin(f, findings) {
+            let quiet = matches!(f.seen, Seen::Closed | Seen::Silent)
+                && !matches!(findings[j].seen, Seen::Closed | Seen::Silent);
+            dropped.push(if quiet { i } else { j });
+        }
+    }
+    let mut i = 0;
+    findings.retain(|_| {
+        i += 1;
+        !dropped.contains(&(i - 1))
+    });
 }
 
 /// One listener's probe: `Ok` with the server's identity when it was read (the HTTP
@@ -341,6 +400,10 @@ fn probe_one(
         (Address::Socket(addr), listener) => {
             let sock = connect(*addr)?;
             match (listener, tls) {
+                (Listener::Http, _) if probe.http2 => h2::exchange(sock, None, host).map(Some),
+                (Listener::Https, Some(tls)) if probe.http2 => {
+                    h2::exchange(sock, Some(tls), host).map(Some)
+                }
                 (Listener::Tls | Listener::Https, Some(tls)) => {
                     let alpn = if listener == Listener::Https {
                         Alpn::Http1
@@ -578,9 +641,15 @@ fn head_and_length(bytes: &[u8]) -> Option<(usize, usize)> {
     Some((head, len))
 }
 
-/// `GET /healthz` then `GET /stats`, on one connection: rpcbench-echo's identity.
+/// `GET /healthz` then `GET /stats`, on one HTTP/1.1 connection: rpcbench-echo's
+/// identity.
 fn http_exchange<S: Read + Write>(mut stream: S, host: &str) -> Result<ServerIdentity, Seen> {
-    let health = http_get(&mut stream, host, "/healthz")?;
+    check_health(&http_get(&mut stream, host, "/healthz")?)?;
+    identity(&http_get(&mut stream, host, "/stats")?)
+}
+
+/// Whether a reply to `GET /healthz` is rpcbench-echo's: `200` and `ok`.
+fn check_health(health: &HttpReply) -> Result<(), Seen> {
     if health.status != 200 {
         return Err(Seen::NotEcho(Reply::Http {
             status: health.status,
@@ -589,7 +658,11 @@ fn http_exchange<S: Read + Write>(mut stream: S, host: &str) -> Result<ServerIde
     if health.body.trim_ascii() != b"ok" {
         return Err(Seen::NotEcho(Reply::HealthzBody));
     }
-    let stats = http_get(&mut stream, host, "/stats")?;
+    Ok(())
+}
+
+/// The server's identity from a reply to `GET /stats`.
+fn identity(stats: &HttpReply) -> Result<ServerIdentity, Seen> {
     match (stats.status, ServerIdentity::from_stats(&stats.body)) {
         (200, Some(identity)) => Ok(identity),
         _ => Err(Seen::NotEcho(Reply::NoStats)),

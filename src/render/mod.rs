@@ -546,11 +546,11 @@ pub fn latency_note(report: &Report, options: &RenderOptions) -> Option<String> 
 }
 
 /// The runs whose workers were idle much of the time (fewer calls in flight than
-/// [`crate::report::CONCURRENCY_SHORTFALL`] of them), one line per cause: their latency
-/// is then that of a less loaded system than `-c` suggests. Left out: a run with no ok
-/// call, which has no figures for its concurrency to explain (its failures are the
-/// story), and a run of one worker, whose calls never share the machine with another
-/// call of its own whatever it does between them.
+/// [`crate::report::CONCURRENCY_SHORTFALL`] of them), one line per cause, each transport
+/// named once: their latency is then that of a less loaded system than `-c` suggests.
+/// Left out: a run with no ok call, which has no figures for its concurrency to explain
+/// (its failures are the story), and a run of one worker, whose calls never share the
+/// machine with another call of its own whatever it does between them.
 pub fn concurrency_lines(report: &Report) -> Vec<String> {
     let c = &report.config;
     let mut causes: Vec<(Idle, Vec<&RunRecord>)> = Vec::new();
@@ -567,7 +567,12 @@ pub fn concurrency_lines(report: &Report) -> Vec<String> {
     }
     causes
         .into_iter()
-        .map(|(cause, runs)| concurrency_line(cause, &runs, c.rate_per_s, c.duration_s.is_some()))
+        .map(|(cause, runs)| {
+            // Workers the run was asked for (-c), or its own comparison added (the
+            // multiplexing rows of a default run): only the first can be given more calls.
+            let asked = runs.iter().all(|r| r.workers == c.concurrency);
+            concurrency_line(cause, &runs, c.rate_per_s, c.duration_s.is_some(), asked)
+        })
         .collect()
 }
 
@@ -633,27 +638,39 @@ pub fn tcp_info_line(report: &Report) -> Option<String> {
 }
 
 /// The line naming the runs that used the event-loop engine, with its threads: said only
-/// when some did (high `-c`), since a thread per worker is what anyone would assume.
+/// when some did (high `-c`), since a thread per worker is what anyone would assume. Said
+/// once for all of them: the transports that shared a (threads, connections) pair, each
+/// named once whatever its address modes (`1 thread for 16 connections: h2-mux, h2`).
 pub fn engine_line(report: &Report) -> Option<String> {
     use crate::runner::Engine;
-    let evloop: Vec<String> = report
+    let mut groups: Vec<((usize, usize), Vec<&str>)> = Vec::new();
+    for r in report
         .runs
         .iter()
         .filter(|r| r.engine == Some(Engine::Evloop))
-        .map(|r| {
-            format!(
-                "{} ({}): {} threads for {} connections",
-                r.transport,
-                r.mode_label(),
-                r.threads,
-                r.workers
-            )
-        })
-        .collect();
-    (!evloop.is_empty()).then(|| {
+    {
+        let key = (r.threads, r.workers);
+        let name = r.transport.name();
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, names)) if !names.contains(&name) => names.push(name),
+            Some(_) => {}
+            None => groups.push((key, vec![name])),
+        }
+    }
+    (!groups.is_empty()).then(|| {
+        let parts: Vec<String> = groups
+            .iter()
+            .map(|((threads, workers), names)| {
+                format!(
+                    "{threads} thread{} for {workers} connections: {}",
+                    if *threads == 1 { "" } else { "s" },
+                    names.join(", ")
+                )
+            })
+            .collect();
         format!(
-            "on the event-loop engine (a few threads, many connections each; --engine blocking for a thread per worker): {}",
-            evloop.join(", ")
+            "event-loop engine (a few threads, many connections each; --engine blocking for a thread per worker): {}",
+            parts.join("; ")
         )
     })
 }
@@ -683,20 +700,40 @@ impl Idle {
     }
 }
 
-/// The line for the runs idle for one cause: `tcp (ip) 0.81, h2 (ip) 0.78 calls in flight
-/// on average, -c 1 asked for: …`. Under pacing it says what rate would load every worker
-/// (workers over the smallest mean: enough for each of these runs); otherwise that the
-/// workers sat idle at the start or the end.
-fn concurrency_line(cause: Idle, runs: &[&RunRecord], rate: Option<f64>, timed: bool) -> String {
-    let in_flight: Vec<String> = runs
+/// The line for the runs idle for one cause: `calls in flight below the 16 workers, on
+/// average: h2-mux 10.7-13.9, h2 13.9; …`, each transport once with the range over its
+/// modes. Under pacing it says what rate would load every worker (workers over the
+/// smallest mean: enough for each of these runs); otherwise that the workers sat idle as
+/// short runs start and stop, and, when the user asked for these workers (`asked`), what
+/// fills them.
+fn concurrency_line(
+    cause: Idle,
+    runs: &[&RunRecord],
+    rate: Option<f64>,
+    timed: bool,
+    asked: bool,
+) -> String {
+    let mut by_transport: Vec<(&str, f64, f64)> = Vec::new();
+    for r in runs {
+        let name = r.transport.name();
+        let x = r.concurrency_achieved;
+        match by_transport.iter_mut().find(|(n, _, _)| *n == name) {
+            Some((_, lo, hi)) => {
+                *lo = lo.min(x);
+                *hi = hi.max(x);
+            }
+            None => by_transport.push((name, x, x)),
+        }
+    }
+    let in_flight: Vec<String> = by_transport
         .iter()
-        .map(|r| {
-            format!(
-                "{} ({}) {}",
-                r.transport,
-                r.mode_label(),
-                units::significant(r.concurrency_achieved, 2)
-            )
+        .map(|&(name, lo, hi)| {
+            let (lo, hi) = (units::significant(lo, 2), units::significant(hi, 2));
+            if lo == hi {
+                format!("{name} {lo}")
+            } else {
+                format!("{name} {lo}-{hi}")
+            }
         })
         .collect();
     let (workers, why) = match cause {
@@ -715,33 +752,28 @@ fn concurrency_line(cause: Idle, runs: &[&RunRecord], rate: Option<f64>, timed: 
             )
         }
         Idle::ShortRun { workers } => {
-            // Workers given equal shares of -n finish at different times; with
-            // --duration, or a single worker, none waits for another.
-            let early = if timed || workers == 1 {
-                ""
-            } else {
-                "some finished their share of the calls early, or "
-            };
             let shortest = runs
                 .iter()
                 .map(|r| r.elapsed_s)
                 .fold(f64::INFINITY, f64::min);
+            // Workers given equal shares of -n finish at different times; with
+            // --duration none waits for another.
+            let fill = match (asked, timed) {
+                (false, _) => "",
+                (true, false) => "; more calls (-n) or --duration fill them",
+                (true, true) => "; a longer --duration fills them",
+            };
             (
                 workers,
                 format!(
-                    "the workers sat idle part of {} (the shortest lasted {}): {early}starting and stopping them weighs on a run this short; run longer (more calls, or --duration)",
-                    if runs.len() == 1 {
-                        "the run"
-                    } else {
-                        "each run"
-                    },
+                    "workers idle while runs this short start and stop (the shortest {}){fill}",
                     units::duration(shortest * 1e6)
                 ),
             )
         }
     };
     format!(
-        "{} calls in flight on average, -c {workers} asked for: {why}",
+        "calls in flight below the {workers} workers, on average: {}; {why}",
         in_flight.join(", ")
     )
 }

@@ -198,9 +198,15 @@ pub fn generate_certs(
     })
 }
 
-/// The names a generated leaf covers: `dns_name`, `localhost`, and every listener IP
-/// (an unspecified one, `0.0.0.0` or `::`, stands for loopback, which is then added).
-pub fn leaf_names(dns_name: &str, ips: impl IntoIterator<Item = IpAddr>) -> Vec<String> {
+/// The names a generated leaf covers: `dns_name`, `localhost`, and every listener IP. An
+/// unspecified one (`0.0.0.0`, `::`) stands for every address of the host: loopback and
+/// `interfaces` (the addresses another host reaches this one at, which rpcbench-echo
+/// prints), so that a client on another host may call it by IP and verify it.
+pub fn leaf_names(
+    dns_name: &str,
+    ips: impl IntoIterator<Item = IpAddr>,
+    interfaces: &[IpAddr],
+) -> Vec<String> {
     let mut names = vec![dns_name.to_string()];
     let mut add = |n: String| {
         if !names.contains(&n) {
@@ -212,6 +218,9 @@ pub fn leaf_names(dns_name: &str, ips: impl IntoIterator<Item = IpAddr>) -> Vec<
         if ip.is_unspecified() {
             add("127.0.0.1".into());
             add("::1".into());
+            for a in interfaces {
+                add(a.to_string());
+            }
         } else {
             add(ip.to_string());
         }
@@ -270,7 +279,12 @@ pub(crate) fn set_up(settings: &TlsSettings, ips: &[IpAddr]) -> Result<ServerTls
             (chain, key, None, None, Vec::new())
         }
         CertSource::Generate { dns_name, ca_out } => {
-            let names = leaf_names(dns_name, ips.iter().copied());
+            let interfaces = if ips.iter().any(IpAddr::is_unspecified) {
+                crate::host::interface_addrs()
+            } else {
+                Vec::new()
+            };
+            let names = leaf_names(dns_name, ips.iter().copied(), &interfaces);
             let certs = generate_certs(&names, LeafUse::Server, false)?;
             if let Some(path) = ca_out {
                 std::fs::write(path, &certs.ca_pem).map_err(|source| SetUpTlsError::WriteCa {
@@ -537,4 +551,28 @@ fn to_blocking(
         sock,
         tls: Mutex::new(tls),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_leaf_on_every_address_covers_the_host_s_addresses() {
+        let host: [IpAddr; 2] = ["192.0.2.2".parse().unwrap(), "2001:db8::2".parse().unwrap()];
+        let names = leaf_names("echo.test", ["0.0.0.0".parse().unwrap()], &host);
+        assert_eq!(
+            names,
+            [
+                "echo.test",
+                "localhost",
+                "127.0.0.1",
+                "::1",
+                "192.0.2.2",
+                "2001:db8::2"
+            ]
+        );
+        let names = leaf_names("echo.test", ["10.0.0.2".parse().unwrap()], &host);
+        assert_eq!(names, ["echo.test", "localhost", "10.0.0.2"]);
+    }
 }

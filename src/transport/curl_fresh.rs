@@ -23,6 +23,7 @@ impl Transport for CurlFresh {
         summary: "`POST /echo` through a new libcurl easy handle per call, nothing shared",
         persistent: false,
         port: Port::Http,
+        alpn: super::tls::Alpn::Http1,
         round_trips: Some(2.0),
         tls: Tls::Full,
         files_per_worker: FILES_PER_CURL_HANDLE,

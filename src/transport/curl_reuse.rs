@@ -22,6 +22,7 @@ impl Transport for CurlReuse {
         summary: "`POST /echo` through one libcurl easy handle per worker, reused",
         persistent: true,
         port: Port::Http,
+        alpn: super::tls::Alpn::Http1,
         round_trips: Some(1.0),
         fresh_twin: Some(TransportKind::CurlFresh),
         files_per_worker: FILES_PER_CURL_HANDLE,

@@ -57,6 +57,7 @@ impl Transport for Grpc {
         summary: "gRPC unary `rpcbench.v1.Echo/Call` on one HTTP/2 connection per worker: gRPC's wire (a length-prefixed protobuf message each way, `grpc-status` in the trailers or a trailers-only head) on `h2`'s frame-by-frame connection (`src/transport/h2_wire.rs`), HEADERS and DATA in one write; `grpc-mux` and `grpc-stream` use tonic's client over the `h2` crate",
         persistent: true,
         port: Port::Http,
+        alpn: super::tls::Alpn::H2,
         round_trips: Some(1.0),
         ..Facts::DEFAULT
     };

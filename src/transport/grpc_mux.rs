@@ -66,6 +66,7 @@ impl Transport for GrpcMux {
         // One connection for the whole run: `connects` is 1 on a healthy run, whatever `-c`.
         shared: true,
         port: Port::Http,
+        alpn: super::tls::Alpn::H2,
         round_trips: Some(1.0),
         unshared_twin: Some(TransportKind::Grpc),
         ..Facts::DEFAULT

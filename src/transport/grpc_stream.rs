@@ -56,6 +56,7 @@ impl Transport for GrpcStream {
         summary: "one bidirectional `rpcbench.v1.Echo/Stream` per worker; a call is one message each way",
         persistent: true,
         port: Port::Http,
+        alpn: super::tls::Alpn::H2,
         round_trips: Some(1.0),
         ..Facts::DEFAULT
     };

@@ -37,6 +37,7 @@ impl Transport for H2 {
         summary: "HTTP/2 with prior knowledge, `POST /echo` as a stream on one kept connection per worker, one stream at a time, each call driving the connection frame by frame itself (on the `h2` crate's frame layer, without its stream state machine: `src/transport/h2_wire.rs`)",
         persistent: true,
         port: Port::Http,
+        alpn: super::tls::Alpn::H2,
         round_trips: Some(1.0),
         ..Facts::DEFAULT
     };

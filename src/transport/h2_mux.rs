@@ -116,6 +116,7 @@ impl Transport for H2Mux {
         // One connection for the whole run: `connects` is 1 on a healthy run, whatever `-c`.
         shared: true,
         port: Port::Http,
+        alpn: super::tls::Alpn::H2,
         round_trips: Some(1.0),
         unshared_twin: Some(TransportKind::H2),
         ..Facts::DEFAULT

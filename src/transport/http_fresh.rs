@@ -26,6 +26,7 @@ impl Transport for HttpFresh {
         summary: "HTTP/1.1 `POST /echo` with `Connection: close` on a new connection per call (hyper; on the event loop, a lean HTTP/1.1 client)",
         persistent: false,
         port: Port::Http,
+        alpn: super::tls::Alpn::Http1,
         round_trips: Some(2.0),
         files_per_worker: FILES_PER_RUNTIME,
         ..Facts::DEFAULT

@@ -39,6 +39,7 @@ impl Transport for HttpKeepalive {
         summary: "HTTP/1.1 `POST /echo` on one kept-alive connection per worker (a lean HTTP/1.1 client: one write and one read per small reply, as wrk)",
         persistent: true,
         port: Port::Http,
+        alpn: super::tls::Alpn::Http1,
         round_trips: Some(1.0),
         fresh_twin: Some(TransportKind::HttpFresh),
         ..Facts::DEFAULT

@@ -180,6 +180,11 @@ pub struct Facts {
     pub shared: bool,
     /// The server listener it calls.
     pub port: Port,
+    /// The application protocol it speaks there, as TLS's ALPN names it: `None` for the
+    /// raw frames, `Http1`, or `H2` (HTTP/2 with prior knowledge in plain, and gRPC). The
+    /// preflight probes the port in it, so that a front that speaks only HTTP/2 passes a
+    /// run of HTTP/2 transports.
+    pub alpn: tls::Alpn,
     /// Round trips one call waits for on a plain connection by IP (the round-trip model,
     /// `src/model.rs`): a kept connection sends its request and waits for the reply, one; a
     /// connection per call first waits for the SYN-ACK, two (its close does not block);
@@ -209,6 +214,7 @@ impl Facts {
         persistent: true,
         shared: false,
         port: Port::Tcp,
+        alpn: tls::Alpn::None,
         round_trips: Some(1.0),
         tls: Tls::All,
         fresh_twin: None,
