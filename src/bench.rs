@@ -467,7 +467,7 @@ impl Session {
                     format!("{kind} not run: a target's Unix socket is on its own host; give its path with --unix PATH")
                 }
                 Port::Udp if self.plan.udp_port.is_none() => {
-                    format!("{kind} not run: give the target's UDP port with --udp-port N (rpcbench-echo --udp ADDR)")
+                    format!("{kind} not run: give the target's UDP port with --udp-port PORT (rpcbench-echo --udp ADDR)")
                 }
                 _ => format!(
                     "{kind} not run in mode {}: a socket path has no name to look up, so only mode ip applies",

@@ -32,7 +32,7 @@ pub struct BenchArgs {
     pub http_port: u16,
     /// UDP port of the target (rpcbench-echo --udp). With --target and without it, `udp`
     /// is not run (said on stderr); the embedded server opens one.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "PORT")]
     pub udp_port: Option<u16>,
     /// Unix socket of the target, on this host (rpcbench-echo --unix). With --target and
     /// without it, `unix` is not run (said on stderr); the embedded server opens one in a
