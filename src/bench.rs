@@ -479,7 +479,7 @@ impl Session {
     }
 
     /// Where the session's threads were placed.
-    pub fn placement(&self) -> &PlacementRecord {
+    pub fn placement(&self) -> PlacementRecord {
         self.placed.record()
     }
 
@@ -598,7 +598,7 @@ impl Session {
                 plan.http_port,
             ),
             environment: Environment {
-                placement: Some(self.placed.record().clone()),
+                placement: Some(self.placed.record()),
                 ..Environment::detect()
             },
             server,
@@ -1058,6 +1058,8 @@ fn run_jobs(
                 Some(step) => format!("[{at}/{of}] {kind} {modes} · {step}"),
                 None => format!("[{at}/{of}] {kind} {modes}{rounds}"),
             };
+            // A default run's rows of several workers are split off the server's CPU.
+            session.placed.enter_for(workers)?;
             observer.job_started(&label, config, done.clone());
             // The responder's count around the run: what one lookup really asked, also
             // under `system`, whose queries rpcbench cannot see itself.

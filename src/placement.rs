@@ -35,8 +35,8 @@ pub enum Placement {
     /// The default: `same-core` when one worker makes the calls (`-c 1`), or when the
     /// process has one CPU; `split` when several workers load an embedded server (each
     /// side then has a CPU of its own, as a load tool and its server on two machines
-    /// would); against `--target` at `-c` above 1, the client's workers are not placed,
-    /// so that they may use every CPU. Decided once, before the first call.
+    /// would), the rows of 16 workers a default run adds too; against `--target` at `-c`
+    /// above 1, the client's workers are not placed, so that they may use every CPU.
     #[default]
     Auto,
     /// Client and embedded server on one CPU: each call's wake-up stays on that core, so
@@ -102,11 +102,26 @@ pub struct PlacementRecord {
     /// (`rpcbench-echo --cpus` there). False in reports from before it.
     #[serde(default)]
     pub remote_server: bool,
+    /// The client's CPU for the runs of several workers that a one-worker run with the
+    /// embedded server adds (the multiplexing rows of a default run at 16 workers):
+    /// `auto` splits them off the server's CPU, as it places a run of several workers.
+    /// Absent when no run was so placed, and in reports from before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loaded_client_cpu: Option<usize>,
 }
 
 impl PlacementRecord {
     /// How a heading says it, e.g. `placed: client and server on CPU 1`.
     pub fn describe(&self) -> String {
+        let text = self.describe_one_worker();
+        match self.loaded_client_cpu {
+            Some(c) => format!("{text}; runs of several workers: client on CPU {c}"),
+            None => text,
+        }
+    }
+
+    /// [`PlacementRecord::describe`] of the runs of the workers asked for.
+    fn describe_one_worker(&self) -> String {
         match (self.client_cpu, self.server_cpu) {
             (Some(c), Some(s)) if c == s => format!("placed: client and server on CPU {c}"),
             (Some(c), Some(s)) => format!("placed: client on CPU {c}, server on CPU {s}"),
@@ -143,6 +158,11 @@ pub enum PlaceThreadsError {
 pub struct Placed {
     original: Option<CpuSet>,
     record: PlacementRecord,
+    /// Where `auto` puts the client of a run of several workers when it put the run's
+    /// one worker on the server's CPU: another CPU (split).
+    split_client_cpu: Option<usize>,
+    /// Set once a run was placed on `split_client_cpu`.
+    split_used: std::sync::atomic::AtomicBool,
 }
 
 impl Placed {
@@ -158,6 +178,7 @@ impl Placed {
         let original = sched_getaffinity(Pid::from_raw(0)).map_err(PlaceThreadsError::Affinity)?;
         let cpus = cpus_of(&original);
         let allowed = cpu_list(&cpus);
+        let asked = placement;
         let placement = placement.resolve(concurrency, embedded, cpus.len());
         let here = current_cpu().filter(|c| cpus.contains(c));
         let first = here.or_else(|| cpus.first().copied());
@@ -174,6 +195,14 @@ impl Placed {
                 }
             }
         };
+        // `auto` at one worker, with an embedded server and a CPU to spare: a run of
+        // several workers in it (a default run's multiplexing rows) is split off.
+        let split_client_cpu = match (asked, placement, server_cpu) {
+            (Placement::Auto, Placement::SameCore, Some(server)) => {
+                cpus.iter().copied().find(|&c| c != server)
+            }
+            _ => None,
+        };
         let placed = Placed {
             original: client_cpu.map(|_| original),
             record: PlacementRecord {
@@ -182,7 +211,10 @@ impl Placed {
                 client_cpu,
                 server_cpu,
                 remote_server: !embedded,
+                loaded_client_cpu: None,
             },
+            split_client_cpu,
+            split_used: std::sync::atomic::AtomicBool::new(false),
         };
         if let Some(cpu) = server_cpu.or(client_cpu) {
             pin_current_thread(cpu)?;
@@ -199,9 +231,28 @@ impl Placed {
         }
     }
 
+    /// Moves the calling thread onto the client's CPU for a run of `workers`: the
+    /// client's, or, for several workers in a one-worker `auto` run with the embedded
+    /// server, a CPU other than the server's (recorded as
+    /// [`PlacementRecord::loaded_client_cpu`]). The threads the run starts inherit it.
+    pub fn enter_for(&self, workers: usize) -> Result<(), PlaceThreadsError> {
+        match self.split_client_cpu {
+            Some(cpu) if workers > 1 => {
+                self.split_used
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                pin_current_thread(cpu)
+            }
+            _ => self.enter_client(),
+        }
+    }
+
     /// What was placed where.
-    pub fn record(&self) -> &PlacementRecord {
-        &self.record
+    pub fn record(&self) -> PlacementRecord {
+        let used = self.split_used.load(std::sync::atomic::Ordering::Relaxed);
+        PlacementRecord {
+            loaded_client_cpu: self.split_client_cpu.filter(|_| used),
+            ..self.record.clone()
+        }
     }
 }
 
@@ -429,7 +480,7 @@ mod tests {
         std::thread::spawn(|| {
             let before = sched_getaffinity(Pid::from_raw(0)).unwrap();
             let placed = Placed::new(Placement::SameCore, 1, true).unwrap();
-            let r = placed.record().clone();
+            let r = placed.record();
             let cpu = r.client_cpu.unwrap();
             assert_eq!(r.server_cpu, Some(cpu));
             let tid = nix::unistd::gettid().to_string();
@@ -439,6 +490,45 @@ mod tests {
             assert_eq!(child.join().unwrap().unwrap(), cpu.to_string());
             drop(placed);
             assert_eq!(sched_getaffinity(Pid::from_raw(0)).unwrap(), before);
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// `auto` at one worker with the embedded server puts both on one CPU, and a run of
+    /// several workers in it (a default run's multiplexing rows) on another; the record
+    /// says so once such a run was placed. Said only where the process has two CPUs.
+    #[test]
+    fn auto_splits_the_runs_of_several_workers_off_the_server_s_cpu() {
+        let allowed = cpus_of(&sched_getaffinity(Pid::from_raw(0)).unwrap());
+        if allowed.len() < 2 {
+            return;
+        }
+        std::thread::spawn(|| {
+            let placed = Placed::new(Placement::Auto, 1, true).unwrap();
+            let r = placed.record();
+            let server = r.server_cpu.unwrap();
+            assert_eq!(r.client_cpu, Some(server), "one worker: same core");
+            assert_eq!(r.loaded_client_cpu, None, "no run of several workers yet");
+            let tid = || nix::unistd::gettid().to_string();
+            placed.enter_for(1).unwrap();
+            assert_eq!(thread_cpus(&tid()).unwrap(), server.to_string());
+            placed.enter_for(16).unwrap();
+            let loaded = placed.record().loaded_client_cpu.expect("recorded");
+            assert_ne!(loaded, server);
+            assert_eq!(thread_cpus(&tid()).unwrap(), loaded.to_string());
+            assert!(
+                placed
+                    .record()
+                    .describe()
+                    .ends_with(&format!("runs of several workers: client on CPU {loaded}"))
+            );
+            placed.enter_for(1).unwrap();
+            assert_eq!(thread_cpus(&tid()).unwrap(), server.to_string());
+            // Asked for by name, same-core stays same-core for every run.
+            let same = Placed::new(Placement::SameCore, 1, true).unwrap();
+            same.enter_for(16).unwrap();
+            assert_eq!(same.record().loaded_client_cpu, None);
         })
         .join()
         .unwrap();

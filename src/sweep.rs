@@ -201,7 +201,7 @@ pub fn run(spec: &SweepSpec, observer: &mut dyn Observer) -> Result<SweepReport,
         }
     }
     let target = session.label().to_string();
-    let placement = session.placement().clone();
+    let placement = session.placement();
     let _ = session.close();
     Ok(SweepReport {
         rpcbench: env!("CARGO_PKG_VERSION").to_string(),

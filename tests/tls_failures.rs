@@ -224,9 +224,7 @@ fn plain_client_on_tls_ports() {
         ("--tcp-port", s.tls.unwrap().port()),
         ("--http-port", s.https.unwrap().port()),
     ];
-    // gRPC is left out: tonic's connection task may see the alert after the call saw the
-    // connection end, and count it lost.
-    let https: Vec<&str> = HTTPS.iter().copied().filter(|t| *t != "grpc-mux").collect();
+    let https: Vec<&str> = HTTPS.to_vec();
     let all: Vec<&str> = RAW.iter().chain(&https).copied().collect();
     let out = client(&ports, &all, &["--timeout", "2s"]);
     all_failed_as(&out, "tls_plain_client");

@@ -10,9 +10,10 @@
 //! 1.5× h2load's gRPC call (`report/peers.sh`): its codec, body and `h2` stream machinery
 //! ran per call for a message of a few dozen bytes.
 //!
-//! What the other gRPC transports share (tonic's client on the `h2` crate's connection,
-//! whose streams `grpc-mux` and `grpc-stream` multiplex or keep open, the request, the
-//! error kinds) lives here too, as `h2.rs` holds what `h2-mux` uses.
+//! What the other gRPC transports share lives here too, as `h2.rs` holds what `h2-mux`
+//! uses: the unary request and reply, which `grpc-mux` makes on its shared connection;
+//! tonic's client on the `h2` crate's connection, whose stream `grpc-stream` keeps open;
+//! the request message and the error kinds.
 
 use super::h2::H2Conn;
 use super::h2_wire::{Outgoing, Replied};
@@ -21,7 +22,6 @@ use super::{Call, CallError, Endpoint, Facts, OpenTransportError, Phases, Port, 
 use crate::proto::{CALL_PATH, EchoReply, EchoRequest};
 use bytes::{BufMut, Bytes};
 use hyper::header::{self, HeaderMap, HeaderValue};
-use hyper::http::uri::PathAndQuery;
 use prost::Message as _;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -54,7 +54,7 @@ pub struct Grpc {
 
 impl Transport for Grpc {
     const FACTS: Facts = Facts {
-        summary: "gRPC unary `rpcbench.v1.Echo/Call` on one HTTP/2 connection per worker: gRPC's wire (a length-prefixed protobuf message each way, `grpc-status` in the trailers or a trailers-only head) on `h2`'s frame-by-frame connection (`src/transport/h2_wire.rs`), HEADERS and DATA in one write; `grpc-mux` and `grpc-stream` use tonic's client over the `h2` crate",
+        summary: "gRPC unary `rpcbench.v1.Echo/Call` on one HTTP/2 connection per worker: gRPC's wire (a length-prefixed protobuf message each way, `grpc-status` in the trailers or a trailers-only head) on `h2`'s frame-by-frame connection (`src/transport/h2_wire.rs`), HEADERS and DATA in one write; `grpc-stream` uses tonic's client over the `h2` crate",
         persistent: true,
         port: Port::Http,
         alpn: super::tls::Alpn::H2,
@@ -92,7 +92,7 @@ impl Transport for Grpc {
 }
 
 /// The unary request of `call` to `uri`: gRPC's headers and the length-prefixed message.
-fn unary_request(uri: hyper::Uri, call: &Call<'_>) -> Result<Outgoing, CallError> {
+pub(super) fn unary_request(uri: hyper::Uri, call: &Call<'_>) -> Result<Outgoing, CallError> {
     let msg = request(call);
     let len = msg.encoded_len();
     let mut payload = bytes::BytesMut::with_capacity(PREFIX + len);
@@ -122,7 +122,10 @@ fn unary_request(uri: hyper::Uri, call: &Call<'_>) -> Result<Outgoing, CallError
 /// trailers-only reply, the head's); an error status is the call's error; a reply that
 /// is not gRPC, has no status, or has other than one uncompressed message breaks the
 /// protocol.
-fn unary_reply(replied: &Replied, body: &[u8]) -> Result<(EchoReply, Option<Duration>), CallError> {
+pub(super) fn unary_reply(
+    replied: &Replied,
+    body: &[u8],
+) -> Result<(EchoReply, Option<Duration>), CallError> {
     let grpc = replied
         .head
         .get(header::CONTENT_TYPE)
@@ -188,7 +191,7 @@ pub(super) async fn connect(
     addr: SocketAddr,
     opened: Arc<Opened>,
     deadline: Instant,
-) -> Result<(Client, super::h2::Ended), CallError> {
+) -> Result<Client, CallError> {
     let secure = endpoint.secure(super::tls::Alpn::H2);
     let (stream, took) = super::connect_nodelay(addr, secure, deadline, &endpoint.tcp_info).await?;
     opened.count.fetch_add(1, Relaxed);
@@ -196,13 +199,13 @@ pub(super) async fn connect(
     // The slot is the transport's, kept across its connections: a failure an earlier
     // connection met must not explain this one's.
     opened.noted.clear();
-    let (sender, ended) = super::h2::handshake(stream, opened.noted.clone()).await?;
+    let sender = super::h2::handshake(stream, opened.noted.clone()).await?;
     let origin = super::h2::origin(endpoint)
         .parse()
         .map_err(|_| CallError::Protocol)?;
-    Ok((
-        tonic::client::Grpc::with_origin(H2Service { sender }, origin),
-        ended,
+    Ok(tonic::client::Grpc::with_origin(
+        H2Service { sender },
+        origin,
     ))
 }
 
@@ -423,46 +426,6 @@ pub(super) fn limited<T>(msg: T, max: usize) -> tonic::Request<T> {
     let mut req = tonic::Request::new(msg);
     req.extensions_mut().insert(MaxMessage(max));
     req
-}
-
-/// One unary call on `client`: the reply and the server time of its trailers. A reply
-/// message may be at most `max` bytes.
-pub(super) async fn unary(
-    client: &mut Client,
-    req: EchoRequest,
-    max: usize,
-    phases: &mut Phases,
-) -> Result<(EchoReply, Option<Duration>), CallError> {
-    client.ready().await.map_err(|e| classify_error(&e))?;
-    let sent = Instant::now();
-    let resp = client
-        .server_streaming(
-            limited(req, max),
-            PathAndQuery::from_static(CALL_PATH),
-            tonic_prost::ProstCodec::default(),
-        )
-        .await
-        .map_err(|s| classify_status(&s))?;
-    phases.first_byte = Some(sent.elapsed());
-    let mut replies = resp.into_inner();
-    let reply = replies
-        .message()
-        .await
-        .map_err(|s| classify_status(&s))?
-        .ok_or(CallError::Protocol)?;
-    // A unary reply is one message: a second one breaks the protocol. Reading on also
-    // reads the trailers, with the status.
-    if replies
-        .message()
-        .await
-        .map_err(|s| classify_status(&s))?
-        .is_some()
-    {
-        return Err(CallError::Protocol);
-    }
-    let trailers = replies.trailers().await.map_err(|s| classify_status(&s))?;
-    let server = trailers.and_then(|t| http::server_timing(&t.into_headers()));
-    checked(reply).map(|r| (r, server))
 }
 
 /// `reply`, unless its TCP-protocol status says it failed.

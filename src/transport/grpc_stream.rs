@@ -98,7 +98,7 @@ impl Transport for GrpcStream {
                     open
                 }
                 (slot, Some(addr)) => {
-                    let (mut client, _) =
+                    let mut client =
                         Box::pin(connect(endpoint, addr, opened.clone(), deadline)).await?;
                     connecting.set(false);
                     client

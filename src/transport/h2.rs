@@ -6,10 +6,11 @@
 //! Both engines share [`H2Conn`]: the blocking one runs its calls on the worker's own
 //! current-thread runtime, the event loop in one of its connection tasks.
 //!
-//! `grpc` makes its calls on an [`H2Conn`] too; `h2-mux` opens its socket and makes its
-//! requests here ([`open_stream`], [`echo_request`]) for its own connection
-//! ([`super::h2_mux_wire`]). This file also holds what `grpc-mux` and `grpc-stream` use,
-//! whose streams tonic drives: the `h2` crate's client connection ([`handshake`]).
+//! `grpc` makes its calls on an [`H2Conn`] too; `h2-mux` and `grpc-mux` open their socket
+//! here ([`open_stream`]) for their shared connection ([`super::h2_mux_wire`]), and
+//! `h2-mux` makes its requests here ([`echo_request`]). This file also holds what
+//! `grpc-stream` uses, whose stream tonic drives: the `h2` crate's client connection
+//! ([`handshake`]).
 
 use super::h2_wire::{CONNECTION_WINDOW, Outgoing, Replied, STREAM_WINDOW, Wire};
 use super::http::{self, worker_runtime};
@@ -263,18 +264,6 @@ pub(super) fn origin(endpoint: &Endpoint) -> String {
 /// HEADERS writev, then a 73-byte DATA writev), which woke the server twice per call.
 pub(super) type Sender = ::h2::client::SendRequest<Bytes>;
 
-/// Set when a connection's task has ended (the server closed it, or it failed): a shared
-/// connection is then opened anew before the next call rather than failing it.
-#[derive(Clone, Default)]
-pub(super) struct Ended(std::sync::Arc<std::sync::atomic::AtomicBool>);
-
-impl Ended {
-    /// True once the connection is gone.
-    pub(super) fn get(&self) -> bool {
-        self.0.load(std::sync::atomic::Ordering::Acquire)
-    }
-}
-
 /// A connected socket to `addr` (TCP_NODELAY, then TLS with ALPN `h2` when the run asks
 /// for it), and what connecting took.
 pub(super) async fn open_stream(
@@ -287,12 +276,11 @@ pub(super) async fn open_stream(
 }
 
 /// The HTTP/2 handshake on a connected `stream`, whose TLS failures go to `noted`; the
-/// connection is then driven by a task on the current runtime, which sets the returned
-/// flag when it ends.
+/// connection is then driven by a task on the current runtime.
 pub(super) async fn handshake<T>(
     stream: T,
     noted: std::sync::Arc<TlsNoted>,
-) -> Result<(Sender, Ended), CallError>
+) -> Result<Sender, CallError>
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -305,14 +293,11 @@ where
         .handshake::<_, Bytes>(stream)
         .await
         .map_err(|e| classify(&e))?;
-    let ended = Ended::default();
-    let flag = ended.clone();
     tokio::spawn(async move {
         // Errors surface on the streams; the connection task just ends.
         let _ = conn.await;
-        flag.0.store(true, std::sync::atomic::Ordering::Release);
     });
-    Ok((sender, ended))
+    Ok(sender)
 }
 
 /// `POST /echo` for `call`: its URI, its seq header and its payload.

@@ -153,7 +153,7 @@ registry! {
     /// gRPC unary `rpcbench.v1.Echo/Call`, one HTTP/2 connection per worker.
     Grpc = grpc::{Grpc}, "grpc";
     /// gRPC unary calls with all workers sharing one channel (one HTTP/2 connection).
-    GrpcMux = grpc_mux::{GrpcMux}, "grpc-mux";
+    GrpcMux = grpc_mux::{GrpcMux, AsyncGrpcMux}, "grpc-mux";
     /// gRPC bidirectional `rpcbench.v1.Echo/Stream`, one stream per worker, a call being
     /// one message each way.
     GrpcStream = grpc_stream::{GrpcStream}, "grpc-stream";
@@ -1071,7 +1071,7 @@ mod tests {
         ("h2", 8, Port::Http, true),
         ("h2-mux", 1, Port::Http, true),
         ("grpc", 8, Port::Http, false),
-        ("grpc-mux", 1, Port::Http, false),
+        ("grpc-mux", 1, Port::Http, true),
         ("grpc-stream", 8, Port::Http, false),
         ("unix", 8, Port::Unix, true),
         ("udp", 8, Port::Udp, true),

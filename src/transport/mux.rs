@@ -2,13 +2,23 @@
 //! common: the run's one connection in a slot with a generation, opened by whichever
 //! worker finds the slot empty (under a lock, so that workers arriving together open one
 //! connection, not one each), and dropped only by a worker whose call failed on that very
-//! generation; plus, for the blocking engine, the one runtime thread that drives it.
+//! generation; for the blocking engine, the one runtime thread that drives it; and the
+//! worker's handle ([`MuxHandle`]), whose calls are streams on the run's [`MuxWire`]. What
+//! a call asks and how its reply is read is the transport's own ([`MuxProtocol`]): HTTP/2's
+//! `POST /echo` for `h2-mux`, gRPC's unary `Call` for `grpc-mux`, on the same frame layer.
 
-use super::{CallError, Endpoint, Phases};
+use super::h2::{Origin, open_stream};
+use super::h2_mux_wire::{Done, MuxWire};
+use super::h2_wire::Outgoing;
+use super::{
+    AsyncTransport, Call, CallError, CallTimer, Endpoint, Facts, OpenTransportError, Phases, Reply,
+    Transport, remaining,
+};
+use std::cell::Cell;
 use std::net::SocketAddr;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::time::Instant;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 /// A run's one shared connection (or channel) `C`, kept in the run's
 /// [`RunShared`](super::RunShared).
@@ -111,4 +121,217 @@ pub(super) async fn http_addr(
     .map_err(|_| CallError::Io)??;
     phases.dns = dns;
     Ok(addr)
+}
+
+/// What a call on the shared connection asks and how its reply is read: the part of a
+/// shared-connection transport that is its own.
+pub(super) trait MuxProtocol: Default + Send + 'static {
+    /// The transport's answers ([`Transport::FACTS`]).
+    const FACTS: Facts;
+
+    /// The blocking engine's connection thread.
+    const THREAD: &'static str;
+
+    /// The request of `call`, on the connection whose requests start with `origin`.
+    fn request(origin: &mut Origin, call: &Call<'_>) -> Result<Outgoing, CallError>;
+
+    /// The call's reply from its finished stream, kept in `self` until the next call.
+    fn reply(&mut self, done: Done) -> Result<Reply<'_>, CallError>;
+
+    /// The buffer the next reply is read into (the last reply's, cleared by the wire).
+    fn recycle(&mut self) -> Vec<u8>;
+}
+
+/// One worker's (or event-loop task's) handle on the run's shared connection, and what
+/// its calls need, whichever engine runs them.
+pub(super) struct MuxHandle<P> {
+    shared: Arc<Shared<Arc<MuxWire>>>,
+    endpoint: Endpoint,
+    timeout: Duration,
+    /// Where every request's URI starts.
+    origin: Origin,
+    /// The last reply.
+    protocol: P,
+    /// Connections this worker opened (the first call of the run opens it).
+    connects: u64,
+    /// The generation of the connection this worker's last call used.
+    used: Option<u64>,
+}
+
+impl<P: MuxProtocol> MuxHandle<P> {
+    pub(super) fn new(endpoint: Endpoint, timeout: Duration) -> MuxHandle<P> {
+        MuxHandle {
+            // Keyed by the protocol: an h2-mux and a grpc-mux run never share a wire.
+            shared: endpoint.shared.get::<MuxSlot<P>>().slot.clone(),
+            origin: Origin::new(&endpoint),
+            endpoint,
+            timeout,
+            protocol: P::default(),
+            connects: 0,
+            used: None,
+        }
+    }
+
+    /// Makes the call as a new stream on the shared connection, opening it if need be.
+    async fn exchange(
+        &mut self,
+        call: &Call<'_>,
+        deadline: Instant,
+        phases: &mut Phases,
+        connecting: &Cell<bool>,
+    ) -> Result<Reply<'_>, CallError> {
+        let req = P::request(&mut self.origin, call)?;
+        let MuxHandle {
+            shared,
+            endpoint,
+            connects,
+            ..
+        } = self;
+        let (wire, generation) = shared
+            .get(
+                |wire| wire.usable(),
+                async || {
+                    connecting.set(true);
+                    let addr = http_addr(endpoint, deadline, phases).await?;
+                    let (sock, took) = open_stream(addr, deadline, endpoint).await?;
+                    let wire = MuxWire::open(sock, Arc::default()).await?;
+                    connecting.set(false);
+                    *connects += 1;
+                    took.record(phases);
+                    Ok(wire)
+                },
+            )
+            .await?;
+        self.used = Some(generation);
+        let done = wire.call(req, self.protocol.recycle()).await?;
+        phases.first_byte = done.first_byte;
+        self.protocol.reply(done)
+    }
+
+    /// One call on the blocking engine: the worker blocks on the connection's runtime.
+    pub(super) fn call_blocking(
+        &mut self,
+        call: &Call<'_>,
+        phases: &mut Phases,
+    ) -> Result<Reply<'_>, CallError> {
+        let deadline = Instant::now() + self.timeout;
+        let shared = self.shared.clone();
+        let connecting = Cell::new(false);
+        shared.runtime(P::THREAD)?.block_on(super::within(
+            remaining(deadline)?,
+            &connecting,
+            self.exchange(call, deadline, phases, &connecting),
+        ))
+    }
+
+    /// One call on the event loop, timed by the task's `timer`.
+    pub(super) async fn call_async(
+        &mut self,
+        timer: &mut CallTimer,
+        call: &Call<'_>,
+        phases: &mut Phases,
+    ) -> Result<Reply<'_>, CallError> {
+        let deadline = Instant::now() + self.timeout;
+        let connecting = Cell::new(false);
+        timer
+            .within(
+                deadline,
+                &connecting,
+                self.exchange(call, deadline, phases, &connecting),
+            )
+            .await
+    }
+
+    /// After a failed call on the blocking engine: drops the connection if it is still
+    /// the one the call failed on.
+    pub(super) fn reset_blocking(&mut self) {
+        let Some(failed) = self.used.take() else {
+            return;
+        };
+        if let Ok(rt) = self.shared.runtime(P::THREAD) {
+            rt.block_on(self.shared.forget(failed));
+        }
+    }
+
+    /// As [`MuxHandle::reset_blocking`], on the event loop.
+    pub(super) fn reset_async(&mut self) {
+        if let Some(failed) = self.used.take() {
+            self.shared.try_forget(failed);
+        }
+    }
+
+    /// Connections this worker opened.
+    pub(super) fn connects(&self) -> u64 {
+        self.connects
+    }
+}
+
+/// The run's shared connection of one protocol, as [`RunShared`](super::RunShared)
+/// keeps it (by type, so each protocol has its own).
+struct MuxSlot<P> {
+    slot: Arc<Shared<Arc<MuxWire>>>,
+    _protocol: std::marker::PhantomData<fn() -> P>,
+}
+
+impl<P> Default for MuxSlot<P> {
+    fn default() -> Self {
+        MuxSlot {
+            slot: Arc::default(),
+            _protocol: std::marker::PhantomData,
+        }
+    }
+}
+
+/// A shared-connection transport on the blocking engine: the worker blocks on the
+/// connection's runtime thread for each call. `h2-mux` and `grpc-mux` are this, each with
+/// its own protocol.
+pub(super) struct BlockingMux<P>(MuxHandle<P>);
+
+impl<P: MuxProtocol> Transport for BlockingMux<P> {
+    const FACTS: Facts = P::FACTS;
+
+    fn open(endpoint: Endpoint, timeout: Duration) -> Result<Self, OpenTransportError> {
+        Ok(BlockingMux(MuxHandle::new(endpoint, timeout)))
+    }
+
+    fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
+        self.0.call_blocking(call, phases)
+    }
+
+    fn reset(&mut self) {
+        self.0.reset_blocking();
+    }
+
+    fn connects(&self) -> u64 {
+        self.0.connects()
+    }
+}
+
+/// A shared-connection transport on the event loop: every task of the run's one loop
+/// makes its calls as streams on the shared connection, whose task runs on the same loop.
+pub(super) struct AsyncMux<P> {
+    /// The timer of this task's calls.
+    timer: CallTimer,
+    handle: MuxHandle<P>,
+}
+
+impl<P: MuxProtocol> AsyncTransport for AsyncMux<P> {
+    fn open(endpoint: Endpoint, timeout: Duration) -> Self {
+        AsyncMux {
+            timer: CallTimer::default(),
+            handle: MuxHandle::new(endpoint, timeout),
+        }
+    }
+
+    async fn call(&mut self, call: &Call<'_>, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
+        self.handle.call_async(&mut self.timer, call, phases).await
+    }
+
+    fn reset(&mut self) {
+        self.handle.reset_async();
+    }
+
+    fn connects(&self) -> u64 {
+        self.handle.connects()
+    }
 }
