@@ -9,7 +9,7 @@
 //!
 //! `server ADDR` listens on ADDR (port 0 picks a free port), prints `listening ADDR` with the
 //! real address, and serves each connection on its own thread: it reads one request frame,
-//! writes a real [`Response`] (same seq, status 0, server_ns 0, the request's payload, or the
+//! writes a real `Response` (same seq, status 0, server_ns 0, the request's payload, or the
 //! pattern when `reply_len` is set), and closes.
 //!
 //! `client ADDR N` makes W warm-up calls (default 100) and then N timed calls, one after the
@@ -24,8 +24,7 @@
 mod common;
 
 use common::ClientArgs;
-use rpcbench::wire::{self, LEN_PREFIX, Request, Response, ResponseRef, Status};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -34,41 +33,7 @@ const USAGE: &str =
     "usage: crr_ref server ADDR\n       crr_ref client ADDR N [--payload BYTES] [--warmup W]";
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args.first().map(String::as_str) {
-        Some("server") if args.len() == 2 => server(&args[1]),
-        Some("client") if args.len() >= 3 => client(&args[1..]),
-        Some("-h" | "--help") => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        _ => {
-            eprintln!("{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("crr_ref: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// Reads one whole frame (prefix and body) into `buf`; returns the body's range.
-fn read_frame(
-    stream: &mut TcpStream,
-    buf: &mut Vec<u8>,
-) -> std::io::Result<std::ops::Range<usize>> {
-    let mut prefix = [0; LEN_PREFIX];
-    stream.read_exact(&mut prefix)?;
-    let len = wire::check_len(prefix, wire::DEFAULT_MAX_FRAME)
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-    buf.clear();
-    buf.resize(len, 0);
-    stream.read_exact(buf)?;
-    Ok(0..len)
+    common::server_or_client("crr_ref", USAGE, server, client)
 }
 
 fn server(addr: &str) -> Result<(), String> {
@@ -92,25 +57,11 @@ fn server(addr: &str) -> Result<(), String> {
 fn serve_one(mut stream: TcpStream) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     let mut buf = Vec::with_capacity(256);
-    let body = read_frame(&mut stream, &mut buf)?;
-    let req: Request = wire::decode_body(&buf[body])
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-    let payload = match req.reply_len {
-        None => req.payload,
-        Some(n) => {
-            let mut p = Vec::with_capacity(n as usize);
-            wire::pattern(req.seq, n as usize, &mut p);
-            p
-        }
-    };
-    let resp = Response {
-        seq: req.seq,
-        status: Status::Ok as u8,
-        server_ns: 0,
-        payload,
-    };
-    let mut out = Vec::with_capacity(resp.payload.len() + 32);
-    wire::encode_frame(&resp, &mut out);
+    if !common::read_frame(&mut stream, &mut buf)? {
+        return Ok(());
+    }
+    let mut out = Vec::with_capacity(256);
+    common::echo_reply(&buf, &mut out)?;
     stream.write_all(&out)
     // Dropping the stream closes it.
 }
@@ -133,32 +84,7 @@ fn client(args: &[String]) -> Result<(), String> {
         stream
             .set_nodelay(true)
             .map_err(|e| format!("call {seq}: TCP_NODELAY: {e}"))?;
-        out.clear();
-        wire::encode_frame(
-            &Request {
-                seq,
-                reply_len: None,
-                delay_us: 0,
-                // The copy is a 64-byte memcpy; it keeps the reference to the public types.
-                payload: payload.clone(),
-            },
-            &mut out,
-        );
-        stream
-            .write_all(&out)
-            .map_err(|e| format!("call {seq}: write: {e}"))?;
-        let body =
-            read_frame(&mut stream, &mut inbuf).map_err(|e| format!("call {seq}: read: {e}"))?;
-        let resp: ResponseRef =
-            wire::decode_body(&inbuf[body]).map_err(|e| format!("call {seq}: bad reply: {e}"))?;
-        if resp.seq != seq || resp.status != Status::Ok as u8 || resp.payload != payload {
-            return Err(format!(
-                "call {seq}: wrong reply (seq {}, status {}, {} payload bytes)",
-                resp.seq,
-                resp.status,
-                resp.payload.len()
-            ));
-        }
+        common::call(&mut stream, seq, &payload, &mut out, &mut inbuf)?;
         drop(stream);
         let took = started.elapsed();
         if seq > warmup {

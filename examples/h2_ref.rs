@@ -20,7 +20,6 @@
 mod common;
 
 use bytes::Bytes;
-use common::ClientArgs;
 use rpcbench::wire::SEQ_HEADER;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -28,50 +27,15 @@ use std::time::{Duration, Instant};
 const USAGE: &str = "usage: h2_ref ADDR N [--payload BYTES] [--warmup W]";
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().is_some_and(|a| a == "-h" || a == "--help") {
-        println!("{USAGE}");
-        return ExitCode::SUCCESS;
-    }
-    if args.len() < 2 {
-        eprintln!("{USAGE}");
-        return ExitCode::from(2);
-    }
-    match run(&args) {
-        Ok(mean) => {
-            println!("mean_us {:.3}", mean.as_secs_f64() * 1e6);
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("h2_ref: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    common::client_only("h2_ref", USAGE, run)
 }
 
 fn run(args: &[String]) -> Result<Duration, String> {
-    let addr: std::net::SocketAddr = args[0]
-        .parse()
-        .map_err(|e| format!("ADDR {:?}: {e}", args[0]))?;
-    let args = ClientArgs::parse(&args[1..], 200, USAGE)?;
-    let calls = args.calls;
-    let warmup = args.warmup;
+    let (addr, args, rt) = common::client_setup(args, 200, USAGE)?;
+    let (calls, warmup) = (args.calls, args.warmup);
     let payload = Bytes::from(args.payload());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("runtime: {e}"))?;
     rt.block_on(async move {
-        let tcp = tokio::net::TcpStream::connect(addr)
-            .await
-            .map_err(|e| format!("connect {addr}: {e}"))?;
-        tcp.set_nodelay(true).map_err(|e| e.to_string())?;
-        let (mut sender, conn) = h2::client::handshake(tcp)
-            .await
-            .map_err(|e| format!("HTTP/2 handshake: {e}"))?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
+        let mut sender = common::h2_connect(addr).await?;
         let uri: hyper::Uri = format!("http://{addr}/echo")
             .parse()
             .map_err(|e| format!("URI: {e}"))?;

@@ -108,7 +108,7 @@ load_bin="$target_dir/release/examples/tcp_load"
 
 # ---- nginx ------------------------------------------------------------------------------
 nginx_port=$(free_port 127.0.0.1)
-write_nginx_conf "$tmp/nginx" "$nginx_port" "$reply_len"
+write_nginx_conf "$tmp/nginx" "$reply_len" "127.0.0.1:$nginx_port"
 taskset -c "$server_cpu" "$nginx_bin" -p "$tmp/nginx/" -e "$tmp/nginx/error.log" \
     -c "$tmp/nginx/nginx.conf" &
 nginx_pid=$!

@@ -63,17 +63,20 @@ listen_addr() {
     die "no 'listening $proto' line in $file"
 }
 
-# write_nginx_conf DIR PORT BODY_BYTES [DIRECTIVE...]: DIR/nginx.conf for one worker on
-# 127.0.0.1:PORT answering every request with 200 and BODY_BYTES bytes of 'x', logging
-# nothing per request; each DIRECTIVE (e.g. 'master_process off;') is added at the top.
+# write_nginx_conf DIR BODY_BYTES LISTEN...: DIR/nginx.conf for one worker answering every
+# request with 200 and BODY_BYTES bytes of 'x', logging nothing per request, with a
+# `listen LISTEN;` for each LISTEN (`127.0.0.1:PORT`, or `127.0.0.1:PORT http2` for h2c by
+# prior knowledge).
 write_nginx_conf() {
-    local dir=$1 port=$2 body
-    body=$(printf '%*s' "$3" '' | tr ' ' 'x')
-    shift 3
+    local dir=$1 body listen listens=""
+    body=$(printf '%*s' "$2" '' | tr ' ' 'x')
+    shift 2
+    for listen in "$@"; do
+        listens+="        listen $listen;"$'\n'
+    done
     mkdir -p "$dir"
     {
         echo "# Written by report/lib.sh; one worker, nothing logged per request."
-        printf '%s\n' "$@"
         cat <<EOF
 worker_processes 1;
 daemon off;
@@ -94,7 +97,7 @@ http {
     uwsgi_temp_path $dir/uwsgi;
     scgi_temp_path $dir/scgi;
     server {
-        listen 127.0.0.1:$port;
+${listens%$'\n'}
         location / {
             default_type application/octet-stream;
             return 200 "$body";

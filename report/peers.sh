@@ -2,9 +2,12 @@
 # rpcbench against established tools measuring the same thing, side by side in one run, so
 # that rpcbench is shown not to be what it measures. Each pair runs back to back:
 #
-#   tcp             sockperf ping-pong --tcp -m 64 --full-rtt (its own server, sockperf sr)
+#   tcp             sockperf ping-pong --tcp -m 64 --full-rtt (its own server, sockperf sr);
+#                   examples/tcp_ref.rs: a blocking client on one connection against its own
+#                   single-threaded server (the smallest pair speaking rpcbench's frames)
 #   tcp-connect     examples/crr_ref.rs: a blocking std::net connect-per-call client, against
-#                   its own thread-per-connection server, and against rpcbench-echo
+#                   its own thread-per-connection server, and against rpcbench-echo;
+#                   tcp_ref --connect against tcp_ref's single-threaded server
 #   http-keepalive  1 / (requests/s) of wrk -t1 -c1, POST of 64 bytes to rpcbench-echo /echo
 #   http-fresh      1 / (requests/s) of ab -n 20000 -c 1 (no -k), POST of 64 bytes, same server
 #   curl-reuse      one curl process POSTing 64 bytes to the same URL 1000 times on one
@@ -20,8 +23,13 @@
 #                   same rpcbench-echo: its mean per call, timed as rpcbench times it; rpcbench's h2 drives the
 #                   crate's frame layer itself, and this shows what leaving out the
 #                   crate's stream state machine saves
-#   h2-mux          h2load -c1 -m64 (64 streams on one connection) against rpcbench -c 64:
-#                   both as 1 / (requests/s)
+#   h2-mux          h2load -c1 -m64 (64 streams on one connection) against rpcbench -c 64,
+#                   and -m256 against -c 256: both as 1 / (requests/s)
+#   grpc-stream     grpc_stream_ref (examples/grpc_stream_ref.rs): a minimal bidirectional
+#                   stream on the h2 crate's client (grpc-stream runs on tonic's), one
+#                   request message and its reply per call on one stream: both means
+#   grpc-mux        rpcbench's own h2-mux at -c 16 (the same shared connection without gRPC):
+#                   both means, so the ratio is what gRPC costs beyond HTTP/2 at 16 in flight
 #   grpc            h2load -c1 -m1 POSTing one gRPC-framed EchoRequest (5-byte prefix and
 #                   the message: seq 1, a 64-byte payload) to /rpcbench.v1.Echo/Call with
 #                   content-type application/grpc and te: trailers: the same wire as
@@ -31,6 +39,18 @@
 #   udp             sockperf ping-pong --udp -m 64 --full-rtt (its own UDP server, sockperf sr)
 #   unix            examples/unix_ref.rs: a blocking ping-pong client on one Unix socket
 #                   connection, against its own thread-per-connection server
+#
+# and the server alone, against nginx (one worker, a fixed 100-byte body for every request,
+# report/lib.sh's configuration) beside rpcbench-echo (--threads 1) answering
+# GET /echo?reply_len=100: each under the same load generator, which runs on the other CPU
+# than the servers whatever --pin says (on a machine with one CPU, on the same):
+#
+#   http-keepalive -c 64   wrk -t1 -c64, HTTP/1.1 keep-alive: 1 / (requests/s) against each
+#   h2 -c 256              h2load -c16 -m16 (16 connections of 16 streams, h2c by prior
+#                          knowledge): 1 / (requests/s) against each
+#
+# In these two pairs "rpcbench" is rpcbench-echo under the peer's load generator, not
+# rpcbench's client; a ratio under 1 is the server ahead of nginx.
 #
 # and over TLS, against the same rpcbench-echo's --tls and --https listeners (its generated
 # CA, which every client below is given and verifies with):
@@ -70,7 +90,8 @@
 # benchmarks, not tests: host noise moves them.
 #
 # Debian packages it needs (for .ci/run): sockperf wrk apache2-utils curl nghttp2-client openssl python3
-# iproute2 util-linux (plus cargo to build rpcbench, rpcbench-echo, examples/crr_ref, examples/unix_ref and examples/h2_ref).
+# iproute2 util-linux nginx-light (plus cargo to build rpcbench, rpcbench-echo and
+# examples/crr_ref, unix_ref, h2_ref, tcp_ref and grpc_stream_ref).
 #
 # Usage: report/peers.sh [options]
 #   --pin same|cross|none   same: servers and clients on CPU 0; cross: servers on CPU 0,
@@ -212,8 +233,9 @@ cd "$root"
 # shellcheck source=report/lib.sh
 source "$root/report/lib.sh"
 
-for tool in taskset sockperf wrk ab curl h2load openssl python3 ss; do
-    command -v "$tool" >/dev/null || die "$tool is required (apt-get install -y sockperf wrk apache2-utils curl nghttp2-client openssl python3 iproute2 util-linux)"
+nginx_bin=/usr/sbin/nginx
+for tool in taskset sockperf wrk ab curl h2load openssl python3 ss "$nginx_bin"; do
+    command -v "$tool" >/dev/null || die "$tool is required (apt-get install -y sockperf wrk apache2-utils curl nghttp2-client openssl python3 iproute2 util-linux nginx-light)"
 done
 
 make_tmp peers
@@ -251,14 +273,17 @@ show() {
 if ((build)); then
     echo "building (release) ..." >&2
     cargo build --release --quiet --bin rpcbench --bin rpcbench-echo --example crr_ref \
-        --example unix_ref --example h2_ref
+        --example unix_ref --example h2_ref --example tcp_ref --example grpc_stream_ref
 fi
 rb_bin="$root/target/release/rpcbench"
 echo_bin="$root/target/release/rpcbench-echo"
 crr_bin="$root/target/release/examples/crr_ref"
 unix_ref_bin="$root/target/release/examples/unix_ref"
 h2_ref_bin="$root/target/release/examples/h2_ref"
-for b in "$rb_bin" "$echo_bin" "$crr_bin" "$unix_ref_bin" "$h2_ref_bin"; do
+tcp_ref_bin="$root/target/release/examples/tcp_ref"
+grpc_stream_ref_bin="$root/target/release/examples/grpc_stream_ref"
+for b in "$rb_bin" "$echo_bin" "$crr_bin" "$unix_ref_bin" "$h2_ref_bin" "$tcp_ref_bin" \
+    "$grpc_stream_ref_bin"; do
     [[ -x $b ]] || die "$b is missing: build it (or drop --no-build)"
 done
 
@@ -300,6 +325,47 @@ crr_srv_cmd=("${srv[@]}" "$crr_bin" server "$host:0")
 crr_pid=$!
 pids+=("$crr_pid")
 crr_port=$(listen_port "$tmp/crr.out" tcp "$crr_pid")
+
+tcp_ref_srv_cmd=("${srv[@]}" "$tcp_ref_bin" server "$host:0")
+"${tcp_ref_srv_cmd[@]}" >"$tmp/tcp_ref.out" 2>"$tmp/tcp_ref.out.err" &
+tcp_ref_pid=$!
+pids+=("$tcp_ref_pid")
+tcp_ref_port=$(listen_port "$tmp/tcp_ref.out" tcp "$tcp_ref_pid")
+
+# The load generators of the server pairs run on the other CPU than the servers (both
+# pinned whatever --pin says), as a server's throughput is what those pairs measure.
+if (($(nproc) >= 2)); then
+    load_cpu=1 server_pin=(taskset -c 0)
+else
+    load_cpu=0 server_pin=(taskset -c 0)
+fi
+load=("${cli_exec[@]}" taskset -c "$load_cpu")
+server_reply_len=100
+# nginx: one worker on the servers' CPU, HTTP/1.1 on one port and h2c (prior knowledge) on
+# another, a port found free just before (nginx cannot listen on port 0).
+nginx_port=$(free_port "$server_ip" "${srv_exec[@]}")
+nginx_h2_port=$(free_port "$server_ip" "${srv_exec[@]}")
+[[ $nginx_port != "$nginx_h2_port" ]] || nginx_h2_port=$(free_port "$server_ip" "${srv_exec[@]}")
+write_nginx_conf "$tmp/nginx" "$server_reply_len" "$host:$nginx_port" "$host:$nginx_h2_port http2"
+nginx_cmd=("${srv_exec[@]}" "${server_pin[@]}" "$nginx_bin" -p "$tmp/nginx/" -e "$tmp/nginx/error.log"
+    -c "$tmp/nginx/nginx.conf")
+"${nginx_cmd[@]}" >"$tmp/nginx.out" 2>&1 &
+nginx_pid=$!
+pids+=("$nginx_pid")
+# The same rpcbench-echo as every other pair, pinned to the servers' CPU even under
+# --pin none, is not what serves these pairs: a second one does, HTTP only, pinned.
+echo_srv_cmd=("${srv_exec[@]}" "${server_pin[@]}" "$echo_bin" --threads 1 --tcp off --udp off
+    --http "$host:0")
+"${echo_srv_cmd[@]}" >"$tmp/echo_srv.out" 2>"$tmp/echo_srv.out.err" &
+echo_srv_pid=$!
+pids+=("$echo_srv_pid")
+echo_srv_port=$(listen_port "$tmp/echo_srv.out" http "$echo_srv_pid")
+for _ in $(seq 50); do
+    [[ -n $("${srv_exec[@]}" ss -Hltn "sport = :$nginx_h2_port") ]] && break
+    kill -0 "$nginx_pid" 2>/dev/null || die "nginx did not start: $(cat "$tmp/nginx.out" "$tmp/nginx/error.log" 2>/dev/null)"
+    sleep 0.1
+done
+[[ -n $("${srv_exec[@]}" ss -Hltn "sport = :$nginx_h2_port") ]] || die "nginx is not listening"
 
 # sockperf cannot listen on port 0: take a port free on the server's side just now, and try
 # again with another if someone took it in between.
@@ -415,6 +481,7 @@ sp_version=$(sockperf --version 2>&1 | awk '/version/ { print $3; exit }' || tru
 wrk_version=$(wrk -v 2>&1 | head -n 1 | sed 's/ Copyright.*//' || true)
 ab_version=$(ab -V 2>&1 | head -n 1 | sed 's/^This is //' || true)
 curl_version=$(curl --version | head -n 1 | cut -d' ' -f1-3 || true)
+nginx_version=$("$nginx_bin" -v 2>&1 | sed 's/^nginx version: //' || true)
 cat <<EOF
 # rpcbench against peers ($(date -u '+%Y-%m-%d %H:%M UTC'))
 commit:     $commit
@@ -426,7 +493,10 @@ servers:    $(show "${echo_cmd[@]}")
             $(show "${sp_srv_cmd[@]}")
             $(show "${sp_udp_srv_cmd[@]}")
             $(show "${unix_srv_cmd[@]}")
-tools:      sockperf $sp_version; $wrk_version; $ab_version; $curl_version
+            $(show "${tcp_ref_srv_cmd[@]}")
+            $(show "${nginx_cmd[@]}")
+            $(show "${echo_srv_cmd[@]}")
+tools:      sockperf $sp_version; $wrk_version; $ab_version; $curl_version; $nginx_version
 rpcbench:   $("$rb_bin" --version)
 load avg:   $load_before (before the runs)
 rounds:     $rounds (rpcbench -n $calls --warmup 200 per transport and round)
@@ -448,23 +518,20 @@ keep() {
     [[ -z $raw_dir ]] || cp "$1" "$raw_dir/round${round}_$(basename "$1")"
 }
 
-# Streams in flight for the multiplexed pair: h2-mux with -c MUX_STREAMS against
-# h2load -m MUX_STREAMS, both on one connection, compared as time per completed call
-# (1 / calls per second), since with many calls in flight that is what throughput means.
-mux_streams=64
+# The name of rpcbench's files for a transport, security mode and workers:
+# tcp-connect_tls13, h2-mux_plain_c256.
+rb_name() {
+    if ((${3:-1} > 1)); then printf '%s_%s_c%s\n' "$1" "$2" "$3"; else printf '%s_%s\n' "$1" "$2"; fi
+}
 
-# The name of rpcbench's files for a transport and security mode: tcp-connect_tls13.
-rb_name() { printf '%s_%s\n' "$1" "$2"; }
-
-# Runs rpcbench on one transport under one security mode (plain, tls13, ...) at -c 1 (h2-mux:
-# -c $mux_streams); prints its mean call and 1e6 / calls_per_s, from the CSV row read by
-# column name.
+# Runs rpcbench on one transport under one security mode (plain, tls13, ...) with WORKERS
+# calls in flight (default 1); prints its mean call and 1e6 / calls_per_s, from the CSV row
+# read by column name. With many calls in flight, 1 / (calls per second) is what the
+# multiplexed pairs compare: time per completed call, which is what throughput means.
 rb_run() {
-    local transport=$1 security=$2 name mean
-    name=$(rb_name "$1" "$2")
+    local transport=$1 security=$2 workers=${3:-1} name mean
+    name=$(rb_name "$1" "$2" "$workers")
     local file="$tmp/rpcbench_$name.json" csv="$tmp/rpcbench_$name.csv"
-    local workers=1
-    [[ $transport == h2-mux ]] && workers=$mux_streams
     local tls_args=()
     if [[ $security != plain ]]; then
         tls_args=(--security "$security" --tls-port "$echo_tls_port" --https-port
@@ -527,16 +594,26 @@ ref_run() {
 unix_client_cmd=("${cli[@]}" "$unix_ref_bin" client "$unix_ref_sock" "$calls")
 peer_unix() { ref_run unix_ref_client "unix_ref client" "${unix_client_cmd[@]}"; }
 
+# tcp_ref's client against its own single-threaded server: on one connection, and a
+# connection per call.
+tcp_ref_cmd=("${cli[@]}" "$tcp_ref_bin" client "$host:$tcp_ref_port" "$calls" --warmup 200)
+tcp_ref_connect_cmd=("${tcp_ref_cmd[@]}" --connect)
+peer_tcp_ref() { ref_run tcp_ref_client "tcp_ref client" "${tcp_ref_cmd[@]}"; }
+peer_tcp_ref_connect() { ref_run tcp_ref_connect "tcp_ref client --connect" "${tcp_ref_connect_cmd[@]}"; }
+
 crr_client_cmd() { show "${cli[@]}" "$crr_bin" client "$host:$1" "$calls"; }
 crr_run() { ref_run "crr_$2" "crr_ref client" "${cli[@]}" "$crr_bin" client "$host:$1" "$calls"; }
 peer_crr_own() { crr_run "$crr_port" own; }
 peer_crr_echo() { crr_run "$echo_tcp_port" echo; }
 
 wrk_cmd=("${cli[@]}" wrk -t1 -c1 -d"${secs}s" -s "$wrk_lua" "$echo_url")
-peer_wrk() {
-    local file="$tmp/wrk.out" rps
-    echo "  $(show "${wrk_cmd[@]}")" >&2
-    "${wrk_cmd[@]}" >"$file" 2>&1 || die "wrk failed: $(cat "$file")"
+peer_wrk() { wrk_run "$tmp/wrk.out" "${wrk_cmd[@]}"; }
+# Runs wrk (output to FILE); checks it saw no error and prints 1e6 / its requests/s.
+wrk_run() {
+    local file=$1 rps
+    shift
+    echo "  $(show "$@")" >&2
+    "$@" >"$file" 2>&1 || die "wrk failed: $(cat "$file")"
     keep "$file"
     rps=$(awk '$1 == "Requests/sec:" { print $2 }' "$file")
     [[ -n $rps ]] || die "cannot parse wrk output:"$'\n'"$(cat "$file")"
@@ -583,8 +660,11 @@ peer_curl() {
 # h2load (nghttp2) posting the same 64 bytes to /echo over HTTP/2 with prior knowledge.
 h2load_cmd=("${cli[@]}" h2load -c1 -m1 -n "$calls" -d "$body_file"
     -H "content-type: application/octet-stream" "$echo_url")
-h2load_mux_cmd=("${cli[@]}" h2load -c1 -m"$mux_streams" -n "$calls" -d "$body_file"
-    -H "content-type: application/octet-stream" "$echo_url")
+# Many streams on one connection: h2load -m STREAMS against rpcbench's h2-mux -c STREAMS.
+h2load_mux_cmd() {
+    show "${cli[@]}" h2load -c1 -m"$1" -n "$calls" -d "$body_file" \
+        -H "content-type: application/octet-stream" "$echo_url"
+}
 h2load_grpc_cmd=("${cli[@]}" h2load -c1 -m1 -n "$calls" -d "$grpc_body_file"
     -H "content-type: application/grpc" -H "te: trailers" "$grpc_url")
 # Runs h2load; checks every request succeeded with a 2xx.
@@ -627,13 +707,56 @@ h2load_rps_us() {
 peer_h2load_rps() { h2load_rps_us "$tmp/h2load.out"; }
 peer_h2load_grpc_rps() { h2load_rps_us "$tmp/h2load_grpc.out"; }
 # Many streams on one connection: 1e6 / h2load's req/s.
-peer_h2load_mux() {
-    h2load_run "$tmp/h2load_mux.out" "${h2load_mux_cmd[@]}"
-    h2load_rps_us "$tmp/h2load_mux.out"
+h2load_mux_run() {
+    local cmd=("${cli[@]}" h2load -c1 -m"$1" -n "$calls" -d "$body_file"
+        -H "content-type: application/octet-stream" "$echo_url")
+    h2load_run "$tmp/h2load_mux$1.out" "${cmd[@]}"
+    h2load_rps_us "$tmp/h2load_mux$1.out"
 }
+peer_h2load_mux64() { h2load_mux_run 64; }
+peer_h2load_mux256() { h2load_mux_run 256; }
+# rpcbench's own h2-mux at 16 in flight, for grpc-mux at 16: its mean call.
+peer_rb_h2_mux16() {
+    local mean
+    read -r mean _ < <(rb_run h2-mux plain 16) || die "rpcbench h2-mux -c 16 failed"
+    echo "$mean"
+}
+
+# ---- the server against nginx -------------------------------------------------------------
+# GET /echo?reply_len=100 from rpcbench-echo, any path from nginx: 100 bytes each.
+server_url() { printf 'http://%s:%s/echo?reply_len=%s\n' "$host" "$1" "$server_reply_len"; }
+wrk64_cmd() { printf '%s\n' "${load[@]}" wrk -t1 -c64 -d"${secs}s" "$(server_url "$1")"; }
+h2load16_cmd() {
+    printf '%s\n' "${load[@]}" h2load -c16 -m16 -D "$secs" "$(server_url "$1")"
+}
+# Runs a load generator given as lines (one word each), prints 1e6 / its requests/s twice
+# (as rb_run prints a mean and a 1/rps, so that either side of a pair may call it).
+server_load() {
+    local file=$1 kind=$2 us cmd
+    mapfile -t cmd < <("${@:3}")
+    if [[ $kind == wrk ]]; then
+        us=$(wrk_run "$file" "${cmd[@]}")
+    else
+        echo "  $(show "${cmd[@]}")" >&2
+        "${cmd[@]}" >"$file" 2>&1 || die "h2load failed: $(cat "$file")"
+        keep "$file"
+        grep -q ' 0 failed, 0 errored, 0 timeout' "$file" &&
+            awk '/^status codes:/ { exit !($3 > 0 && $5 == 0 && $7 == 0 && $9 == 0) }' "$file" ||
+            die "h2load saw failures:"$'\n'"$(cat "$file")"
+        us=$(h2load_rps_us "$file")
+    fi
+    echo "$us $us"
+}
+echo_wrk64() { server_load "$tmp/wrk64_echo.out" wrk wrk64_cmd "$echo_srv_port"; }
+peer_nginx_wrk64() { read -r us _ < <(server_load "$tmp/wrk64_nginx.out" wrk wrk64_cmd "$nginx_port"); echo "$us"; }
+echo_h2load16() { server_load "$tmp/h2load16_echo.out" h2load h2load16_cmd "$echo_srv_port"; }
+peer_nginx_h2load16() { read -r us _ < <(server_load "$tmp/h2load16_nginx.out" h2load h2load16_cmd "$nginx_h2_port"); echo "$us"; }
 # The h2 crate's client (examples/h2_ref.rs), one stream at a time on one connection: its mean.
 h2_ref_cmd=("${cli[@]}" "$h2_ref_bin" "$host:$echo_http_port" "$calls")
 peer_h2_ref() { ref_run h2_ref h2_ref "${h2_ref_cmd[@]}"; }
+# A bidirectional gRPC stream on the h2 crate's client (examples/grpc_stream_ref.rs): its mean.
+grpc_stream_ref_cmd=("${cli[@]}" "$grpc_stream_ref_bin" "$host:$echo_http_port" "$calls")
+peer_grpc_stream_ref() { ref_run grpc_stream_ref grpc_stream_ref "${grpc_stream_ref_cmd[@]}"; }
 
 # ---- TLS peers ----------------------------------------------------------------------------
 # openssl s_time on the raw-frames TLS port (a handshake per connection, no request) and on
@@ -704,19 +827,27 @@ h2load_tls_run() {
 peer_h2load_tls() { h2load_tls_run h2load_tls h2 "${h2load_tls_cmd[@]}"; }
 peer_h2load_h1_tls() { h2load_tls_run h2load_h1_tls http/1.1 "${h2load_h1_tls_cmd[@]}"; }
 
-# The pairs: transport, its security mode, peer name, the function measuring the peer, and
-# rpcbench's figure compared: its mean call, or with `rps` its 1e6 / calls_per_s.
+# The pairs: transport, its security mode, peer name, the function measuring the peer,
+# rpcbench's figure compared (its mean call, or with `rps` its 1e6 / calls_per_s), its calls
+# in flight (default 1), and the function measuring rpcbench's side (default rb_run: the
+# client against rpcbench-echo; the server pairs' echo_wrk64 and echo_h2load16: rpcbench-echo
+# under the peer's load generator).
 pairs=(
     "tcp|plain|sockperf ping-pong|peer_tcp"
+    "tcp|plain|tcp_ref (blocking client, single-threaded server)|peer_tcp_ref"
     "tcp-connect|plain|crr_ref (std::net client and server)|peer_crr_own"
     "tcp-connect|plain|crr_ref client against rpcbench-echo|peer_crr_echo"
+    "tcp-connect|plain|tcp_ref --connect (its single-threaded server)|peer_tcp_ref_connect"
     "http-keepalive|plain|wrk -t1 -c1 (1/rps)|peer_wrk"
     "http-fresh|plain|ab -c 1, no -k (1/rps)|peer_ab"
     "curl-reuse|plain|curl, one process (mean %{time_total})|peer_curl"
     "h2|plain|h2load -c1 -m1 (mean time for request)|peer_h2load"
     "h2|plain|h2load -c1 -m1 (1/rps; rpcbench 1/rps)|peer_h2load_rps|rps"
     "h2|plain|h2_ref (the h2 crate's client, mean)|peer_h2_ref"
-    "h2-mux|plain|h2load -c1 -m$mux_streams (1/rps; rpcbench -c $mux_streams)|peer_h2load_mux|rps"
+    "h2-mux|plain|h2load -c1 -m64 (1/rps; rpcbench -c 64)|peer_h2load_mux64|rps|64"
+    "h2-mux|plain|h2load -c1 -m256 (1/rps; rpcbench -c 256)|peer_h2load_mux256|rps|256"
+    "grpc-stream|plain|grpc_stream_ref (one stream on the h2 crate's client, mean)|peer_grpc_stream_ref"
+    "grpc-mux|plain|rpcbench h2-mux -c 16 (mean; grpc-mux -c 16)|peer_rb_h2_mux16||16"
     "grpc|plain|h2load -c1 -m1, gRPC-framed POST (mean)|peer_h2load_grpc"
     "grpc|plain|h2load gRPC-framed POST (1/rps; rpcbench 1/rps)|peer_h2load_grpc_rps|rps"
     "udp|plain|sockperf ping-pong --udp|peer_udp"
@@ -728,35 +859,51 @@ pairs=(
     "curl-fresh|tls13|curl, a connection per transfer (mean %{time_total})|peer_curl_tls"
     "http-keepalive|tls13|h2load --h1 -c1 -m1 over TLS (mean)|peer_h2load_h1_tls"
     "h2|tls13|h2load -c1 -m1 over TLS (mean)|peer_h2load_tls"
+    "http-keepalive|plain|nginx, 1 worker, under wrk -t1 -c64 (1/rps; rpcbench-echo under the same)|peer_nginx_wrk64|rps|64|echo_wrk64"
+    "h2|plain|nginx, 1 worker, under h2load -c16 -m16 (1/rps; rpcbench-echo under the same)|peer_nginx_h2load16|rps|256|echo_h2load16"
 )
-# One rpcbench run of a transport and security mode per round, whichever pairs read it:
-# its mean into rb_vals, its 1/rps into rb_rps.
+# A pair's fields (of P) into t, sec, name, fn, metric, workers and rbfn, with their
+# defaults, and key: what identifies rpcbench's side, measured once per round whichever
+# pairs read it.
+read_pair() {
+    IFS='|' read -r t sec name fn metric workers rbfn <<<"$1"
+    workers=${workers:-1} rbfn=${rbfn:-rb_run}
+    key="$t/$sec/$workers/$rbfn"
+}
+# Measures rpcbench's side of pair P for this round: its mean into rb_vals, its 1/rps into
+# rb_rps.
 rb_measure() {
-    local key="$1/$2" mean rps
-    read -r mean rps < <(rb_run "$1" "$2") || die "rpcbench $1 $2 failed"
+    local t sec name fn metric workers rbfn key mean rps
+    read_pair "$1"
+    read -r mean rps < <("$rbfn" "$t" "$sec" "$workers") || die "rpcbench $t $sec failed"
     rb_vals[$key]+=" $mean"
     rb_rps[$key]+=" $rps"
     rb_done[$key]=1
 }
 # rpcbench's round figures that pair P compares: its means, or its 1/rps for an rps pair.
 rb_figures() {
-    local t sec metric
-    IFS='|' read -r t sec _ _ metric <<<"$1"
-    if [[ $metric == rps ]]; then echo "${rb_rps[$t/$sec]}"; else echo "${rb_vals[$t/$sec]}"; fi
+    local t sec name fn metric workers rbfn key
+    read_pair "$1"
+    if [[ $metric == rps ]]; then echo "${rb_rps[$key]}"; else echo "${rb_vals[$key]}"; fi
 }
 
 # Each pair's exact commands, in the pairs' order.
 commands=(
     "server: $(show "${sp_srv_cmd[@]}"); client: $(show "${sp_cmd[@]}")"
+    "server: $(show "${tcp_ref_srv_cmd[@]}"); client: $(show "${tcp_ref_cmd[@]}")"
     "server: $(show "${crr_srv_cmd[@]}"); client: $(crr_client_cmd "$crr_port")"
     "server: $(show "${echo_cmd[@]}"); client: $(crr_client_cmd "$echo_tcp_port")"
+    "server: $(show "${tcp_ref_srv_cmd[@]}"); client: $(show "${tcp_ref_connect_cmd[@]}")"
     "$(show "${wrk_cmd[@]}") # $(basename "$wrk_lua"): wrk.method = \"POST\", wrk.body = 64 bytes, Content-Type: application/octet-stream"
     "$(show "${ab_cmd[@]}") # $(basename "$body_file"): 64 bytes"
     "$(show "${curl_cmd[@]}") # config: silent, data-binary = \"@$(basename "$body_file")\" (64 bytes), header = \"Content-Type: application/octet-stream\", write-out = \"%{http_code} %{time_total} %{num_connects}\\n\", then $curl_fetches times: url = \"$echo_url\", output = \"/dev/null\""
     "$(show "${h2load_cmd[@]}") # $(basename "$body_file"): 64 bytes"
     "the h2 pair's h2load run: 1e6 / its req/s"
     "$(show "${h2_ref_cmd[@]}")"
-    "$(show "${h2load_mux_cmd[@]}") # $(basename "$body_file"): 64 bytes"
+    "$(h2load_mux_cmd 64) # $(basename "$body_file"): 64 bytes"
+    "$(h2load_mux_cmd 256) # $(basename "$body_file"): 64 bytes"
+    "$(show "${grpc_stream_ref_cmd[@]}")"
+    "rpcbench as for grpc-mux, with --transports h2-mux -c 16"
     "$(show "${h2load_grpc_cmd[@]}") # $(basename "$grpc_body_file"): one gRPC message, EchoRequest {seq: 1, payload: 64 bytes}"
     "the grpc pair's h2load run: 1e6 / its req/s"
     "server: $(show "${sp_udp_srv_cmd[@]}"); client: $(show "${sp_udp_cmd[@]}")"
@@ -768,6 +915,8 @@ commands=(
     "$(show "${curl_tls_cmd[@]}") # config: as curl-reuse's, to $echo_https_url, plus header = \"Connection: close\", cacert, no-sessionid, http1.1, tlsv1.3, tls-max = \"1.3\", write-out adding %{time_connect} %{time_appconnect}"
     "$(show "${h2load_h1_tls_cmd[@]}") # $(basename "$body_file"): 64 bytes"
     "$(show "${h2load_tls_cmd[@]}") # $(basename "$body_file"): 64 bytes"
+    "servers: $(show "${nginx_cmd[@]}") (report/lib.sh's configuration) and $(show "${echo_srv_cmd[@]}"); load: $(wrk64_cmd PORT | paste -sd' ')"
+    "servers as the pair before (nginx: listen ... http2); load: $(h2load16_cmd PORT | paste -sd' ')"
 )
 ((${#commands[@]} == ${#pairs[@]})) || die "a pair without its command (or a command without its pair)"
 # --only: the pairs of those transports, with their commands.
@@ -788,15 +937,14 @@ for ((round = 1; round <= rounds; round++)); do
     # Odd rounds measure the peer first, even rounds rpcbench first.
     rb_done=()
     for p in "${pairs[@]}"; do
-        IFS='|' read -r t sec name fn _ <<<"$p"
-        key="$t/$sec"
-        echo "round $round: $t ($sec) against $name ..." >&2
+        read_pair "$p"
+        echo "round $round: $t ($sec, -c $workers) against $name ..." >&2
         if ((round % 2 == 0)) && [[ -z ${rb_done[$key]:-} ]]; then
-            rb_measure "$t" "$sec"
+            rb_measure "$p"
         fi
         peer_vals[$fn]+=" $("$fn")"
         if [[ -z ${rb_done[$key]:-} ]]; then
-            rb_measure "$t" "$sec"
+            rb_measure "$p"
         fi
     done
 done
@@ -809,10 +957,15 @@ printf '%-27s %-52s  %s\n' --------------------------- \
 # Round means to the nanosecond, for reading (the JSON keeps them as measured).
 ns() { awk '{ for (i = 1; i <= NF; i++) printf " %.3f", $i }' <<<"$1"; }
 # A pair's transport as the report names it: `tcp-connect tls13`, or `tcp` when plain.
-label() { if [[ $2 == plain ]]; then echo "$1"; else echo "$1 $2"; fi; }
+label() {
+    local l=$1
+    [[ $2 == plain ]] || l+=" $2"
+    ((${3:-1} == 1)) || l+=" -c $3"
+    echo "$l"
+}
 for p in "${pairs[@]}"; do
-    IFS='|' read -r t sec name fn _ <<<"$p"
-    printf '%-27s %-52s %s |%s\n' "$(label "$t" "$sec")" "$name" "$(ns "$(rb_figures "$p")")" \
+    read_pair "$p"
+    printf '%-27s %-52s %s |%s\n' "$(label "$t" "$sec" "$workers")" "$name" "$(ns "$(rb_figures "$p")")" \
         "$(ns "${peer_vals[$fn]}")"
 done
 echo
@@ -836,8 +989,8 @@ echo "cpu busy:   $(join -j 1 <(echo "$cpu_before") <(cpu_jiffies) |
 echo
 echo "peer commands:"
 for i in "${!pairs[@]}"; do
-    IFS='|' read -r t sec _ _ <<<"${pairs[$i]}"
-    printf '  %-27s %s\n' "$(label "$t" "$sec")" "${commands[$i]}"
+    read_pair "${pairs[$i]}"
+    printf '  %-27s %s\n' "$(label "$t" "$sec" "$workers")" "${commands[$i]}"
 done
 
 # ---- JSON -------------------------------------------------------------------------------
@@ -863,9 +1016,10 @@ json_nums() {
     printf '{\n  "placement": %s,\n  "pairs": [' "$(json_str "$placement")"
     sep=""
     for i in "${!pairs[@]}"; do
-        IFS='|' read -r t sec name fn _ <<<"${pairs[$i]}"
+        read_pair "${pairs[$i]}"
         printf '%s\n    {\n      "transport": %s,\n' "$sep" "$(json_str "$t")"
         [[ $sec == plain ]] || printf '      "security": %s,\n' "$(json_str "$sec")"
+        ((workers == 1)) || printf '      "workers": %s,\n' "$workers"
         printf '      "peer": %s,\n      "command": %s,\n' "$(json_str "$name")" \
             "$(json_str "${commands[$i]}")"
         printf '      "rpcbench_round_means_us": %s,\n      "peer_round_means_us": %s\n    }' \
@@ -880,7 +1034,11 @@ echo "wrote $json_out" >&2
 # rpcbench judges: the medians and the ratio limit live in src/analysis/peers.rs only. Its last
 # runs here are the report's inputs; only the peer lines are of interest.
 rb_json=()
-for key in "${!rb_done[@]}"; do rb_json+=("$tmp/rpcbench_$(rb_name "${key%/*}" "${key#*/}").json"); done
+for key in "${!rb_done[@]}"; do
+    # rpcbench's own runs only (not rpcbench-echo under another tool's load).
+    IFS=/ read -r t sec workers rbfn <<<"$key"
+    [[ $rbfn != rb_run ]] || rb_json+=("$tmp/rpcbench_$(rb_name "$t" "$sec" "$workers").json")
+done
 echo
 "$rb_bin" report "${rb_json[@]}" --peers "$json_out" --out "$tmp/report" >"$tmp/report.out" ||
     die "rpcbench report failed: $(cat "$tmp/report.out")"

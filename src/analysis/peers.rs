@@ -32,6 +32,10 @@ pub struct PeerPair {
     /// The security mode that transport ran under (`tls13`); left out when `plain`.
     #[serde(default, skip_serializing_if = "crate::report::is_plain")]
     pub security: Security,
+    /// Calls in flight on each side (rpcbench's `-c`, h2load's `-m`, wrk's `-c`); left out
+    /// when 1.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub workers: u32,
     /// The tool, e.g. `sockperf ping-pong`.
     pub peer: String,
     /// The exact commands the peer (and its server) ran.
@@ -40,6 +44,14 @@ pub struct PeerPair {
     pub rpcbench_round_means_us: Vec<f64>,
     /// The peer's mean round trip in each round, µs.
     pub peer_round_means_us: Vec<f64>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 /// The median of some figures (the mean of the middle two for an even count); `None` for
@@ -57,14 +69,17 @@ pub fn median(values: &[f64]) -> Option<f64> {
 }
 
 impl PeerPair {
-    /// The transport, with its security mode after it when that is not `plain`
-    /// (`tcp-connect tls13`).
+    /// The transport, with its security mode after it when that is not `plain` and its
+    /// calls in flight when more than one (`tcp-connect tls13`, `h2-mux -c 256`).
     pub fn name(&self) -> String {
+        let mut name = self.transport.to_string();
         if self.security.is_tls() {
-            format!("{} {}", self.transport, self.security)
-        } else {
-            self.transport.to_string()
+            name = format!("{name} {}", self.security);
         }
+        if self.workers > 1 {
+            name = format!("{name} -c {}", self.workers);
+        }
+        name
     }
 
     /// rpcbench's median over the rounds, µs.

@@ -77,9 +77,10 @@ pub struct EchoArgs {
     #[arg(long, value_name = "BYTES", default_value = "64MiB",
           value_parser = checked(parse_budget, server::check_max_buffered))]
     pub max_buffered: u64,
-    /// Runtime threads for HTTP, DNS, accepting and idle raw TCP connections (default: one
-    /// per CPU; 1 runs them on a single thread; at most 1024). Each busy raw TCP connection
-    /// is served by a thread of its own.
+    /// Runtime threads for HTTP, DNS, TLS and idle raw TCP connections (default: one per
+    /// CPU; 1 runs them on a single thread; at most 1024). Raw TCP connections are accepted
+    /// by threads of their own (up to N+1 waiting), each serving what it accepted until its
+    /// first reply; each busy raw TCP connection is served by a thread of its own.
     #[arg(long, value_name = "N", value_parser = checked(parse_count, check_threads))]
     pub threads: Option<usize>,
     /// Run every server thread on these CPUs (a list as taskset writes it: 0, 1-3, 0,2),

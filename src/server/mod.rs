@@ -581,8 +581,17 @@ impl Bound {
         shared: &Arc<Shared>,
         server_tls: Option<&Arc<tls::ServerTls>>,
     ) -> Result<Served, StartServerError> {
-        if let Some((listener, _)) = self.tcp {
-            tokio::spawn(tcp::accept_loop(listener, shared.clone()));
+        if let Some((listener, addr)) = self.tcp {
+            // As many accepting threads as the runtime has workers (`--threads`).
+            let threads = tokio::runtime::Handle::current().metrics().num_workers();
+            listener
+                .into_std()
+                .and_then(|l| tcp::start_accepting(l, shared.clone(), threads))
+                .map_err(|source| StartServerError::Bind {
+                    proto: "tcp",
+                    addr,
+                    source,
+                })?;
         }
         if let (Some((listener, _)), Some(server_tls)) = (self.tls, server_tls) {
             tokio::spawn(tls::accept_loop(

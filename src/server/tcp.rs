@@ -44,9 +44,8 @@ use crate::wire::{self, DecodeFrameError, LEN_PREFIX, Request, RequestRef, Respo
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
-use tokio::net::TcpListener;
 
 /// A connected stream socket the frame protocol is served on: a blocking `std` socket on
 /// a pool thread while busy, its tokio twin ([`FrameStream::Parked`]) on the reactor while
@@ -175,8 +174,21 @@ struct Conn {
     _guard: ConnGuard,
 }
 
+/// How long a thread serves a connection before it lets go of it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Spell {
+    /// Until it falls silent for [`BUSY_SPELL`] (a pool thread).
+    Busy,
+    /// Until its first reply is written and more arrives (the thread that accepted it,
+    /// which must go back to accepting): then [`Next::More`].
+    FirstReply,
+}
+
 /// What a busy spell on a thread ended with.
 enum Next {
+    /// More requests after the first reply, on a [`Spell::FirstReply`]: a pool thread
+    /// takes the connection, with what arrived in its buffer.
+    More,
     /// Silent for [`BUSY_SPELL`]: wait for the next request on the reactor.
     Park,
     /// The client took nothing for [`BUSY_SPELL`]: wait on the reactor until it can.
@@ -185,24 +197,109 @@ enum Next {
     Close(Option<Reject>),
 }
 
-/// Accepts connections until shutdown starts.
+/// How often a thread waiting in `accept` looks at the shutdown flag while no one
+/// connects: `accept` honours the listener's `SO_RCVTIMEO`. Shutdown of an idle listener
+/// takes up to this.
+const SHUTDOWN_POLL: Duration = Duration::from_millis(50);
+
+/// Accepts connections on `listener` until shutdown starts, on threads that serve the
+/// connection they accepted themselves until its first reply is written: a connection
+/// per call (`tcp-connect`, netperf's TCP_CRR) is accepted, answered and closed on one
+/// thread, with no wake-up of another, as a single-threaded blocking server does it. A
+/// connection that sends a second request goes on on a pool thread (one hand-off in its
+/// life, where each new connection used to cost one: accepted on the runtime, handed to a
+/// thread), one silent after its first reply is parked, and the thread goes back to
+/// `accept`.
+///
+/// While one thread serves, another must be waiting in `accept`: a thread that takes a
+/// connection when none other waits first calls one from the pool to take its place
+/// (leader and followers). Up to `threads + 1` (at least 2) wait at once; a thread that
+/// finds that many waiting when its connection is done goes back to the pool, and so
+/// does one that waited a whole [`SHUTDOWN_POLL`] while two others wait too. On a quiet
+/// server the two that wait take turns, and a connection per call costs no wake-up but
+/// the accept's own.
 ///
 /// Shutdown needs no list of the open connections: a busy one looks at the flag between
 /// requests and at least every [`BUSY_SPELL`] (its read times out), and a parked one
 /// waits for the flag beside its socket. One busy with a request writes its reply first.
-pub(super) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    let tcp = Listener::<TcpStream>::new(shared.clone());
-    while let Some((stream, guard)) = shared.next_connection(&listener, |s: &Stats| &s.tcp).await {
-        // Replies are small and latency is the product: never wait for Nagle.
-        let Ok(stream) = stream.into_std().and_then(|s| {
-            s.set_nonblocking(false)?;
-            s.set_nodelay(true)?;
-            Ok(s)
-        }) else {
-            shared.stats.reject(Reject::IoError);
-            continue;
-        };
-        tcp.serve(stream, guard);
+pub(super) fn start_accepting(
+    listener: std::net::TcpListener,
+    shared: Arc<Shared>,
+    threads: usize,
+) -> std::io::Result<()> {
+    use nix::sys::socket::{setsockopt, sockopt};
+    listener.set_nonblocking(false)?;
+    setsockopt(
+        &listener,
+        sockopt::ReceiveTimeout,
+        &nix::sys::time::TimeVal::new(0, SHUTDOWN_POLL.as_micros() as _),
+    )?;
+    // Replies are small and latency is the product: never wait for Nagle. An accepted
+    // socket inherits the option from its listener (Linux), one setsockopt less each.
+    setsockopt(&listener, sockopt::TcpNoDelay, &true)?;
+    let acceptors = Arc::new(Acceptors {
+        listener,
+        tcp: Listener::<TcpStream>::new(shared.clone()),
+        shared,
+        waiting: AtomicUsize::new(0),
+        most: threads.max(1) + 1,
+    });
+    acceptors.call_one()
+}
+
+/// The raw TCP listener's accepting threads ([`start_accepting`]).
+struct Acceptors {
+    listener: std::net::TcpListener,
+    tcp: Arc<Listener<TcpStream>>,
+    shared: Arc<Shared>,
+    /// Threads in `accept` now.
+    waiting: AtomicUsize,
+    /// Most threads that wait in `accept` at once.
+    most: usize,
+}
+
+impl Acceptors {
+    /// Calls a pool thread to accept.
+    fn call_one(self: &Arc<Self>) -> std::io::Result<()> {
+        let acceptors = self.clone();
+        self.tcp.pool.run(move || acceptors.accept_and_serve())
+    }
+
+    /// Accepts, admits and serves the first exchange, again, until shutdown, or until the
+    /// connection done finds enough threads waiting in `accept` without this one.
+    fn accept_and_serve(self: Arc<Self>) {
+        let shared = &self.shared;
+        // Held until the loop ends, so shutdown waits for it.
+        let _alive = shared.alive.clone();
+        while !*shared.shutdown.borrow() {
+            if self.waiting.fetch_add(1, Relaxed) >= self.most {
+                self.waiting.fetch_sub(1, Relaxed);
+                return;
+            }
+            let accepted = self.listener.accept();
+            let others = self.waiting.fetch_sub(1, Relaxed) - 1;
+            let stream = match accepted {
+                Ok((stream, _)) => stream,
+                // Quiet for a poll: more than two waiting is more than a quiet server needs.
+                Err(e) if is_timeout(&e) && others >= 2 => return,
+                Err(e) if is_timeout(&e) || e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+            };
+            if others == 0
+                && let Err(e) = self.call_one()
+            {
+                tracing::warn!("cannot start an accepting thread: {e}");
+            }
+            // Dropping a refused stream closes it.
+            let Some(guard) = shared.admit(|s: &Stats| &s.tcp) else {
+                continue;
+            };
+            self.tcp.serve_here(stream, guard);
+        }
     }
 }
 
@@ -234,40 +331,67 @@ where
         listener
     }
 
-    /// Serves a newly accepted (blocking) connection that holds `guard`.
+    /// Serves a newly accepted (blocking) connection that holds `guard` on a pool thread.
     pub(super) fn serve(self: &Arc<Self>, stream: S, guard: ConnGuard) {
+        if let Some(conn) = self.accepted(&stream, guard) {
+            self.busy(stream, conn);
+        }
+    }
+
+    /// Serves a newly accepted connection on the calling thread (the one that accepted
+    /// it) until its first reply is written; then it closes, parks, or goes on on a pool
+    /// thread ([`start_accepting`]).
+    fn serve_here(self: &Arc<Self>, stream: S, guard: ConnGuard) {
+        let Some(mut conn) = self.accepted(&stream, guard) else {
+            return;
+        };
+        match serve(&stream, &mut conn, &self.shared, Spell::FirstReply) {
+            Next::More => self.busy(stream, conn),
+            next @ (Next::Park | Next::WaitWritable) => {
+                let _ = self.parking.send((stream, conn, next));
+            }
+            Next::Close(None) => {}
+            Next::Close(Some(kind)) => self.shared.stats.reject(kind),
+        }
+    }
+
+    /// A new connection's state, its socket set up for a busy spell; `None` (counted)
+    /// when it cannot be.
+    fn accepted(&self, stream: &S, guard: ConnGuard) -> Option<Conn> {
         let config = &self.shared.config;
         if stream
             .set_timeouts(BUSY_SPELL.min(config.idle_timeout), BUSY_SPELL)
             .is_err()
         {
-            return self.shared.stats.reject(Reject::IoError);
+            self.shared.stats.reject(Reject::IoError);
+            return None;
         }
-        // Straight to a thread rather than parked first: a new connection's first request
-        // is usually on its way (a `tcp-connect` call sends it right after connecting).
-        let conn = Conn {
+        // Served at once rather than parked first: a new connection's first request is
+        // usually on its way (a `tcp-connect` call sends it right after connecting).
+        Some(Conn {
             inbuf: InBuf::new(),
             dropping: None,
             last_input: Instant::now(),
             owed: Owed::default(),
             _guard: guard,
-        };
-        self.busy(stream, conn);
+        })
     }
 
     /// Serves the connection on a pool thread until it closes or parks.
     fn busy(self: &Arc<Self>, stream: S, mut conn: Conn) {
         let tcp = self.clone();
-        let started = self
-            .pool
-            .run(move || match serve(&stream, &mut conn, &tcp.shared) {
-                // Dropped, and so closed, if the runtime is shutting down.
-                next @ (Next::Park | Next::WaitWritable) => {
-                    let _ = tcp.parking.send((stream, conn, next));
-                }
-                Next::Close(None) => {}
-                Next::Close(Some(kind)) => tcp.shared.stats.reject(kind),
-            });
+        let started =
+            self.pool.run(
+                move || match serve(&stream, &mut conn, &tcp.shared, Spell::Busy) {
+                    // Dropped, and so closed, if the runtime is shutting down.
+                    next @ (Next::Park | Next::WaitWritable) => {
+                        let _ = tcp.parking.send((stream, conn, next));
+                    }
+                    // A busy spell ends only in the others.
+                    Next::Close(None) | Next::More => {}
+                    Next::Close(Some(kind)) => tcp.shared.stats.reject(kind),
+                },
+            );
         // The job, and the connection in it, is dropped: that closes it.
         if let Err(e) = started {
             tracing::warn!("cannot start a connection thread: {e}");
@@ -373,11 +497,11 @@ impl From<Reject> for Halt {
 
 /// Serves one connection on the calling thread until it is silent for [`BUSY_SPELL`],
 /// the client stops taking its replies, closes it or misbehaves, or shutdown starts.
-fn serve<S: FrameStream>(stream: &S, conn: &mut Conn, shared: &Shared) -> Next
+fn serve<S: FrameStream>(stream: &S, conn: &mut Conn, shared: &Shared, spell: Spell) -> Next
 where
     for<'a> &'a S: Read + Write,
 {
-    match serve_busy(stream, conn, shared) {
+    match serve_busy(stream, conn, shared, spell) {
         Ok(next) => next,
         Err(Halt::Stalled) => Next::WaitWritable,
         Err(Halt::Close(kind)) => Next::Close(Some(kind)),
@@ -385,7 +509,12 @@ where
 }
 
 /// [`serve`], with why it cannot go on as the error.
-fn serve_busy<S: FrameStream>(stream: &S, conn: &mut Conn, shared: &Shared) -> Result<Next, Halt>
+fn serve_busy<S: FrameStream>(
+    stream: &S,
+    conn: &mut Conn,
+    shared: &Shared,
+    spell: Spell,
+) -> Result<Next, Halt>
 where
     for<'a> &'a S: Read + Write,
 {
@@ -401,9 +530,11 @@ where
     // What a stalled client was owed goes first.
     out.flush(conn)?;
     let mut read_more = false;
+    let mut replied = false;
     loop {
         // Answer every complete frame we already have.
         let answered = answer_buffered(&out, conn, shared)?;
+        replied |= answered;
         if read_more && !answered {
             // Part of a frame: it still counts as the client talking.
             conn.last_input = Instant::now();
@@ -424,6 +555,9 @@ where
             Ok(n) => {
                 inbuf.filled(n);
                 out.counters.bytes_in.fetch_add(n as u64, Relaxed);
+                if replied && spell == Spell::FirstReply {
+                    return Ok(Next::More);
+                }
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             // Silent for the spell: give the thread back (or close, when shutdown began
@@ -922,5 +1056,23 @@ pub(super) fn answer_within(
         status: status as u8,
         server_ns: got_it.elapsed().as_nanos() as u64,
         payload,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The accepting threads leave TCP_NODELAY to the listener: the kernel must copy it
+    /// to each accepted socket, or every reply would wait for Nagle.
+    #[test]
+    fn an_accepted_socket_inherits_nodelay_from_its_listener() {
+        use nix::sys::socket::{getsockopt, setsockopt, sockopt};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        setsockopt(&listener, sockopt::TcpNoDelay, &true).unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        assert!(getsockopt(&accepted, sockopt::TcpNoDelay).unwrap());
+        assert!(!client.nodelay().unwrap(), "a socket without it has it off");
     }
 }

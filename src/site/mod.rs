@@ -490,6 +490,7 @@ mod tests {
         let pair = PeerPair {
             transport: TransportKind::Tcp,
             security: Security::Plain,
+            workers: 1,
             peer: "sockperf ping-pong".into(),
             command: String::new(),
             rpcbench_round_means_us: vec![16.0, 30.0, 15.0],
@@ -498,5 +499,12 @@ mod tests {
         // One disturbed round on each side does not decide: 16 / 12.
         assert_eq!(pair.ratio(), Some(16.0 / 12.0));
         assert_eq!(pair.within_limit(), Some(16.0 / 12.0 <= PEER_RATIO_LIMIT));
+        assert_eq!(pair.name(), "tcp");
+        let many = PeerPair {
+            transport: TransportKind::H2Mux,
+            workers: 256,
+            ..pair
+        };
+        assert_eq!(many.name(), "h2-mux -c 256");
     }
 }

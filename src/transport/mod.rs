@@ -965,8 +965,8 @@ pub(crate) async fn connect_nodelay(
         .await
         .map_err(|e| CallError::from_connect(&e))?;
     let connect = started.elapsed();
-    // Read now, so the segments retransmitted so far (the SYN's) are told apart.
-    let probe = crate::tcpinfo::Probe::opened(tcp_info, stream.as_fd());
+    // The segments retransmitted so far (the SYN's) are told apart.
+    let probe = crate::tcpinfo::Probe::opened(tcp_info, stream.as_fd(), connect);
     stream
         .set_nodelay(true)
         .map_err(|e| CallError::from_io(&e))?;
