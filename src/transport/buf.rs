@@ -73,6 +73,12 @@ impl RecvBuf {
         &mut self.buf[self.end..]
     }
 
+    /// Forgets what it holds, keeping its storage: for the next connection.
+    pub fn clear(&mut self) {
+        self.start = 0;
+        self.end = 0;
+    }
+
     /// Records that a read put `n` bytes into the space [`RecvBuf::space_for`] returned.
     #[inline]
     pub fn filled(&mut self, n: usize) {

@@ -272,17 +272,35 @@ fn connect_blocking(addr: std::net::SocketAddr, timeout: Duration) -> Result<Tcp
 /// A connected socket that sends request frames and reads response frames, blocking.
 pub(super) struct FrameConn<S = BlockingSock> {
     stream: TimedStream<S>,
+    bufs: FrameBufs,
+}
+
+/// A frame connection's buffers, which a transport that opens a connection per call
+/// (`tcp-connect`) keeps from one to the next: two 16 KiB allocations and the zeroing of
+/// one less per call.
+pub(super) struct FrameBufs {
     inbuf: RecvBuf,
     outbuf: Vec<u8>,
 }
 
+impl Default for FrameBufs {
+    fn default() -> Self {
+        FrameBufs {
+            inbuf: RecvBuf::new(INITIAL_BUFFER),
+            outbuf: Vec::with_capacity(INITIAL_BUFFER),
+        }
+    }
+}
+
 impl FrameConn {
-    /// Connects (and handshakes, on a TLS endpoint) before `deadline`, Nagle off. Returns
-    /// the connection and what opening it took.
+    /// Connects (and handshakes, on a TLS endpoint) before `deadline`, Nagle off, into
+    /// `bufs` (an earlier connection's, or new ones). Returns the connection and what
+    /// opening it took.
     pub fn connect(
         addr: std::net::SocketAddr,
         deadline: Instant,
         endpoint: &Endpoint,
+        bufs: FrameBufs,
     ) -> Result<(FrameConn, Took), CallError> {
         let (stream, took) = TimedStream::connect(
             addr,
@@ -290,18 +308,26 @@ impl FrameConn {
             endpoint.secure(Alpn::None),
             &endpoint.tcp_info,
         )?;
-        Ok((FrameConn::new(stream), took))
+        Ok((FrameConn::with_bufs(stream, bufs), took))
     }
 }
 
 impl<S: BlockingSocket> FrameConn<S> {
     /// Frames over a connected socket.
     pub fn new(stream: TimedStream<S>) -> FrameConn<S> {
-        FrameConn {
-            stream,
-            inbuf: RecvBuf::new(INITIAL_BUFFER),
-            outbuf: Vec::with_capacity(INITIAL_BUFFER),
-        }
+        FrameConn::with_bufs(stream, FrameBufs::default())
+    }
+
+    /// Frames over a connected socket, in `bufs` (what they held is forgotten).
+    pub fn with_bufs(stream: TimedStream<S>, mut bufs: FrameBufs) -> FrameConn<S> {
+        bufs.inbuf.clear();
+        bufs.outbuf.clear();
+        FrameConn { stream, bufs }
+    }
+
+    /// Closes the connection, keeping its buffers for the next one.
+    pub fn close(self) -> FrameBufs {
+        self.bufs
     }
 
     /// Sends `call` and reads its reply, skipping (and counting in `duplicates`) replies to
@@ -313,21 +339,21 @@ impl<S: BlockingSocket> FrameConn<S> {
         phases: &mut Phases,
         duplicates: &mut u64,
     ) -> Result<Reply<'_>, CallError> {
-        encode_request(call, &mut self.outbuf);
+        encode_request(call, &mut self.bufs.outbuf);
         let sent = Instant::now();
         self.stream
-            .write_all(&self.outbuf)
+            .write_all(&self.bufs.outbuf)
             .map_err(|e| CallError::from_io(&e))?;
         let mut first = true;
         let max_body = call.max_body(RESPONSE_OVERHEAD as usize);
         let body = loop {
             let body = self.read_frame(max_body, deadline, &mut first, sent, phases)?;
-            if is_reply_to(self.inbuf.get(body.clone()), call)? {
+            if is_reply_to(self.bufs.inbuf.get(body.clone()), call)? {
                 break body;
             }
             *duplicates += 1;
         };
-        reply_of(self.inbuf.get(body))
+        reply_of(self.bufs.inbuf.get(body))
     }
 
     /// Reads until a whole frame, of a body at most `max_body` bytes, is buffered; returns
@@ -341,13 +367,13 @@ impl<S: BlockingSocket> FrameConn<S> {
         phases: &mut Phases,
     ) -> Result<Range<usize>, CallError> {
         loop {
-            let need = match next_frame(&mut self.inbuf, max_body)? {
+            let need = match next_frame(&mut self.bufs.inbuf, max_body)? {
                 Framed::Body(body) => return Ok(body),
                 Framed::Need(need) => need,
             };
             let n = self
                 .stream
-                .read(self.inbuf.space_for(need), deadline, *first)?;
+                .read(self.bufs.inbuf.space_for(need), deadline, *first)?;
             if n == 0 {
                 return Err(CallError::Closed);
             }
@@ -355,7 +381,7 @@ impl<S: BlockingSocket> FrameConn<S> {
                 phases.first_byte = Some(sent.elapsed());
                 *first = false;
             }
-            self.inbuf.filled(n);
+            self.bufs.inbuf.filled(n);
         }
     }
 }
@@ -644,7 +670,7 @@ impl Dial for TcpDial {
         phases: &mut Phases,
     ) -> Result<FrameConn, CallError> {
         let addr = endpoint.tcp_addr(deadline, phases)?;
-        let (conn, took) = FrameConn::connect(addr, deadline, endpoint)?;
+        let (conn, took) = FrameConn::connect(addr, deadline, endpoint, FrameBufs::default())?;
         took.record(phases);
         Ok(conn)
     }

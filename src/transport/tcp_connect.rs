@@ -1,7 +1,7 @@
 //! `tcp-connect`: a new TCP connection per call (connect, one frame each way, close), the
 //! shape of netperf's TCP_CRR. The latency includes the connect.
 
-use super::tcp::{AsyncFrameConn, FrameConn};
+use super::tcp::{AsyncFrameConn, FrameBufs, FrameConn};
 use super::{
     AsyncTransport, Call, CallError, CallTimer, Endpoint, Facts, OpenTransportError, Phases, Port,
     Reply, Transport, opened,
@@ -16,6 +16,8 @@ pub struct TcpConnect {
     /// The connection of the call in progress; kept only so the reply can borrow from it,
     /// and closed by `end_call`.
     conn: Option<FrameConn>,
+    /// The last connection's buffers, for the next.
+    spare: Option<FrameBufs>,
     connects: u64,
 }
 
@@ -33,6 +35,7 @@ impl Transport for TcpConnect {
             endpoint,
             timeout,
             conn: None,
+            spare: None,
             connects: 0,
         })
     }
@@ -40,7 +43,8 @@ impl Transport for TcpConnect {
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
         let deadline = Instant::now() + self.timeout;
         let addr = self.endpoint.tcp_addr(deadline, phases)?;
-        let (conn, took) = FrameConn::connect(addr, deadline, &self.endpoint)?;
+        let bufs = self.spare.take().unwrap_or_default();
+        let (conn, took) = FrameConn::connect(addr, deadline, &self.endpoint, bufs)?;
         self.connects += 1;
         took.record(phases);
         // A new connection per call cannot hold an earlier call's reply.
@@ -51,11 +55,11 @@ impl Transport for TcpConnect {
     }
 
     fn end_call(&mut self) {
-        self.conn = None;
+        self.spare = self.conn.take().map(FrameConn::close);
     }
 
     fn reset(&mut self) {
-        self.conn = None;
+        self.end_call();
     }
 
     fn connects(&self) -> u64 {
