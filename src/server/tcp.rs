@@ -272,8 +272,15 @@ impl Acceptors {
         // Held until the loop ends, so shutdown waits for it.
         let _alive = shared.alive.clone();
         while !*shared.shutdown.borrow() {
-            if self.waiting.fetch_add(1, Relaxed) >= self.most {
-                self.waiting.fetch_sub(1, Relaxed);
+            // Counted only below the most, never over it for a moment: a count that a
+            // thread about to leave inflated could let two quiet ones leave together and
+            // the listener be left with no thread in `accept`.
+            let most = self.most;
+            if self
+                .waiting
+                .fetch_update(Relaxed, Relaxed, |n| (n < most).then_some(n + 1))
+                .is_err()
+            {
                 return;
             }
             let accepted = self.listener.accept();
