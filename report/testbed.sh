@@ -35,7 +35,14 @@
 # a timer's overshoot and far below a delay paid twice or not at all. The paced reference
 # of the server delay then runs at 50 calls/s.
 #
-# The peers run R rounds (default 3) of N calls each (rpcbench -n N, ab -n N; sockperf and
+# rpcbench's own runs split their N calls into --rounds R (default 3, rpcbench's own
+# default) interleaved rounds, the order reversed every other round: the host drifts over a
+# run of every transport and mode (here a pinned same-core curl-reuse moved its median by
+# 9% between two modes run back to back), and interleaved rounds meet that drift in every
+# mode alike, and count it in each figure's noise. With one round the physics checks
+# compared figures minutes apart, and failed on the host's drift.
+#
+# The peers run --peer-rounds R (default 3) of N calls each (rpcbench -n N, ab -n N; sockperf and
 # wrk S seconds, default 5); `rpcbench report` takes the median of each side's round means,
 # so one round disturbed by the host does not decide. Peer ratios are benchmarks: the
 # script's exit status is the report's, which only the truth checks set.
@@ -47,7 +54,7 @@ PAYLOAD=64
 DNS_DELAY=20ms
 DELAY_US=20000
 PIN=same
-ROUNDS=1
+ROUNDS=3
 OUT=report
 PEERS=1
 PEER_CALLS=20000

@@ -39,8 +39,8 @@ pub struct BenchArgs {
     /// private temporary directory, removed at the end.
     #[arg(long, value_name = "PATH")]
     pub unix: Option<std::path::PathBuf>,
-    /// Measured calls per transport and mode, split evenly among the workers (at least 1,
-    /// and at least -c).
+    /// Measured calls per transport and mode, taken one at a time by the workers as each
+    /// becomes free, so that none idles while calls remain (at least 1, and at least -c).
     #[arg(short = 'n', long = "calls", value_name = "N", default_value_t = 1000, value_parser = parse_calls)]
     pub calls: u64,
     /// Run each transport for this long instead of -n calls (e.g. 10s; more than 0):

@@ -4,11 +4,12 @@
 
 use super::call::Attempt;
 use super::{
-    Finished, Pacer, Quota, RunConfig, RunTransportError, StartLine, add_cpu_since, next_seq,
-    run_threads, thread_cpu, warmup_share,
+    CallPool, Finished, Pacer, Quota, RunConfig, RunTransportError, StartLine, add_cpu_since,
+    next_seq, run_threads, thread_cpu, warmup_share,
 };
 use crate::measure::Tally;
 use crate::transport::{Endpoint, Transport, TransportKind, WithTransport};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
@@ -19,6 +20,7 @@ pub(super) fn run(
     config: &RunConfig,
     workers: usize,
     done: &AtomicU64,
+    pool: &Arc<CallPool>,
 ) -> Result<(Tally, Duration), RunTransportError> {
     run_threads(workers, &|i| format!("{kind}-{i}"), |index, start_line| {
         let ctx = WorkerCtx {
@@ -26,6 +28,7 @@ pub(super) fn run(
             index,
             workers,
             done,
+            pool,
             start_line,
         };
         // The one dispatch: from here on the loop is compiled per transport.
@@ -47,6 +50,8 @@ struct WorkerCtx<'a> {
     workers: usize,
     /// Calls finished, for the progress display.
     done: &'a AtomicU64,
+    /// The run's measured calls, taken one at a time.
+    pool: &'a Arc<CallPool>,
     /// Where the worker waits once warm.
     start_line: &'a StartLine,
 }
@@ -59,7 +64,7 @@ impl WithTransport for WorkerCtx<'_> {
     }
 }
 
-/// One worker: warm-up, wait for the start, then measured calls until its quota is met.
+/// One worker: warm-up, wait for the start, then measured calls while its quota lasts.
 fn worker<T: Transport>(
     mut transport: T,
     ctx: WorkerCtx<'_>,
@@ -69,6 +74,7 @@ fn worker<T: Transport>(
         index,
         workers,
         done,
+        pool,
         start_line,
     } = ctx;
     let mut payload = Vec::with_capacity(config.payload as usize);
@@ -94,7 +100,7 @@ fn worker<T: Transport>(
         let _ = nix::sys::prctl::set_timerslack(1);
     }
     let start = start_line.wait()?;
-    let quota = Quota::new(config, start, workers, index);
+    let quota = Quota::new(config, start, workers, index, pool);
     let cpu_before = thread_cpu();
     let mut made = 0u64;
     while quota.more(made) {

@@ -11,13 +11,13 @@
 //! A loop runs in two phases on the same runtime. Warm-up: every connection opens and
 //! makes its warm-up calls (at most [`CONNECTS_IN_FLIGHT`] connections warming at once),
 //! then the loop thread waits at the run's start line with every connection open and idle.
-//! Measured: every connection calls until its quota is met (its share of `-n`, or the
-//! common `--duration` deadline), paced by its share of `--rate`.
+//! Measured: every connection calls while its quota lasts (calls left in the run's pool,
+//! or the common `--duration` deadline), paced by its share of `--rate`.
 
 use super::call::Attempt;
 use super::{
-    Finished, NEXT_SEQ, Pacer, Quota, RunConfig, RunTransportError, StartLine, add_cpu_since,
-    run_threads, thread_cpu, warmup_share,
+    CallPool, Finished, NEXT_SEQ, Pacer, Quota, RunConfig, RunTransportError, StartLine,
+    add_cpu_since, run_threads, thread_cpu, warmup_share,
 };
 use crate::measure::Tally;
 use crate::transport::{AsyncTransport, Endpoint, TransportKind, WithAsyncTransport};
@@ -55,6 +55,7 @@ pub(super) fn run(
     connections: usize,
     loops: usize,
     done: Arc<AtomicU64>,
+    pool: &Arc<CallPool>,
 ) -> Result<(Tally, Duration), RunTransportError> {
     run_threads(
         loops,
@@ -66,6 +67,7 @@ pub(super) fn run(
                 connections,
                 mine: (first..connections).step_by(loops).collect(),
                 done: done.clone(),
+                pool: pool.clone(),
                 start_line,
             };
             // The one dispatch: from here on the loop is compiled per transport.
@@ -89,6 +91,8 @@ struct LoopCtx<'a> {
     mine: Vec<usize>,
     /// The run's progress counter.
     done: Arc<AtomicU64>,
+    /// The run's measured calls, taken one at a time by every loop's connections.
+    pool: Arc<CallPool>,
     /// Where the loop waits with its connections warm.
     start_line: &'a StartLine,
 }
@@ -112,6 +116,8 @@ struct Shared {
     seqs: Cell<(u64, u64)>,
     /// The run's progress counter.
     done: Arc<AtomicU64>,
+    /// The run's measured calls, taken one at a time by every loop's connections.
+    pool: Arc<CallPool>,
     /// Calls finished here not yet added to `done`.
     undone: Cell<u64>,
     /// What the measured calls of every connection of this loop measured.
@@ -159,6 +165,7 @@ fn event_loop<T: AsyncTransport>(ctx: LoopCtx<'_>) -> Result<Finished, RunTransp
         connections,
         mine,
         done,
+        pool,
         start_line,
     } = ctx;
     let rt = match tokio::runtime::Builder::new_current_thread()
@@ -179,6 +186,7 @@ fn event_loop<T: AsyncTransport>(ctx: LoopCtx<'_>) -> Result<Finished, RunTransp
         connections,
         seqs: Cell::new((0, 0)),
         done,
+        pool,
         undone: Cell::new(0),
         tally: RefCell::new(Tally::new(config.rate.is_some())),
         scratch: RefCell::new(Tally::default()),
@@ -288,7 +296,7 @@ async fn measured<T: AsyncTransport>(
     start: Instant,
 ) -> (T, u64) {
     let config = &shared.config;
-    let quota = Quota::new(config, start, shared.connections, index);
+    let quota = Quota::new(config, start, shared.connections, index, &shared.pool);
     let mut pacer = Pacer::new(config.rate, shared.connections, index);
     let mut payload = Vec::with_capacity(config.payload as usize);
     let mut made = 0u64;
