@@ -235,6 +235,86 @@ fn keep_alive_curl_100_requests_one_connection() {
     assert_rejects(&snap, &[]);
 }
 
+/// The plain keep-alive echoes are answered without hyper (`src/server/http/lean.rs`), and
+/// any other request hands the connection to hyper with the bytes already read: on one
+/// connection, pipelined and split requests of both kinds come back in order, each right,
+/// and the lean replies carry the same headers as hyper's.
+#[test]
+fn lean_echoes_and_hyper_share_one_connection() {
+    let server = TestServer::start_default();
+    let mut stream = TcpStream::connect(server.http).unwrap();
+    stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    stream.set_nodelay(true).unwrap();
+    let echo = |seq: u64, body: &[u8]| {
+        let mut req = format!(
+            "POST /echo HTTP/1.1\r\nHost: t\r\nx-rpcbench-seq: {seq}\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        req.extend_from_slice(body);
+        req
+    };
+    let mut buf = Vec::new();
+    // 1. Two echoes pipelined in one write, a pattern reply, then one split byte by byte.
+    let mut both = echo(1, b"first");
+    both.extend(echo(2, &[7; 3000]));
+    both.extend(b"GET /echo?reply_len=100&seq=3 HTTP/1.1\r\nHost: t\r\n\r\n");
+    stream.write_all(&both).unwrap();
+    for byte in echo(4, b"split") {
+        stream.write_all(&[byte]).unwrap();
+    }
+    let mut lean = Vec::new();
+    for (seq, body) in [
+        (1, b"first".to_vec()),
+        (2, vec![7; 3000]),
+        (3, (0..100u64).map(|i| (3 + i) as u8).collect()),
+        (4, b"split".to_vec()),
+    ] {
+        let resp = read_http1(&mut stream, &mut buf);
+        assert_eq!(resp.status, 200);
+        assert_eq!(
+            resp.header("x-rpcbench-seq"),
+            Some(seq.to_string().as_str())
+        );
+        assert_eq!(resp.body, body, "seq {seq}");
+        check_echo_headers(
+            resp.header("content-type"),
+            resp.header("x-rpcbench-seq"),
+            resp.header("server-timing"),
+        );
+        lean.push(resp);
+    }
+    // 2. A request only hyper answers (a chunked body), pipelined with an echo behind it:
+    // hyper takes the connection from there, in order.
+    let mut mixed = b"POST /echo HTTP/1.1\r\nHost: t\r\nx-rpcbench-seq: 5\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n".to_vec();
+    mixed.extend(echo(6, b"after"));
+    mixed.extend(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n");
+    stream.write_all(&mixed).unwrap();
+    let chunked = read_http1(&mut stream, &mut buf);
+    assert_eq!(
+        (chunked.status, chunked.body.as_slice()),
+        (200, &b"abc"[..])
+    );
+    let after = read_http1(&mut stream, &mut buf);
+    assert_eq!((after.status, after.body.as_slice()), (200, &b"after"[..]));
+    assert_eq!(after.header("x-rpcbench-seq"), Some("6"));
+    let health = read_http1(&mut stream, &mut buf);
+    assert_eq!((health.status, health.body.as_slice()), (200, &b"ok"[..]));
+    // Hyper's echo reply and the lean ones carry the same headers.
+    let names = |r: &common::RawResponse| {
+        let mut names: Vec<String> = r.headers.iter().map(|(k, _)| k.clone()).collect();
+        names.sort();
+        names
+    };
+    for resp in &lean {
+        assert_eq!(names(resp), names(&after), "lean and hyper headers");
+    }
+    drop(stream);
+    let stats = server.stats();
+    assert_eq!(stats.http.requests, 7, "every request counted once");
+    assert_eq!(stats.http.connections_total, 1);
+}
+
 #[test]
 fn connection_close_is_honoured() {
     let server = TestServer::start_default();

@@ -139,7 +139,7 @@ pub(super) fn text(status: StatusCode, body: &str) -> Response<Body> {
 }
 
 /// Longest `server-timing` value: `app;dur=`, 20 digits of a u64, `.` and 3 decimals.
-const TIMING_MAX: usize = 32;
+pub(super) const TIMING_MAX: usize = 32;
 
 /// The `server-timing` header for a request that took `took` (gRPC sends the same value
 /// as a trailer).
@@ -151,7 +151,7 @@ pub(in crate::server) fn server_timing(took: Duration) -> HeaderValue {
 
 /// Writes `app;dur=<milliseconds with 3 decimals>` into `buf` with integer arithmetic and
 /// returns its length (a float `format!` was a measurable share of a request's CPU time).
-fn write_server_timing(took: Duration, buf: &mut [u8; TIMING_MAX]) -> usize {
+pub(super) fn write_server_timing(took: Duration, buf: &mut [u8; TIMING_MAX]) -> usize {
     const PREFIX: &[u8] = b"app;dur=";
     // Round to the microsecond, as `{:.3}` of the milliseconds would; u64 arithmetic only.
     let micros = took
@@ -173,7 +173,7 @@ fn write_server_timing(took: Duration, buf: &mut [u8; TIMING_MAX]) -> usize {
 }
 
 /// Writes `n` in decimal at the end of `buf`; returns how many bytes it took.
-fn write_decimal(mut n: u64, buf: &mut [u8; 20]) -> usize {
+pub(super) fn write_decimal(mut n: u64, buf: &mut [u8; 20]) -> usize {
     let mut i = buf.len();
     loop {
         i -= 1;

@@ -89,7 +89,7 @@ pub(super) fn over_budget(shared: &Shared) -> Response<Body> {
 
 /// A request the server refuses, with the one-line reason sent back as the body.
 #[derive(Debug, thiserror::Error)]
-enum HttpError {
+pub(super) enum HttpError {
     #[error("bad request: {0}")]
     BadRequest(String),
     #[error("no such path: {0}")]
@@ -135,10 +135,10 @@ impl HttpError {
 
 /// The parameters of `/echo`, from the query string and the seq header.
 #[derive(Debug, Default, PartialEq)]
-struct EchoParams {
-    seq: Option<u64>,
-    reply_len: Option<u32>,
-    delay_us: u32,
+pub(super) struct EchoParams {
+    pub(super) seq: Option<u64>,
+    pub(super) reply_len: Option<u32>,
+    pub(super) delay_us: u32,
 }
 
 impl EchoParams {
@@ -146,7 +146,7 @@ impl EchoParams {
     ///
     /// Splits on bytes rather than chars: `&` and `=` are ASCII, so every slice still
     /// falls on a char boundary, and this runs for every request.
-    fn parse(query: Option<&str>) -> Result<EchoParams, HttpError> {
+    pub(super) fn parse(query: Option<&str>) -> Result<EchoParams, HttpError> {
         let mut params = EchoParams::default();
         let mut rest = query.unwrap_or("");
         while !rest.is_empty() {
