@@ -59,7 +59,8 @@ count echo-http "http://$(listen_addr "$tmp/echo.out" http "${pids[-1]}")/echo?r
 
 port=$(free_port 127.0.0.1)
 # No master process: callgrind must be counting the process that serves.
-write_nginx_conf "$tmp/nginx" "$port" 100 "master_process off;"
+write_nginx_conf "$tmp/nginx" 100 "127.0.0.1:$port"
+sed -i "1a master_process off;" "$tmp/nginx/nginx.conf"
 "${grind[@]}" --callgrind-out-file="$tmp/nginx.out" /usr/sbin/nginx -p "$tmp/nginx/" \
     -e "$tmp/nginx/error.log" -c "$tmp/nginx/nginx.conf" 2>"$tmp/nginx.err" &
 pids+=("$!")

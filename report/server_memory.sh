@@ -572,7 +572,8 @@ run_echo kept echo-http-kept
 
 # ---- nginx ------------------------------------------------------------------------------
 nginx_port=$(free_port 127.0.0.1)
-write_nginx_conf "$tmp/nginx" "$nginx_port" 1 "worker_rlimit_nofile $need_files;"
+write_nginx_conf "$tmp/nginx" 1 "127.0.0.1:$nginx_port"
+sed -i "1a worker_rlimit_nofile $need_files;" "$tmp/nginx/nginx.conf"
 # lib.sh's configuration allows 1024 connections; this measurement needs CONNS of them.
 sed -i "s/worker_connections [0-9]*;/worker_connections $((conns + 100));/" "$tmp/nginx/nginx.conf"
 "$nginx_bin" -p "$tmp/nginx/" -e "$tmp/nginx/error.log" -c "$tmp/nginx/nginx.conf" &
