@@ -22,7 +22,7 @@
 //! the request counter, the bytes in and out, and the idle and write timeouts (the
 //! watcher's counters are moved as hyper's path moves them).
 
-use super::reply::write_server_timing;
+use super::reply::{ECHO_CONTENT_TYPE, write_server_timing};
 use super::route::EchoParams;
 use super::{CloseReason, ConnState, CountingIo, HttpIo, InFlight, count_close, count_moved};
 use crate::server::stats::Reject;
@@ -59,12 +59,22 @@ pub(super) enum Lean {
 
 /// What one request asks, when it is one this path answers.
 struct Echo {
-    /// Where the request's body starts in the buffer, and its length.
+    /// Where the request's body starts (the head's length), and its length.
     body_at: usize,
     body_len: usize,
-    /// The whole request's length (head and body).
-    len: usize,
     params: EchoParams,
+}
+
+impl Echo {
+    /// The bytes of the request's body within `request`, which starts with the request.
+    fn body<'a>(&self, request: &'a [u8]) -> &'a [u8] {
+        &request[self.body_at..self.len()]
+    }
+
+    /// The whole request's length: head and body.
+    fn len(&self) -> usize {
+        self.body_at + self.body_len
+    }
 }
 
 /// Serves requests while they are ones this path answers. Starts with the first
@@ -114,12 +124,11 @@ pub(super) async fn serve<S: HttpIo>(
             let delay = Duration::from_micros(echo.params.delay_us.into());
             crate::server::sleep_until(got_it + delay).await;
         }
-        let start = io.head.taken;
-        let body = &io.head.bytes[start + echo.body_at..start + echo.body_at + echo.body_len];
+        let body = echo.body(&io.head.bytes[io.head.taken..]);
         write_reply(&mut out, &echo.params, body, got_it);
         busy.answered = true;
         drop(busy);
-        io.head.taken += echo.len;
+        io.head.taken += echo.len();
         if let Err(stop) = write_all(io, state, registered, &out).await {
             if let Stop::Told(why) = stop {
                 count_close(&state.shared, why);
@@ -211,14 +220,12 @@ fn parse(buf: &[u8], state: &ConnState) -> Parsed {
     {
         return Parsed::Hyper;
     }
-    let len = head_len + body_len;
-    if buf.len() < len {
+    if buf.len() < head_len + body_len {
         return Parsed::More;
     }
     Parsed::Echo(Echo {
         body_at: head_len,
         body_len,
-        len,
         params,
     })
 }
@@ -242,7 +249,9 @@ fn write_reply(out: &mut Vec<u8>, params: &EchoParams, body: &[u8], got_it: Inst
     });
     let body = pattern.unwrap_or(body);
     out.clear();
-    out.extend_from_slice(b"HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\n");
+    out.extend_from_slice(b"HTTP/1.1 200 OK\r\ncontent-type: ");
+    out.extend_from_slice(ECHO_CONTENT_TYPE.as_bytes());
+    out.extend_from_slice(b"\r\n");
     if let Some(seq) = params.seq {
         out.extend_from_slice(SEQ_HEADER.as_bytes());
         out.extend_from_slice(b": ");

@@ -52,6 +52,9 @@ impl hyper::body::Body for Body {
     }
 }
 
+/// The content type of every echo reply, hyper's and the lean path's alike.
+pub(super) const ECHO_CONTENT_TYPE: &str = "application/octet-stream";
+
 /// [`SEQ_HEADER`] as a header name, so lookups and inserts skip parsing the string.
 pub(super) static SEQ_NAME: HeaderName = HeaderName::from_static(SEQ_HEADER);
 /// The reply header carrying the server's time for the request, `app;dur=<ms>`.
@@ -79,7 +82,7 @@ pub(super) fn echo(
     let headers = resp.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("application/octet-stream"),
+        HeaderValue::from_static(ECHO_CONTENT_TYPE),
     );
     if let Some(seq) = seq {
         headers.insert(SEQ_NAME.clone(), unindexed(HeaderValue::from(seq)));
