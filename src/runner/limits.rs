@@ -192,10 +192,10 @@ mod tests {
         assert_eq!(tcp, BASE_FILES + 1000);
         let embedded = files_needed(TransportKind::Tcp, 1000, Engine::Blocking, true);
         assert_eq!(embedded, BASE_FILES + 2000);
-        let hyper = files_needed(TransportKind::HttpFresh, 1000, Engine::Blocking, false);
-        assert_eq!(hyper, BASE_FILES + 1000 * (1 + FILES_PER_RUNTIME));
-        let evloop = files_needed(TransportKind::HttpFresh, 1000, Engine::Evloop, false);
-        assert!(evloop < hyper && evloop > BASE_FILES + 1000, "{evloop}");
+        let runtimes = files_needed(TransportKind::H2, 1000, Engine::Blocking, false);
+        assert_eq!(runtimes, BASE_FILES + 1000 * (1 + FILES_PER_RUNTIME));
+        let evloop = files_needed(TransportKind::H2, 1000, Engine::Evloop, false);
+        assert!(evloop < runtimes && evloop > BASE_FILES + 1000, "{evloop}");
     }
 
     #[test]

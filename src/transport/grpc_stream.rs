@@ -58,6 +58,7 @@ impl Transport for GrpcStream {
         port: Port::Http,
         alpn: super::tls::Alpn::H2,
         round_trips: Some(1.0),
+        files_per_worker: super::FILES_PER_RUNTIME,
         ..Facts::DEFAULT
     };
 

@@ -137,7 +137,7 @@ registry! {
     Tcp = tcp::{Tcp, AsyncTcp}, "tcp";
     /// A new TCP connection per call: connect, one frame each way, close (netperf TCP_CRR).
     TcpConnect = tcp_connect::{TcpConnect, AsyncTcpConnect}, "tcp-connect";
-    /// HTTP/1.1 POST /echo over a new connection per call (hyper).
+    /// HTTP/1.1 POST /echo over a new connection per call (a lean HTTP/1.1 client).
     HttpFresh = http_fresh::{HttpFresh, AsyncHttpFresh}, "http-fresh";
     /// HTTP/1.1 POST /echo over one kept-alive connection per worker (a lean HTTP/1.1 client).
     HttpKeepalive = http_keepalive::{HttpKeepalive, AsyncHttpKeepalive}, "http-keepalive";
@@ -239,7 +239,8 @@ pub enum Tls {
 
 /// Open files of one tokio runtime, counted in `/proc/PID/fd` (tokio 1.54): two epoll
 /// instances, the eventfd that wakes it and a copy of the signal driver's socket. Every
-/// event-loop thread has one, and so has every blocking `http-fresh` worker (hyper).
+/// event-loop thread has one, and so has every worker of a transport that drives an async
+/// client from a blocking worker (`h2`, `grpc`, `grpc-stream`).
 pub const FILES_PER_RUNTIME: u64 = 4;
 
 /// Open files of one libcurl easy handle besides its connection, counted the same way:

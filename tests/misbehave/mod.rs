@@ -50,6 +50,9 @@ pub enum Action {
     /// HTTP: reply with `Connection: close`, then close. TCP has no way to announce a
     /// close, so there it is the same as [`Action::CloseAfter`].
     CloseAnnounced,
+    /// HTTP: reply with `Connection: close`, then keep the connection open, breaking the
+    /// promise (until the client closes it). TCP: the same as [`Action::Reply`].
+    LingerAnnounced,
 }
 
 /// Which listener a request came in on.
@@ -540,7 +543,8 @@ fn serve_http(mut stream: TcpStream, conn: u64, inner: &Inner) {
             Action::Corrupt => corrupt(&mut body, &mut seq_out),
             _ => {}
         }
-        let announce_close = client_close || action == Action::CloseAnnounced;
+        let announce_close =
+            client_close || matches!(action, Action::CloseAnnounced | Action::LingerAnnounced);
         let mut out = format!(
             "HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ncontent-length: {}\r\n\
              {}: {seq_out}\r\nserver-timing: app;dur=0.001\r\n{}\r\n",
@@ -559,6 +563,9 @@ fn serve_http(mut stream: TcpStream, conn: u64, inner: &Inner) {
         }
         if stream.write_all(&out).is_err() {
             return;
+        }
+        if action == Action::LingerAnnounced {
+            continue;
         }
         if client_close
             || matches!(action, Action::CloseAfter | Action::CloseAnnounced)
