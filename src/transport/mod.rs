@@ -25,6 +25,7 @@ mod curl;
 mod h1;
 mod h2_mux_wire;
 mod h2_wire;
+mod hpack;
 mod http;
 mod mux;
 pub mod tls;
