@@ -41,7 +41,7 @@ pub(super) struct EchoStream {
 
 impl MuxProtocol for EchoStream {
     const FACTS: Facts = Facts {
-        summary: "HTTP/2 with every worker sharing one connection, each call a concurrent stream: `-c 64` is 64 streams on 1 connection, and `connects` is 1; the connection is driven by a task of its own (`src/transport/h2_mux_wire.rs`: frames read through the `h2` crate's frame layer, written with rpcbench's own HPACK encoder), which reads every stream's frames and writes every ready request in one pass, up to the server's stream limit",
+        summary: "HTTP/2 with every worker sharing one connection, each call a concurrent stream: `-c 64` is 64 streams on 1 connection, and `connects` is 1; the connection is driven by a task of its own (`src/transport/h2_mux_wire.rs`: rpcbench's own frame reader and writer and HPACK coder), which reads every stream's frames and writes every ready request in one pass, up to the server's stream limit",
         persistent: true,
         // One connection for the whole run: `connects` is 1 on a healthy run, whatever `-c`.
         shared: true,

@@ -1,15 +1,19 @@
 //! One HTTP/2 connection that carries many streams at once, driven by a task of its own:
 //! the engine of the `h2-mux` and `grpc-mux` transports.
 //!
-//! It is [`super::h2_wire`] for many calls in flight: the same opening, the same frame
-//! reader (the `h2` crate's frame layer), the same flow-control rules (RFC 9113), and no
-//! general stream state machine. With the `h2` crate's client, `h2-mux` at `-c 64` spent
-//! 37% of its client's CPU in the crate and 18% more in the copies and allocations it makes
-//! per stream (perf, 2026-12-02), about 9 µs a call against h2load's 3. Every frame this
-//! side sends is encoded here, into one buffer written straight to the socket, and the
-//! requests' headers by [`super::hpack`]: the frame layer's encoder (a header entry built,
-//! hashed and copied per field) was 12% of the client's CPU, and with it gone `h2-mux -c 64`
-//! went from 0.74 to 0.84 times h2load's request rate (same core, 2026-12-07).
+//! It is [`super::h2_wire`] for many calls in flight: the same opening, the same
+//! flow-control rules (RFC 9113), and no general stream state machine; and, unlike
+//! `h2_wire`, no `h2` crate at all on its hot path. With the crate's client, `h2-mux` at
+//! `-c 64` spent 37% of its client's CPU in the crate and 18% more in the copies and
+//! allocations it makes per stream (perf, 2026-12-02), about 9 µs a call against h2load's
+//! 3. On the crate's frame layer it still spent 12% in the layer's HPACK encoder (a header
+//! entry built, hashed and copied per field) and about 20% reading (a buffer split per
+//! frame, a header map built per block). So every frame this side sends is encoded here,
+//! into one buffer written straight to the socket, with the requests' headers coded by
+//! [`super::hpack`]; and frames are read in place by [`super::h2_read`], the replies'
+//! headers decoded by `hpack` into only the fields the transports read. Against h2load
+//! -c1 -m64, same core, one server thread: 0.74 times its request rate on the crate's
+//! layer, 0.84 with this side's writer, 0.90-0.95 with its reader too (2026-12-07).
 //!
 //! A call ([`MuxWire::call`]) puts its request in the connection's queue and wakes the
 //! connection's task; the task, in one pass, reads every frame the socket has (each
@@ -21,7 +25,12 @@
 //! - **Flow control.** DATA within the connection's and each stream's send window, and no
 //!   larger than the server's MAX_FRAME_SIZE; a stream whose window is spent waits for a
 //!   WINDOW_UPDATE while the others go on. Received DATA is credited back at half a window,
-//!   on each open stream and on the connection (padded frames as in `h2_wire`).
+//!   on each open stream and on the connection, padding included.
+//! - **Malformed replies** (RFC 9113 §8.2, §8.3.2: an uppercase or connection-specific
+//!   field, NUL, CR or LF in a value, a pseudo-header field other than one `:status`
+//!   first, trailers that do not end the stream) fail their call as a protocol error and
+//!   reset its stream; a bad frame or a header block that cannot be decoded is a
+//!   connection error.
 //! - **Ends.** RST_STREAM fails its call (a protocol error); GOAWAY fails the calls on
 //!   streams past its last stream id and those not yet opened (`Closed`) and leaves the
 //!   connection to finish the rest and not be used again. A connection error (a bad frame,
@@ -33,21 +42,22 @@
 //!   connection any more; the socket closes with it.
 
 use super::CallError;
+use super::buf::RecvBuf;
+use super::h2_read::{self, Received};
 use super::h2_wire::{
-    self, CONNECTION_WINDOW, DEFAULT_WINDOW, Head, MAX_PADDED_FRAMES, MAX_WINDOW, MOST_PADDING,
-    Outgoing, Replied, STREAM_WINDOW,
+    self, CONNECTION_WINDOW, DEFAULT_WINDOW, Head, MAX_WINDOW, Outgoing, Replied, STREAM_WINDOW,
 };
 use super::hpack;
 use super::tls::{TlsNoted, Watched};
 use bytes::{Buf, Bytes, BytesMut};
-use h2::frame::{self, Frame, Reason, StreamId};
-use hyper::header::HeaderMap;
+use h2::frame::{self, Reason, StreamId};
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// What a finished call hands back: the reply's head and trailers, its body, and the
 /// time from its HEADERS being queued to the reply's head.
@@ -96,6 +106,103 @@ pub(super) const ASSUMED_MAX_STREAMS: usize = 100;
 /// Bytes encoded and not yet written above which the task stops reading frames until the
 /// socket takes them.
 const UNWRITTEN_BEFORE_READING: usize = 1 << 20;
+
+/// Room a read asks for beyond what is buffered: two of the largest frames this side
+/// takes.
+const READ_AHEAD: usize = 2 * h2_read::MAX_FRAME;
+
+/// The SETTINGS parameters this side acts on (RFC 9113 §6.5.2).
+const SETTINGS_HEADER_TABLE_SIZE: u16 = 0x1;
+const SETTINGS_MAX_CONCURRENT_STREAMS: u16 = 0x3;
+const SETTINGS_INITIAL_WINDOW_SIZE: u16 = 0x4;
+const SETTINGS_MAX_FRAME_SIZE: u16 = 0x5;
+
+/// The reply fields the transports read (the seq, the server time, gRPC's content type
+/// and status); a reply's other fields are checked and dropped.
+static KEPT: [HeaderName; 5] = [
+    header::CONTENT_TYPE,
+    HeaderName::from_static(crate::wire::SEQ_HEADER),
+    HeaderName::from_static("server-timing"),
+    HeaderName::from_static("grpc-status"),
+    HeaderName::from_static("grpc-message"),
+];
+
+/// Fields that are connection-specific in HTTP/1.1 and make an HTTP/2 message malformed
+/// (RFC 9113 §8.2.2).
+const CONNECTION_SPECIFIC: [&[u8]; 5] = [
+    b"connection",
+    b"keep-alive",
+    b"proxy-connection",
+    b"transfer-encoding",
+    b"upgrade",
+];
+
+/// A reply's header block as it is decoded: its status and the fields this side keeps,
+/// checked as RFC 9113 §8.2 and §8.3.2 ask (lowercase names, no connection-specific
+/// field, no NUL, CR or LF in a value, `:status` alone among pseudo-header fields, once,
+/// before the others).
+#[derive(Default)]
+struct ReplyHead {
+    status: Option<u16>,
+    /// A regular field has come: no pseudo-header field may follow.
+    regular: bool,
+    fields: HeaderMap,
+}
+
+impl ReplyHead {
+    /// Takes one decoded field; a malformed one fails the block.
+    fn field(&mut self, name: &[u8], value: &[u8]) -> Result<(), CallError> {
+        let bad = CallError::Protocol;
+        if value.iter().any(|&b| matches!(b, 0 | b'\r' | b'\n')) {
+            return Err(bad);
+        }
+        if name.first() == Some(&b':') {
+            if name != b":status" || self.regular || self.status.is_some() {
+                return Err(bad);
+            }
+            let status = match value {
+                &[a @ b'1'..=b'9', b @ b'0'..=b'9', c @ b'0'..=b'9'] => {
+                    u16::from(a - b'0') * 100 + u16::from(b - b'0') * 10 + u16::from(c - b'0')
+                }
+                _ => return Err(bad),
+            };
+            self.status = Some(status);
+            return Ok(());
+        }
+        self.regular = true;
+        let lowercase_token = |&b: &u8| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || b"!#$%&'*+-.^_`|~".contains(&b)
+        };
+        if name.is_empty() || !name.iter().all(lowercase_token) {
+            return Err(bad);
+        }
+        if CONNECTION_SPECIFIC.contains(&name) || (name == b"te" && value != b"trailers") {
+            return Err(bad);
+        }
+        if let Some(kept) = KEPT.iter().find(|k| k.as_str().as_bytes() == name) {
+            let value = HeaderValue::from_bytes(value).map_err(|_| bad)?;
+            self.fields.append(kept.clone(), value);
+        }
+        Ok(())
+    }
+
+    /// What the block is for a stream whose final head has (`have_status`) or has not
+    /// come yet, and that the block ends (`end`) or not.
+    fn read(self, have_status: bool, end: bool) -> Result<Head, CallError> {
+        if have_status {
+            // Trailers: they end the stream, and carry no pseudo-header field.
+            return match (end, self.status) {
+                (true, None) => Ok(Head::Trailers(self.fields)),
+                _ => Err(CallError::Protocol),
+            };
+        }
+        match (self.status.ok_or(CallError::Protocol)?, end) {
+            (100..200, false) => Ok(Head::Informational),
+            (100..200, true) => Err(CallError::Protocol),
+            (status, end) => Ok(Head::Final(status, self.fields, end)),
+        }
+    }
+}
 
 /// The END_STREAM flag of DATA and HEADERS, and HEADERS' END_HEADERS (RFC 9113 §6.1, §6.2).
 const END_STREAM: u8 = 0x1;
@@ -149,8 +256,7 @@ struct Inner {
     task: Option<Waker>,
     /// Why the connection ended, once it has.
     dead: Option<CallError>,
-    /// Set when the connection takes no new calls: GOAWAY, or the stream ids or the
-    /// padding allowance are spent.
+    /// Set when the connection takes no new calls: GOAWAY, or the stream ids are spent.
     done: bool,
 }
 
@@ -168,14 +274,18 @@ impl MuxWire {
     where
         T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let codec = h2_wire::start(sock, noted.clone()).await?;
+        let io = h2_wire::preface(sock, noted.clone()).await?;
         let wire = Arc::new(MuxWire {
             inner: Mutex::default(),
             noted,
         });
         let mut driver = Driver {
             wire: Arc::downgrade(&wire),
-            codec,
+            io,
+            inbuf: RecvBuf::new(2 * READ_AHEAD),
+            unpack: hpack::Decoder::default(),
+            partial: None,
+            max_frame: h2_read::MAX_FRAME,
             out: BytesMut::new(),
             hpack: hpack::Encoder::default(),
             block: Vec::new(),
@@ -184,7 +294,6 @@ impl MuxWire {
             stream_initial: DEFAULT_WINDOW,
             max_concurrent: ASSUMED_MAX_STREAMS,
             owed: 0,
-            padded: 0,
         };
         tokio::spawn(std::future::poll_fn(move |cx| driver.poll(cx)));
         Ok(wire)
@@ -311,7 +420,17 @@ impl Drop for Pending {
 struct Driver<T> {
     /// The shared state; gone when no one holds the connection.
     wire: Weak<MuxWire>,
-    codec: h2::Codec<Watched<T>, Bytes>,
+    /// The socket.
+    io: Watched<T>,
+    /// Bytes received and not yet read as frames.
+    inbuf: RecvBuf,
+    /// The replies' header decoder, which follows the server's table.
+    unpack: hpack::Decoder,
+    /// A header block whose CONTINUATION frames are still to come: its stream, whether
+    /// its HEADERS ended the stream, and its fragments so far.
+    partial: Option<(u32, bool, Vec<u8>)>,
+    /// The largest frame the server takes (its SETTINGS_MAX_FRAME_SIZE).
+    max_frame: usize,
     /// Frames encoded and not yet written, in order. Every frame this side sends is
     /// encoded here and written straight to the socket; the frame layer only reads.
     out: BytesMut,
@@ -329,8 +448,6 @@ struct Driver<T> {
     max_concurrent: usize,
     /// Connection bytes received and not yet credited back.
     owed: u32,
-    /// Padded DATA frames seen.
-    padded: u32,
 }
 
 impl<T: AsyncRead + AsyncWrite + Unpin> Driver<T> {
@@ -371,11 +488,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Driver<T> {
                 self.drop_abandoned(&mut inner);
                 self.open_queued(&mut inner);
                 self.send_data(&mut inner);
-                if self.padded >= MAX_PADDED_FRAMES {
-                    inner.done = true;
-                }
             }
-            let io = self.codec.get_mut();
+            let io = &mut self.io;
             while !self.out.is_empty() {
                 match Pin::new(&mut *io).poll_write(cx, &self.out) {
                     Poll::Ready(Ok(0)) => return Err(CallError::Closed),
@@ -396,11 +510,35 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Driver<T> {
 
     /// Reads and handles every frame the socket has.
     fn read_frames(&mut self, wire: &MuxWire, cx: &mut Context<'_>) -> Result<(), CallError> {
+        // Out of `self` while its frames, which borrow it, are handled.
+        let mut inbuf = std::mem::replace(&mut self.inbuf, RecvBuf::new(0));
+        let read = self.read_into(&mut inbuf, wire, cx);
+        self.inbuf = inbuf;
+        read
+    }
+
+    fn read_into(
+        &mut self,
+        inbuf: &mut RecvBuf,
+        wire: &MuxWire,
+        cx: &mut Context<'_>,
+    ) -> Result<(), CallError> {
         loop {
-            match tokio_stream::Stream::poll_next(Pin::new(&mut self.codec), cx) {
-                Poll::Ready(Some(Ok(f))) => self.on_frame(f, &mut wire.lock())?,
-                Poll::Ready(Some(Err(e))) => return Err(h2_wire::from_proto(&e)),
-                Poll::Ready(None) => return Err(CallError::Closed),
+            {
+                let mut inner = wire.lock();
+                while let Some((frame, len)) = h2_read::next(inbuf.data())? {
+                    self.on_frame(frame, &mut inner)?;
+                    inbuf.take(len);
+                }
+            }
+            let mut space = ReadBuf::new(inbuf.space_for(inbuf.data().len() + READ_AHEAD));
+            match Pin::new(&mut self.io).poll_read(cx, &mut space) {
+                Poll::Ready(Ok(())) if space.filled().is_empty() => return Err(CallError::Closed),
+                Poll::Ready(Ok(())) => {
+                    let n = space.filled().len();
+                    inbuf.filled(n);
+                }
+                Poll::Ready(Err(e)) => return Err(CallError::from_io(&e)),
                 Poll::Pending => return Ok(()),
             }
         }
@@ -426,7 +564,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Driver<T> {
             let volatile = value.is_sensitive();
             hpack.field(block, name.as_str().as_bytes(), value.as_bytes(), volatile);
         }
-        let max = self.codec.max_send_frame_size();
+        let max = self.max_frame;
         let mut chunks = self.block.chunks(max).peekable();
         let mut kind = frame::Kind::Headers;
         let mut flags = if end { END_STREAM } else { 0 };
@@ -491,7 +629,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Driver<T> {
 
     /// Sends the payloads of open streams, in order, within the windows.
     fn send_data(&mut self, inner: &mut Inner) {
-        let max = self.codec.max_send_frame_size() as i64;
+        let max = self.max_frame as i64;
         let Inner { slots, sending, .. } = inner;
         let mut i = 0;
         while i < sending.len() && self.send_window > 0 {
@@ -520,92 +658,88 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Driver<T> {
     }
 
     /// Does what one frame from the server asks.
-    fn on_frame(&mut self, f: Frame, inner: &mut Inner) -> Result<(), CallError> {
+    fn on_frame(&mut self, f: Received<'_>, inner: &mut Inner) -> Result<(), CallError> {
+        if let Some((id, _, block)) = &mut self.partial {
+            // Nothing may come between a header block's frames (RFC 9113 §6.10).
+            let Received::Continuation {
+                id: more,
+                fragment,
+                end_headers,
+            } = f
+            else {
+                return Err(CallError::Protocol);
+            };
+            if more != *id || block.len() + fragment.len() > h2_read::MAX_HEADER_BLOCK {
+                return Err(CallError::Protocol);
+            }
+            block.extend_from_slice(fragment);
+            if end_headers {
+                let (id, end_stream, block) = self.partial.take().expect("present");
+                self.on_headers(id, &block, end_stream, inner)?;
+            }
+            return Ok(());
+        }
         match f {
-            Frame::Data(data) => self.on_data(data, inner),
-            Frame::Headers(head) => {
-                let Some(key) = self.open_key(inner, head.stream_id())? else {
-                    return Ok(());
-                };
-                let slot = inner
-                    .slots
-                    .get_mut(&key)
-                    .expect("an open stream has a slot");
-                match h2_wire::read_head(head, slot.status.is_some()) {
-                    Ok(Head::Informational) => {}
-                    Ok(Head::Final(status, fields, end)) => {
-                        slot.status = Some(status);
-                        slot.replied.head = fields;
-                        slot.first_byte = slot.sent.map(|s| s.elapsed());
-                        if end {
-                            self.ended(inner, key);
-                        }
-                    }
-                    Ok(Head::Trailers(fields)) => {
-                        slot.replied.trailers = Some(fields);
-                        self.ended(inner, key);
-                    }
-                    Err(e) => self.reset(inner, key, e),
-                }
+            Received::Data {
+                id,
+                data,
+                counted,
+                end,
+            } => self.on_data(id, data, counted, end, inner),
+            Received::Headers {
+                id,
+                fragment,
+                end_stream,
+                end_headers: true,
+            } => self.on_headers(id, fragment, end_stream, inner),
+            Received::Headers {
+                id,
+                fragment,
+                end_stream,
+                end_headers: false,
+            } => {
+                self.partial = Some((id, end_stream, fragment.to_vec()));
                 Ok(())
             }
-            Frame::Settings(settings) => {
-                if settings.is_ack() {
-                    return Ok(());
-                }
-                let delta =
-                    h2_wire::apply_settings(&mut self.codec, &settings, &mut self.stream_initial);
-                if let Some(size) = settings.header_table_size() {
-                    self.hpack.set_max(size as usize);
-                }
-                for key in inner.streams.values() {
-                    let slot = inner.slots.get_mut(key).expect("an open stream has a slot");
-                    slot.send_window += delta;
-                    if slot.send_window > MAX_WINDOW {
-                        return Err(CallError::Protocol);
-                    }
-                }
-                if let Some(n) = settings.max_concurrent_streams() {
-                    self.max_concurrent = n as usize;
-                }
-                frame::Settings::ack().encode(&mut self.out);
+            Received::Continuation { .. } => Err(CallError::Protocol),
+            Received::Settings { ack: true, .. } | Received::Ignored => Ok(()),
+            Received::Settings { ack: false, params } => self.on_settings(&params, inner),
+            Received::Ping {
+                ack: false,
+                payload,
+            } => {
+                frame::Ping::pong(payload).encode(&mut self.out);
                 Ok(())
             }
-            Frame::Ping(ping) if !ping.is_ack() => {
-                frame::Ping::pong(ping.into_payload()).encode(&mut self.out);
-                Ok(())
-            }
-            Frame::WindowUpdate(update) => {
-                let inc = i64::from(update.size_increment());
-                let id = update.stream_id();
-                let window = if id.is_zero() {
+            Received::Ping { ack: true, .. } => Ok(()),
+            Received::WindowUpdate { id, increment } => {
+                let window = if id == 0 {
                     &mut self.send_window
-                } else if let Some(key) = inner.streams.get(&u32::from(id)) {
+                } else if let Some(key) = inner.streams.get(&id) {
                     &mut inner.slots.get_mut(key).expect("open").send_window
                 } else {
                     return Ok(());
                 };
-                *window += inc;
+                *window += i64::from(increment);
                 if *window > MAX_WINDOW {
                     return Err(CallError::Protocol);
                 }
                 Ok(())
             }
-            Frame::Reset(reset) => {
-                if let Some(key) = inner.streams.remove(&u32::from(reset.stream_id())) {
+            Received::Reset { id, .. } => {
+                if let Some(key) = inner.streams.remove(&id) {
                     inner.sending.retain(|&k| k != key);
                     finish(inner, key, Err(CallError::Protocol));
                 }
                 Ok(())
             }
-            Frame::GoAway(away) => {
+            Received::GoAway { last, .. } => {
                 inner.done = true;
-                let last = away.last_stream_id();
                 let past: Vec<u32> = inner
                     .streams
                     .keys()
                     .copied()
-                    .filter(|&id| StreamId::from(id) > last)
+                    .filter(|&id| id > last)
                     .collect();
                 for id in past {
                     let key = inner.streams.remove(&id).expect("listed");
@@ -614,25 +748,102 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Driver<T> {
                 }
                 Ok(())
             }
-            Frame::PushPromise(_) => Err(CallError::Protocol),
-            Frame::Ping(_) | Frame::Priority(_) => Ok(()),
         }
     }
 
-    /// A DATA frame: its call's body, and flow-control credit owed either way.
-    fn on_data(&mut self, data: frame::Data<Bytes>, inner: &mut Inner) -> Result<(), CallError> {
-        let mut len = data.payload().len() as u32;
-        if data.is_padded() {
-            len += MOST_PADDING;
-            self.padded += 1;
+    /// The server's SETTINGS (RFC 9113 §6.5.2): applied, then acknowledged.
+    fn on_settings(&mut self, params: &[(u16, u32)], inner: &mut Inner) -> Result<(), CallError> {
+        for &(param, value) in params {
+            match param {
+                SETTINGS_HEADER_TABLE_SIZE => self.hpack.set_max(value as usize),
+                SETTINGS_MAX_CONCURRENT_STREAMS => self.max_concurrent = value as usize,
+                SETTINGS_INITIAL_WINDOW_SIZE => {
+                    let value = i64::from(value);
+                    if value > MAX_WINDOW {
+                        return Err(CallError::Protocol);
+                    }
+                    let delta = value - self.stream_initial;
+                    self.stream_initial = value;
+                    for key in inner.streams.values() {
+                        let slot = inner.slots.get_mut(key).expect("an open stream has a slot");
+                        slot.send_window += delta;
+                        if slot.send_window > MAX_WINDOW {
+                            return Err(CallError::Protocol);
+                        }
+                    }
+                }
+                SETTINGS_MAX_FRAME_SIZE => {
+                    if !(h2_read::MAX_FRAME..1 << 24).contains(&(value as usize)) {
+                        return Err(CallError::Protocol);
+                    }
+                    self.max_frame = value as usize;
+                }
+                // Push (which a server must not turn on), the header list size (this
+                // client's requests are small), and parameters this side does not know.
+                _ => {}
+            }
         }
-        self.owed += len;
+        frame::Settings::ack().encode(&mut self.out);
+        Ok(())
+    }
+
+    /// A whole header block on stream `id`: decoded (whatever the stream, so this side's
+    /// table follows the server's), then the call's reply head or trailers.
+    fn on_headers(
+        &mut self,
+        id: u32,
+        block: &[u8],
+        end_stream: bool,
+        inner: &mut Inner,
+    ) -> Result<(), CallError> {
+        let mut head = ReplyHead::default();
+        let well_formed = self
+            .unpack
+            .decode(block, |name, value| head.field(name, value))
+            .map_err(|_| CallError::Protocol)?;
+        let Some(key) = self.open_key(inner, StreamId::from(id))? else {
+            return Ok(());
+        };
+        let slot = inner
+            .slots
+            .get_mut(&key)
+            .expect("an open stream has a slot");
+        let read = well_formed.and_then(|()| head.read(slot.status.is_some(), end_stream));
+        match read {
+            Ok(Head::Informational) => {}
+            Ok(Head::Final(status, fields, end)) => {
+                slot.status = Some(status);
+                slot.replied.head = fields;
+                slot.first_byte = slot.sent.map(|s| s.elapsed());
+                if end {
+                    self.ended(inner, key);
+                }
+            }
+            Ok(Head::Trailers(fields)) => {
+                slot.replied.trailers = Some(fields);
+                self.ended(inner, key);
+            }
+            Err(e) => self.reset(inner, key, e),
+        }
+        Ok(())
+    }
+
+    /// A DATA frame: its call's body, and flow-control credit owed either way (`counted`,
+    /// the frame's whole payload, padding included).
+    fn on_data(
+        &mut self,
+        id: u32,
+        data: &[u8],
+        counted: u32,
+        end: bool,
+        inner: &mut Inner,
+    ) -> Result<(), CallError> {
+        self.owed += counted;
         if self.owed >= CONNECTION_WINDOW / 2 {
             let credit = std::mem::take(&mut self.owed);
             frame::WindowUpdate::new(StreamId::zero(), credit).encode(&mut self.out);
         }
-        let id = data.stream_id();
-        let Some(key) = self.open_key(inner, id)? else {
+        let Some(key) = self.open_key(inner, StreamId::from(id))? else {
             return Ok(());
         };
         let slot = inner
@@ -644,19 +855,19 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Driver<T> {
             self.reset(inner, key, CallError::Protocol);
             return Ok(());
         }
-        if slot.body.len() + data.payload().len() > slot.max_body {
+        if slot.body.len() + data.len() > slot.max_body {
             // Not read further: the stream is reset, and its DATA still on the way is
             // credited to the connection (and dropped) as any closed stream's.
             self.reset(inner, key, CallError::ReplyTooLarge);
             return Ok(());
         }
-        slot.body.extend_from_slice(data.payload());
-        slot.owed += len;
-        if data.is_end_stream() {
+        slot.body.extend_from_slice(data);
+        slot.owed += counted;
+        if end {
             self.ended(inner, key);
         } else if slot.owed >= STREAM_WINDOW / 2 {
             let credit = std::mem::take(&mut slot.owed);
-            frame::WindowUpdate::new(id, credit).encode(&mut self.out);
+            frame::WindowUpdate::new(StreamId::from(id), credit).encode(&mut self.out);
         }
         Ok(())
     }
@@ -724,6 +935,7 @@ mod tests {
     //! The multiplexed client against the scripted server of `h2_wire`'s tests.
     use super::super::h2_wire::script::*;
     use super::*;
+    use h2::frame::Frame;
 
     /// A connection (its task on the current runtime) and the server's end.
     async fn pair() -> (Arc<MuxWire>, Server) {
@@ -870,6 +1082,75 @@ mod tests {
                 .map(|seq| (Some("/echo".to_string()), big.len(), seq))
                 .collect();
             assert_eq!(seen, want);
+        });
+    }
+
+    /// Writes a HEADERS frame ending the stream, its block `block` as given (raw HPACK).
+    async fn raw_head(server: &mut Server, id: StreamId, block: &[u8]) {
+        use tokio::io::AsyncWriteExt;
+        let mut f = bytes::BytesMut::new();
+        frame::Head::new(frame::Kind::Headers, END_STREAM | END_HEADERS, id)
+            .encode(block.len(), &mut f);
+        f.extend_from_slice(block);
+        server.get_mut().write_all(&f).await.unwrap();
+    }
+
+    /// A literal field without indexing, with a new name, raw strings (RFC 7541 §6.2.2).
+    fn literal(name: &str, value: &str) -> Vec<u8> {
+        let mut b = vec![0x00, name.len() as u8];
+        b.extend_from_slice(name.as_bytes());
+        b.push(value.len() as u8);
+        b.extend_from_slice(value.as_bytes());
+        b
+    }
+
+    /// Malformed reply heads (RFC 9113 §8.2, §8.3.2) fail their own call as a protocol
+    /// error and reset its stream, and the connection goes on; a block that cannot be
+    /// decoded fails the connection, as HPACK's state is then lost (RFC 7541 §3.1).
+    #[test]
+    fn malformed_heads_fail_their_call_and_bad_hpack_the_connection() {
+        const STATUS_200: u8 = 0x88;
+        let malformed: Vec<Vec<u8>> = vec![
+            [vec![STATUS_200], literal("X-Up", "1")].concat(),
+            vec![STATUS_200, 0x84],
+            [literal("a", "1"), vec![STATUS_200]].concat(),
+            [vec![STATUS_200], literal("connection", "close")].concat(),
+            [vec![STATUS_200], literal("a", "1\n2")].concat(),
+            vec![STATUS_200, STATUS_200],
+            literal("a", "no status"),
+        ];
+        rt().block_on(async {
+            let (wire, mut server) = pair().await;
+            let n = malformed.len();
+            let script = async {
+                for block in &malformed {
+                    let (id, _) = request(&mut server).await;
+                    raw_head(&mut server, id, block).await;
+                    match next(&mut server).await {
+                        Frame::Reset(r) => assert_eq!(r.stream_id(), id),
+                        f => panic!("{f:?}"),
+                    }
+                }
+                // A well-formed reply still reaches its call.
+                let (id, seq) = request(&mut server).await;
+                send(&mut server, head(id, 200, seq, true)).await;
+                // Index 0 breaks the block, and the connection.
+                let (id, _) = request(&mut server).await;
+                raw_head(&mut server, id, &[0x80]).await;
+                server
+            };
+            let calls = async {
+                let mut results = Vec::new();
+                for seq in 1..=n as u64 + 2 {
+                    results.push(call(&wire, seq, b"").await);
+                }
+                results
+            };
+            let (results, _server) = bounded(async { tokio::join!(calls, script) }).await;
+            let mut want = vec![Err(CallError::Protocol); n];
+            want.extend([Ok(n as u64 + 1), Err(CallError::Protocol)]);
+            assert_eq!(results, want);
+            assert!(!wire.usable());
         });
     }
 

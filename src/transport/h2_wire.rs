@@ -361,6 +361,14 @@ pub(super) async fn start<T: AsyncRead + AsyncWrite + Unpin>(
     sock: T,
     noted: Arc<TlsNoted>,
 ) -> Result<h2::Codec<Watched<T>, Bytes>, CallError> {
+    Ok(h2::Codec::new(preface(sock, noted).await?))
+}
+
+/// Opens a client connection on `sock` as [`start`] does, and returns the socket.
+pub(super) async fn preface<T: AsyncRead + AsyncWrite + Unpin>(
+    sock: T,
+    noted: Arc<TlsNoted>,
+) -> Result<Watched<T>, CallError> {
     let mut sock = Watched::new(sock, noted.clone());
     let mut settings = frame::Settings::default();
     settings.set_enable_push(false);
@@ -373,7 +381,7 @@ pub(super) async fn start<T: AsyncRead + AsyncWrite + Unpin>(
     sock.write_all(&head)
         .await
         .map_err(|e| noted.explain(CallError::from_io(&e)))?;
-    Ok(h2::Codec::new(sock))
+    Ok(sock)
 }
 
 /// Applies the server's `settings` (not an acknowledgement) to the frame layer and to

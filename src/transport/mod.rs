@@ -24,6 +24,7 @@ mod buf;
 mod curl;
 mod h1;
 mod h2_mux_wire;
+mod h2_read;
 mod h2_wire;
 mod hpack;
 mod http;
