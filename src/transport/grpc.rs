@@ -16,7 +16,7 @@
 //! the request message and the error kinds.
 
 use super::h2::H2Conn;
-use super::h2_wire::{Outgoing, Replied};
+use super::h2_wire::{Outgoing, ReplyFields};
 use super::http::{self, worker_runtime};
 use super::{Call, CallError, Endpoint, Facts, OpenTransportError, Phases, Port, Reply, Transport};
 use crate::proto::{CALL_PATH, EchoReply, EchoRequest};
@@ -124,21 +124,13 @@ pub(super) fn unary_request(uri: hyper::Uri, call: &Call<'_>) -> Result<Outgoing
 /// is not gRPC, has no status, or has other than one uncompressed message breaks the
 /// protocol.
 pub(super) fn unary_reply(
-    replied: &Replied,
+    replied: &impl ReplyFields,
     body: &[u8],
 ) -> Result<(EchoReply, Option<Duration>), CallError> {
-    let grpc = replied
-        .head
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
-    if !grpc {
+    if !replied.grpc() {
         return Err(CallError::Protocol);
     }
-    let end = replied.trailers.as_ref().unwrap_or(&replied.head);
-    let status = end
-        .get("grpc-status")
-        .and_then(|v| v.to_str().ok()?.parse::<u8>().ok())
-        .ok_or(CallError::Protocol)?;
+    let status = replied.grpc_status().ok_or(CallError::Protocol)?;
     if status != 0 {
         return Err(CallError::GrpcStatus(status));
     }
@@ -149,7 +141,7 @@ pub(super) fn unary_reply(
         return Err(CallError::Protocol);
     }
     let reply = EchoReply::decode(msg).map_err(|_| CallError::Protocol)?;
-    checked(reply).map(|r| (r, http::server_timing(end)))
+    checked(reply).map(|r| (r, replied.server_timing()))
 }
 
 /// Connections a transport opened, counted by [`connect`].
@@ -510,6 +502,7 @@ pub(super) fn code_kind(code: u8) -> Option<&'static str> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::h2_wire::Replied;
     use super::*;
 
     #[test]

@@ -21,7 +21,6 @@
 use super::h2::{Origin, echo_request};
 use super::h2_mux_wire::Done;
 use super::h2_wire::Outgoing;
-use super::http;
 use super::mux::{AsyncMux, BlockingMux, MuxProtocol};
 use super::{Call, CallError, Facts, Port, Reply, TransportKind};
 
@@ -61,9 +60,9 @@ impl MuxProtocol for EchoStream {
     fn reply(&mut self, done: Done) -> Result<Reply<'_>, CallError> {
         self.body = done.body;
         Ok(Reply {
-            seq: http::header_seq(&done.replied.head),
+            seq: done.replied.head.seq,
             body: &self.body,
-            server: http::server_timing(&done.replied.head),
+            server: done.replied.head.server,
         })
     }
 

@@ -45,13 +45,13 @@ use super::CallError;
 use super::buf::RecvBuf;
 use super::h2_read::{self, Received};
 use super::h2_wire::{
-    self, CONNECTION_WINDOW, DEFAULT_WINDOW, Head, MAX_WINDOW, Outgoing, Replied, STREAM_WINDOW,
+    self, CONNECTION_WINDOW, DEFAULT_WINDOW, Head, MAX_WINDOW, Outgoing, ReplyFields, STREAM_WINDOW,
 };
 use super::hpack;
 use super::tls::{TlsNoted, Watched};
 use bytes::{Buf, Bytes, BytesMut};
 use h2::frame::{self, Reason, StreamId};
-use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hyper::header::HeaderMap;
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -117,15 +117,74 @@ const SETTINGS_MAX_CONCURRENT_STREAMS: u16 = 0x3;
 const SETTINGS_INITIAL_WINDOW_SIZE: u16 = 0x4;
 const SETTINGS_MAX_FRAME_SIZE: u16 = 0x5;
 
-/// The reply fields the transports read (the seq, the server time, gRPC's content type
-/// and status); a reply's other fields are checked and dropped.
-static KEPT: [HeaderName; 5] = [
-    header::CONTENT_TYPE,
-    HeaderName::from_static(crate::wire::SEQ_HEADER),
-    HeaderName::from_static("server-timing"),
-    HeaderName::from_static("grpc-status"),
-    HeaderName::from_static("grpc-message"),
-];
+/// What the transports read of a reply's head or trailers, read as the fields are
+/// decoded (the first of each); a reply's other fields are checked and dropped. A header
+/// map, which `h2_wire` keeps, cost 8% of the client's CPU here to build and search.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct Kept {
+    /// `x-rpcbench-seq`, when numeric.
+    pub seq: Option<u64>,
+    /// `server-timing`'s duration.
+    pub server: Option<Duration>,
+    /// `content-type` is gRPC's.
+    pub grpc: bool,
+    /// `grpc-status`, when a code.
+    pub grpc_status: Option<u8>,
+    /// The fields seen so far, as bits of [`Kept::SEQ`] and the others.
+    seen: u8,
+}
+
+impl Kept {
+    const SEQ: u8 = 1;
+    const SERVER: u8 = 2;
+    const CONTENT_TYPE: u8 = 4;
+    const GRPC_STATUS: u8 = 8;
+
+    /// Takes the field `name: value` if it is one this side reads.
+    fn take(&mut self, name: &[u8], value: &[u8]) {
+        let bit = match name {
+            b"x-rpcbench-seq" => Kept::SEQ,
+            b"server-timing" => Kept::SERVER,
+            b"content-type" => Kept::CONTENT_TYPE,
+            b"grpc-status" => Kept::GRPC_STATUS,
+            _ => return,
+        };
+        if self.seen & bit != 0 {
+            return;
+        }
+        self.seen |= bit;
+        match bit {
+            Kept::SEQ => {
+                let text = std::str::from_utf8(value).ok();
+                self.seq = text.and_then(|v| v.trim().parse().ok());
+            }
+            Kept::SERVER => self.server = super::http::parse_server_timing(value),
+            Kept::CONTENT_TYPE => self.grpc = value.starts_with(h2_wire::GRPC_CONTENT_TYPE),
+            _ => self.grpc_status = h2_wire::grpc_status(value),
+        }
+    }
+}
+
+/// A finished call's reply head and trailers, as [`Kept`].
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct Replied {
+    pub head: Kept,
+    pub trailers: Option<Kept>,
+}
+
+impl ReplyFields for Replied {
+    fn grpc(&self) -> bool {
+        self.head.grpc
+    }
+
+    fn grpc_status(&self) -> Option<u8> {
+        self.trailers.as_ref().unwrap_or(&self.head).grpc_status
+    }
+
+    fn server_timing(&self) -> Option<Duration> {
+        self.trailers.as_ref().unwrap_or(&self.head).server
+    }
+}
 
 /// Fields that are connection-specific in HTTP/1.1 and make an HTTP/2 message malformed
 /// (RFC 9113 §8.2.2).
@@ -146,7 +205,7 @@ struct ReplyHead {
     status: Option<u16>,
     /// A regular field has come: no pseudo-header field may follow.
     regular: bool,
-    fields: HeaderMap,
+    fields: Kept,
 }
 
 impl ReplyHead {
@@ -179,16 +238,13 @@ impl ReplyHead {
         if CONNECTION_SPECIFIC.contains(&name) || (name == b"te" && value != b"trailers") {
             return Err(bad);
         }
-        if let Some(kept) = KEPT.iter().find(|k| k.as_str().as_bytes() == name) {
-            let value = HeaderValue::from_bytes(value).map_err(|_| bad)?;
-            self.fields.append(kept.clone(), value);
-        }
+        self.fields.take(name, value);
         Ok(())
     }
 
     /// What the block is for a stream whose final head has (`have_status`) or has not
     /// come yet, and that the block ends (`end`) or not.
-    fn read(self, have_status: bool, end: bool) -> Result<Head, CallError> {
+    fn read(self, have_status: bool, end: bool) -> Result<Head<Kept>, CallError> {
         if have_status {
             // Trailers: they end the stream, and carry no pseudo-header field.
             return match (end, self.status) {
@@ -946,7 +1002,7 @@ mod tests {
     async fn call(wire: &Arc<MuxWire>, seq: u64, payload: &[u8]) -> Result<u64, CallError> {
         let done = wire.call(echo(seq, payload), Vec::new()).await?;
         assert_eq!(done.body, payload, "the echo of {seq}");
-        Ok(super::super::http::header_seq(&done.replied.head).unwrap())
+        Ok(done.replied.head.seq.unwrap())
     }
 
     /// Bounded: a client that misses what a case waits for fails it, not hangs it.
@@ -1152,6 +1208,29 @@ mod tests {
             assert_eq!(results, want);
             assert!(!wire.usable());
         });
+    }
+
+    /// The fields kept of a reply are the first of each, read as a header map's `get`
+    /// reads them.
+    #[test]
+    fn kept_fields_are_the_first_of_each() {
+        let mut kept = Kept::default();
+        for (name, value) in [
+            ("x-rpcbench-seq", " 42 "),
+            ("x-rpcbench-seq", "7"),
+            ("server-timing", "app;dur=1.5"),
+            ("content-type", "application/grpc+proto"),
+            ("grpc-status", "x"),
+            ("grpc-status", "3"),
+            ("other", "1"),
+        ] {
+            kept.take(name.as_bytes(), value.as_bytes());
+        }
+        let got = (kept.seq, kept.server, kept.grpc, kept.grpc_status);
+        assert_eq!(
+            got,
+            (Some(42), Some(Duration::from_micros(1500)), true, None)
+        );
     }
 
     /// A frame already read from `server`, if one is waiting (after letting the client

@@ -405,14 +405,53 @@ pub(super) fn apply_settings<T: AsyncRead + AsyncWrite + Unpin>(
     })
 }
 
-/// What a HEADERS frame on a call's open stream is.
-pub(super) enum Head {
+/// What a HEADERS frame on a call's open stream is, its fields read into `F`.
+pub(super) enum Head<F = HeaderMap> {
     /// A 1xx head: the final one follows.
     Informational,
     /// The reply's head: its status, its fields, and whether it ends the stream.
-    Final(u16, HeaderMap, bool),
+    Final(u16, F, bool),
     /// The trailers, which end the stream.
-    Trailers(HeaderMap),
+    Trailers(F),
+}
+
+/// What the gRPC transports read of a reply's head and trailers, however they were kept
+/// (a header map, or only these fields: `h2_mux_wire::Kept`).
+pub(super) trait ReplyFields {
+    /// The head's content type is gRPC's (`application/grpc`, `+proto` and the like).
+    fn grpc(&self) -> bool;
+    /// The `grpc-status` of the trailers (of the head, in a trailers-only reply).
+    fn grpc_status(&self) -> Option<u8>;
+    /// The `server-timing` duration of the trailers (or the head).
+    fn server_timing(&self) -> Option<std::time::Duration>;
+}
+
+impl ReplyFields for Replied {
+    fn grpc(&self) -> bool {
+        self.head
+            .get(hyper::header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(GRPC_CONTENT_TYPE))
+    }
+
+    fn grpc_status(&self) -> Option<u8> {
+        let end = self.trailers.as_ref().unwrap_or(&self.head);
+        grpc_status(end.get(GRPC_STATUS)?.as_bytes())
+    }
+
+    fn server_timing(&self) -> Option<std::time::Duration> {
+        super::http::server_timing(self.trailers.as_ref().unwrap_or(&self.head))
+    }
+}
+
+/// What gRPC's content types start with.
+pub(super) const GRPC_CONTENT_TYPE: &[u8] = b"application/grpc";
+
+/// The trailer of a gRPC call's status.
+pub(super) const GRPC_STATUS: &str = "grpc-status";
+
+/// A `grpc-status` value: its code, or `None` when it is not one.
+pub(super) fn grpc_status(value: &[u8]) -> Option<u8> {
+    std::str::from_utf8(value).ok()?.parse().ok()
 }
 
 /// Reads `head`, a HEADERS frame of a stream whose final head has (`have_status`) or has
