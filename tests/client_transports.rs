@@ -752,9 +752,12 @@ per_engine!(
             engine,
             ..config(200, 0, 1)
         };
+        // Sockets of other tests' clients to an earlier server on the same port, still
+        // closing: not this run's.
+        let earlier = time_wait(echo.http.port(), &BTreeSet::new()).2;
         let r = run(TransportKind::HttpFresh, echo.tcp, echo.http, &cfg);
         assert_clean(TransportKind::HttpFresh, &r, 200, 200, "200 calls");
-        let (server_side, client_side) = time_wait(echo.http.port());
+        let (server_side, client_side, _) = time_wait(echo.http.port(), &earlier);
         assert_eq!(
             client_side, 0,
             "the client closed first on some connections"
@@ -765,28 +768,35 @@ per_engine!(
     }
 );
 
-/// Sockets in TIME_WAIT on IPv4 loopback whose local port is `port` (the server's side) and
-/// whose remote port is (the client's side), read from `/proc/net/tcp`.
-fn time_wait(port: u16) -> (usize, usize) {
+/// Sockets on IPv4 loopback, read from `/proc/net/tcp`: those in TIME_WAIT whose local
+/// port is `port` (the server's side), those in TIME_WAIT whose remote port is `port` (the
+/// client's side) and whose local port is not in `earlier`, and the local ports of every
+/// socket, in any state, whose remote port is `port`.
+fn time_wait(port: u16, earlier: &BTreeSet<u16>) -> (usize, usize, BTreeSet<u16>) {
     let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
     let port_of = |addr: &str| {
         let hex = addr.rsplit(':').next().expect("an address with a port");
         u16::from_str_radix(hex, 16).expect("a port in hex")
     };
-    let (mut server, mut client) = (0, 0);
+    let (mut server, mut client, mut clients) = (0, 0, BTreeSet::new());
     for line in table.lines().skip(1) {
         let fields: Vec<&str> = line.split_whitespace().collect();
-        // TIME_WAIT is state 06.
-        if fields.len() < 4 || fields[3] != "06" {
+        if fields.len() < 4 {
             continue;
         }
-        if port_of(fields[1]) == port {
+        let (local, remote) = (port_of(fields[1]), port_of(fields[2]));
+        // TIME_WAIT is state 06.
+        let time_wait = fields[3] == "06";
+        if remote == port {
+            clients.insert(local);
+            if time_wait && !earlier.contains(&local) {
+                client += 1;
+            }
+        } else if local == port && time_wait {
             server += 1;
-        } else if port_of(fields[2]) == port {
-            client += 1;
         }
     }
-    (server, client)
+    (server, client, clients)
 }
 
 per_engine!(misbehaving_http_keepalive, |engine: Engine| {
