@@ -857,13 +857,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Driver<T> {
             .unpack
             .decode(block, |name, value| head.field(name, value))
             .map_err(|_| CallError::Protocol)?;
-        let Some(key) = self.open_key(inner, StreamId::from(id))? else {
+        let Some((key, slot)) = self.open_slot(inner, id)? else {
             return Ok(());
         };
-        let slot = inner
-            .slots
-            .get_mut(&key)
-            .expect("an open stream has a slot");
         let read = well_formed.and_then(|()| head.read(slot.status.is_some(), end_stream));
         match read {
             Ok(Head::Informational) => {}
@@ -899,13 +895,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Driver<T> {
             let credit = std::mem::take(&mut self.owed);
             frame::WindowUpdate::new(StreamId::zero(), credit).encode(&mut self.out);
         }
-        let Some(key) = self.open_key(inner, StreamId::from(id))? else {
+        let Some((key, slot)) = self.open_slot(inner, id)? else {
             return Ok(());
         };
-        let slot = inner
-            .slots
-            .get_mut(&key)
-            .expect("an open stream has a slot");
         if slot.status.is_none() {
             // DATA before the reply's head.
             self.reset(inner, key, CallError::Protocol);
@@ -928,15 +920,23 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Driver<T> {
         Ok(())
     }
 
-    /// The call whose stream `id` is, when it is open. A frame on another stream is
-    /// ignored (`None`) if its call is over, and a protocol error if this client never
-    /// opened it (or it is the server's own).
-    fn open_key(&self, inner: &Inner, id: StreamId) -> Result<Option<Key>, CallError> {
-        if let Some(&key) = inner.streams.get(&u32::from(id)) {
-            return Ok(Some(key));
+    /// The call whose stream `id` is, and its slot, when the stream is open. A frame on
+    /// another stream is ignored (`None`) if its call is over, and a protocol error if
+    /// this client never opened it (or it is the server's own: an even id).
+    fn open_slot<'a>(
+        &self,
+        inner: &'a mut Inner,
+        id: u32,
+    ) -> Result<Option<(Key, &'a mut Slot)>, CallError> {
+        if let Some(&key) = inner.streams.get(&id) {
+            let slot = inner
+                .slots
+                .get_mut(&key)
+                .expect("an open stream has a slot");
+            return Ok(Some((key, slot)));
         }
-        let opened = self.next_id.is_none_or(|next| id < next);
-        if id.is_server_initiated() || !opened {
+        let opened = self.next_id.is_none_or(|next| id < u32::from(next));
+        if id.is_multiple_of(2) || !opened {
             Err(CallError::Protocol)
         } else {
             Ok(None)
