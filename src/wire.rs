@@ -61,6 +61,20 @@ pub const MAX_UDP_MESSAGE_PAYLOAD: usize = MAX_UDP_PAYLOAD - RESPONSE_OVERHEAD a
 /// the server copies it into the reply (the frame's `seq` field, for HTTP).
 pub const SEQ_HEADER: &str = "x-rpcbench-seq";
 
+/// `n` in decimal, written at the end of `buf`: no formatting machinery, no allocation
+/// (the seq and length fields of every HTTP request and reply).
+pub fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[at..];
+        }
+    }
+}
+
 /// One call from the client.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Request {

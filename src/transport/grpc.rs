@@ -21,7 +21,7 @@ use super::http::{self, worker_runtime};
 use super::{Call, CallError, Endpoint, Facts, OpenTransportError, Phases, Port, Reply, Transport};
 use crate::proto::{CALL_PATH, EchoReply, EchoRequest};
 use bytes::{BufMut, Bytes};
-use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::header::{HeaderMap, HeaderValue};
 use prost::Message as _;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -92,30 +92,64 @@ impl Transport for Grpc {
     }
 }
 
+/// The header fields of every unary request, after the pseudo-header fields.
+pub(super) const REQUEST_FIELDS: &[(&str, &str)] = &[
+    ("content-type", "application/grpc"),
+    ("te", "trailers"),
+    (
+        "user-agent",
+        concat!("rpcbench/", env!("CARGO_PKG_VERSION")),
+    ),
+];
+
 /// The unary request of `call` to `uri`: gRPC's headers and the length-prefixed message.
 pub(super) fn unary_request(uri: hyper::Uri, call: &Call<'_>) -> Result<Outgoing, CallError> {
-    let msg = request(call);
-    let len = msg.encoded_len();
-    let mut payload = bytes::BytesMut::with_capacity(PREFIX + len);
-    payload.put_u8(0);
-    payload.put_u32(u32::try_from(len).map_err(|_| CallError::Protocol)?);
-    msg.encode(&mut payload).map_err(|_| CallError::Protocol)?;
-    let mut headers = HeaderMap::with_capacity(3);
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/grpc"),
-    );
-    headers.insert(header::TE, HeaderValue::from_static("trailers"));
-    headers.insert(
-        header::USER_AGENT,
-        HeaderValue::from_static(concat!("rpcbench/", env!("CARGO_PKG_VERSION"))),
-    );
+    let mut headers = HeaderMap::with_capacity(REQUEST_FIELDS.len());
+    for (name, value) in REQUEST_FIELDS {
+        headers.insert(*name, HeaderValue::from_static(value));
+    }
     Ok(Outgoing {
         uri,
         headers,
-        payload: payload.freeze(),
+        payload: unary_message(call)?,
         max_body: call.max_body(REPLY_OVERHEAD),
     })
+}
+
+/// The length-prefixed `EchoRequest` of `call`, encoded straight from the call: what
+/// [`request`]'s message encodes to, without first copying the payload into it.
+pub(super) fn unary_message(call: &Call<'_>) -> Result<Bytes, CallError> {
+    use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
+    // Proto3: a field at its default is left out; `reply_len` is `optional`, so it is
+    // sent whenever present. Negative numbers are not a call's: every varint is a u64.
+    let varint = |tag: u32, n: u64| key_len(tag) + encoded_len_varint(n);
+    let payload = call.payload;
+    let seq = (call.seq != 0).then_some(call.seq);
+    let reply_len = call.reply_len.map(u64::from);
+    let delay = (call.delay_us != 0).then_some(u64::from(call.delay_us));
+    let len = seq.map_or(0, |n| varint(1, n))
+        + reply_len.map_or(0, |n| varint(2, n))
+        + delay.map_or(0, |n| varint(3, n))
+        + if payload.is_empty() {
+            0
+        } else {
+            varint(4, payload.len() as u64) + payload.len()
+        };
+    let mut buf = bytes::BytesMut::with_capacity(PREFIX + len);
+    buf.put_u8(0);
+    buf.put_u32(u32::try_from(len).map_err(|_| CallError::Protocol)?);
+    for (tag, n) in [(1, seq), (2, reply_len), (3, delay)] {
+        if let Some(n) = n {
+            encode_key(tag, WireType::Varint, &mut buf);
+            encode_varint(n, &mut buf);
+        }
+    }
+    if !payload.is_empty() {
+        encode_key(4, WireType::LengthDelimited, &mut buf);
+        encode_varint(payload.len() as u64, &mut buf);
+        buf.put_slice(payload);
+    }
+    Ok(buf.freeze())
 }
 
 /// The reply of a unary call from what came back on its stream (`body`, its DATA): the
@@ -504,6 +538,35 @@ pub(super) fn code_kind(code: u8) -> Option<&'static str> {
 mod tests {
     use super::super::h2_wire::Replied;
     use super::*;
+
+    /// The message encoded straight from a call is prost's encoding of its
+    /// `EchoRequest`, behind the 5-byte prefix, whichever fields are at their defaults.
+    #[test]
+    fn unary_message_is_the_encoded_request() {
+        let big = vec![7u8; 300];
+        let payloads: [&[u8]; 3] = [b"", b"abc", &big];
+        for payload in payloads {
+            for (seq, reply_len, delay_us) in [
+                (0, None, 0),
+                (1, Some(0), 0),
+                (u64::MAX, Some(u32::MAX), u32::MAX),
+                (300, None, 5),
+            ] {
+                let call = Call {
+                    seq,
+                    payload,
+                    reply_len,
+                    delay_us,
+                    max_reply: 1 << 20,
+                };
+                let msg = request(&call).encode_to_vec();
+                let mut want = vec![0];
+                want.extend_from_slice(&(msg.len() as u32).to_be_bytes());
+                want.extend_from_slice(&msg);
+                assert_eq!(unary_message(&call).unwrap(), want, "{call:?}");
+            }
+        }
+    }
 
     #[test]
     fn every_grpc_error_status_has_a_kind_of_its_own() {

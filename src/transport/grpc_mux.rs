@@ -6,14 +6,12 @@
 //! It is `h2-mux` with gRPC's call: the same shared connection ([`super::mux`] on the
 //! frame-layer [`MuxWire`](super::h2_mux_wire::MuxWire)), the same engines (one event
 //! loop for its workers, or a runtime thread of its own on the blocking engine), and on
-//! each stream the request and reply of `grpc` ([`unary_request`], [`unary_reply`]): so
+//! each stream the request and reply of `grpc` ([`unary_message`], [`unary_reply`]): so
 //! that grpc-mux against h2-mux is gRPC's cost on a shared connection, and grpc-mux
 //! against grpc is sharing's, neither of them a difference of client libraries.
 
-use super::grpc::{unary_reply, unary_request};
-use super::h2::Origin;
-use super::h2_mux_wire::Done;
-use super::h2_wire::Outgoing;
+use super::grpc::{REPLY_OVERHEAD, REQUEST_FIELDS, unary_message, unary_reply};
+use super::h2_mux_wire::{Done, Request};
 use super::mux::{AsyncMux, BlockingMux, MuxProtocol};
 use super::{Call, CallError, Facts, Port, Reply, TransportKind};
 use crate::proto::CALL_PATH;
@@ -50,8 +48,14 @@ impl MuxProtocol for UnaryStream {
 
     const THREAD: &'static str = "rpcbench-grpc-mux";
 
-    fn request(origin: &mut Origin, call: &Call<'_>) -> Result<Outgoing, CallError> {
-        unary_request(origin.uri(CALL_PATH)?, call)
+    fn request(&mut self, call: &Call<'_>) -> Result<Request, CallError> {
+        Ok(Request {
+            path: Bytes::from_static(CALL_PATH.as_bytes()),
+            fields: REQUEST_FIELDS,
+            seq: None,
+            payload: unary_message(call)?,
+            max_body: call.max_body(REPLY_OVERHEAD),
+        })
     }
 
     fn reply(&mut self, done: Done) -> Result<Reply<'_>, CallError> {

@@ -35,8 +35,6 @@ const READ_AHEAD: usize = 4 * 1024;
 /// Initial receive buffer of a connection: a default reply (head and 64 bytes) is under
 /// 300 bytes, and an event loop may hold 10,000 connections; it grows when needed.
 const INITIAL_BUFFER: usize = 4 * 1024;
-/// Digits of the largest `u64`.
-const U64_DIGITS: usize = 20;
 /// The reply headers the codec reads, by name (matched without regard to case).
 const CONTENT_LENGTH: &str = "content-length";
 const TRANSFER_ENCODING: &str = "transfer-encoding";
@@ -110,18 +108,8 @@ impl Requests {
 }
 
 /// Appends `n` in decimal: no formatting machinery, no allocation.
-fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; U64_DIGITS];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
+fn push_decimal(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(crate::wire::decimal(n, &mut [0; 20]));
 }
 
 /// True when header name `name` is `wanted`, ignoring case; the lengths are compared

@@ -254,8 +254,14 @@ impl Origin {
 
 /// `http://host:port` for the endpoint's HTTP port (an IPv6 literal in brackets).
 pub(super) fn origin(endpoint: &Endpoint) -> String {
+    format!("{}://{}", endpoint.scheme(), authority(endpoint))
+}
+
+/// `host:port` of the endpoint's HTTP port (an IPv6 literal in brackets): HTTP/2's
+/// `:authority`.
+pub(super) fn authority(endpoint: &Endpoint) -> String {
     let host = crate::resolve::url_host(&endpoint.host());
-    format!("{}://{host}:{}", endpoint.scheme(), endpoint.http_port)
+    format!("{host}:{}", endpoint.http_port)
 }
 
 /// One HTTP/2 connection's request handle. The `h2` crate (hyper's own HTTP/2 engine) is

@@ -13,16 +13,15 @@
 //! (a thread switch each way). Either way, the worker whose call opened the connection counts
 //! the connect.
 //!
-//! The connection is [`MuxWire`](super::h2_mux_wire::MuxWire): the frame layer of the `h2`
-//! crate driven by a task of rpcbench's own, which reads and writes for every stream in
-//! one pass. What is HTTP/2's own here is the request and how its reply is read
+//! The connection is [`MuxWire`](super::h2_mux_wire::MuxWire): rpcbench's own frame
+//! reader and writer, driven by a task that reads and writes for every stream in one
+//! pass. What is HTTP/2's own here is the request and how its reply is read
 //! ([`EchoStream`]); the rest is [`super::mux`]'s, which `grpc-mux` shares.
 
-use super::h2::{Origin, echo_request};
-use super::h2_mux_wire::Done;
-use super::h2_wire::Outgoing;
+use super::h2_mux_wire::{Done, Request};
 use super::mux::{AsyncMux, BlockingMux, MuxProtocol};
-use super::{Call, CallError, Facts, Port, Reply, TransportKind};
+use super::{Call, CallError, Endpoint, Facts, Port, Reply, TransportKind};
+use bytes::Bytes;
 
 /// The `h2-mux` transport on the blocking engine.
 pub(super) type H2Mux = BlockingMux<EchoStream>;
@@ -36,6 +35,9 @@ pub(super) type AsyncH2Mux = AsyncMux<EchoStream>;
 pub(super) struct EchoStream {
     /// The last reply's body.
     body: Vec<u8>,
+    /// The last request's path and what it asked for (`reply_len`, `delay_us`): a run's
+    /// calls ask the same, so the path is made once.
+    path: Option<((Option<u32>, u32), Bytes)>,
 }
 
 impl MuxProtocol for EchoStream {
@@ -53,8 +55,22 @@ impl MuxProtocol for EchoStream {
 
     const THREAD: &'static str = "rpcbench-h2-mux";
 
-    fn request(origin: &mut Origin, call: &Call<'_>) -> Result<Outgoing, CallError> {
-        echo_request(origin, call)
+    fn request(&mut self, call: &Call<'_>) -> Result<Request, CallError> {
+        let asks = (call.reply_len, call.delay_us);
+        let path = match &self.path {
+            Some((asked, path)) if *asked == asks => path.clone(),
+            _ => {
+                let path = Bytes::from(Endpoint::echo_path(call));
+                self.path.insert((asks, path)).1.clone()
+            }
+        };
+        Ok(Request {
+            path,
+            fields: &[("content-type", "application/octet-stream")],
+            seq: Some(call.seq),
+            payload: Bytes::copy_from_slice(call.payload),
+            max_body: call.max_reply,
+        })
     }
 
     fn reply(&mut self, done: Done) -> Result<Reply<'_>, CallError> {

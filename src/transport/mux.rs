@@ -7,9 +7,8 @@
 //! a call asks and how its reply is read is the transport's own ([`MuxProtocol`]): HTTP/2's
 //! `POST /echo` for `h2-mux`, gRPC's unary `Call` for `grpc-mux`, on the same frame layer.
 
-use super::h2::{Origin, open_stream};
-use super::h2_mux_wire::{Done, MuxWire};
-use super::h2_wire::Outgoing;
+use super::h2::open_stream;
+use super::h2_mux_wire::{Done, MuxWire, Request, Target};
 use super::{
     AsyncTransport, Call, CallError, CallTimer, Endpoint, Facts, OpenTransportError, Phases, Reply,
     Transport, remaining,
@@ -132,8 +131,8 @@ pub(super) trait MuxProtocol: Default + Send + 'static {
     /// The blocking engine's connection thread.
     const THREAD: &'static str;
 
-    /// The request of `call`, on the connection whose requests start with `origin`.
-    fn request(origin: &mut Origin, call: &Call<'_>) -> Result<Outgoing, CallError>;
+    /// The request of `call`.
+    fn request(&mut self, call: &Call<'_>) -> Result<Request, CallError>;
 
     /// The call's reply from its finished stream, kept in `self` until the next call.
     fn reply(&mut self, done: Done) -> Result<Reply<'_>, CallError>;
@@ -148,8 +147,8 @@ pub(super) struct MuxHandle<P> {
     shared: Arc<Shared<Arc<MuxWire>>>,
     endpoint: Endpoint,
     timeout: Duration,
-    /// Where every request's URI starts.
-    origin: Origin,
+    /// The connection's `:authority` (`host:port`).
+    authority: bytes::Bytes,
     /// The last reply.
     protocol: P,
     /// Connections this worker opened (the first call of the run opens it).
@@ -163,7 +162,7 @@ impl<P: MuxProtocol> MuxHandle<P> {
         MuxHandle {
             // Keyed by the protocol: an h2-mux and a grpc-mux run never share a wire.
             shared: endpoint.shared.get::<MuxSlot<P>>().slot.clone(),
-            origin: Origin::new(&endpoint),
+            authority: super::h2::authority(&endpoint).into(),
             endpoint,
             timeout,
             protocol: P::default(),
@@ -180,10 +179,11 @@ impl<P: MuxProtocol> MuxHandle<P> {
         phases: &mut Phases,
         connecting: &Cell<bool>,
     ) -> Result<Reply<'_>, CallError> {
-        let req = P::request(&mut self.origin, call)?;
+        let req = self.protocol.request(call)?;
         let MuxHandle {
             shared,
             endpoint,
+            authority,
             connects,
             ..
         } = self;
@@ -194,7 +194,11 @@ impl<P: MuxProtocol> MuxHandle<P> {
                     connecting.set(true);
                     let addr = http_addr(endpoint, deadline, phases).await?;
                     let (sock, took) = open_stream(addr, deadline, endpoint).await?;
-                    let wire = MuxWire::open(sock, Arc::default()).await?;
+                    let origin = Target {
+                        scheme: endpoint.scheme(),
+                        authority: authority.clone(),
+                    };
+                    let wire = MuxWire::open(sock, Arc::default(), origin).await?;
                     connecting.set(false);
                     *connects += 1;
                     took.record(phases);

@@ -272,9 +272,7 @@ fn write_reply(out: &mut Vec<u8>, params: &EchoParams, body: &[u8], got_it: Inst
 
 /// Appends `n` in decimal.
 fn push_decimal(out: &mut Vec<u8>, n: u64) {
-    let mut digits = [0u8; 20];
-    let len = super::reply::write_decimal(n, &mut digits);
-    out.extend_from_slice(&digits[digits.len() - len..]);
+    out.extend_from_slice(crate::wire::decimal(n, &mut [0; 20]));
 }
 
 thread_local! {

@@ -162,30 +162,18 @@ pub(super) fn write_server_timing(took: Duration, buf: &mut [u8; TIMING_MAX]) ->
         .saturating_mul(1_000_000)
         .saturating_add(u64::from((took.subsec_nanos() + 500) / 1000));
     let (whole_ms, frac) = (micros / 1000, (micros % 1000) as u32);
-    let mut digits = [0u8; 20];
-    let n = write_decimal(whole_ms, &mut digits);
+    let mut scratch = [0; 20];
+    let digits = crate::wire::decimal(whole_ms, &mut scratch);
+    let n = digits.len();
     let mut len = PREFIX.len();
     buf[..len].copy_from_slice(PREFIX);
-    buf[len..len + n].copy_from_slice(&digits[digits.len() - n..]);
+    buf[len..len + n].copy_from_slice(digits);
     len += n;
     buf[len] = b'.';
     buf[len + 1] = b'0' + (frac / 100) as u8;
     buf[len + 2] = b'0' + (frac / 10 % 10) as u8;
     buf[len + 3] = b'0' + (frac % 10) as u8;
     len + 4
-}
-
-/// Writes `n` in decimal at the end of `buf`; returns how many bytes it took.
-pub(super) fn write_decimal(mut n: u64, buf: &mut [u8; 20]) -> usize {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return buf.len() - i;
-        }
-    }
 }
 
 #[cfg(test)]
