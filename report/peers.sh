@@ -19,10 +19,10 @@
 #                   leaves out the client's own work before and after each request, which
 #                   rpcbench's mean (the whole call) and both sides' 1/rps count
 #                   h2_ref (examples/h2_ref.rs): a minimal client on the h2 crate's own
-#                   client API (which grpc-mux and grpc-stream use) against the
-#                   same rpcbench-echo: its mean per call, timed as rpcbench times it; rpcbench's h2 drives the
-#                   crate's frame layer itself, and this shows what leaving out the
-#                   crate's stream state machine saves
+#                   client API (which grpc-stream's tonic client uses) against the same
+#                   rpcbench-echo: its mean per call, timed as rpcbench times it;
+#                   rpcbench's h2 drives the crate's frame layer itself, and this shows
+#                   what leaving out the crate's stream state machine saves
 #   h2-mux          h2load -c1 -m64 (64 streams on one connection) against rpcbench -c 64,
 #                   and -m256 against -c 256: both as 1 / (requests/s)
 #   grpc-stream     grpc_stream_ref (examples/grpc_stream_ref.rs): a minimal bidirectional
