@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cargo run --release --example tcp_ref -- server ADDR
-//! cargo run --release --example tcp_ref -- client ADDR N [--connect] [--payload BYTES] [--warmup W]
+//! cargo run --release --example tcp_ref -- client ADDR N [--connect] [--timeouts] [--payload BYTES] [--warmup W]
 //! ```
 //!
 //! `server ADDR` listens on ADDR (port 0 picks a free port), prints `listening tcp ADDR`
@@ -19,7 +19,9 @@
 //! status, payload). Without `--connect` every call goes on one connection (TCP_NODELAY);
 //! with it, each call connects, sends, reads and closes, as `tcp-connect` does. Each call
 //! is timed with `std::time::Instant`, connect and close included with `--connect`. The
-//! last line is `mean_us <mean>`, over the N timed calls.
+//! last line is `mean_us <mean>`, over the N timed calls. `--timeouts` gives each connection
+//! a read and a write timeout (`SO_RCVTIMEO`, `SO_SNDTIMEO`), as rpcbench's blocking
+//! clients bound every call: what those two system calls cost a connection per call.
 
 mod common;
 
@@ -29,7 +31,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: tcp_ref server ADDR\n       tcp_ref client ADDR N [--connect] [--payload BYTES] [--warmup W]";
+const USAGE: &str = "usage: tcp_ref server ADDR\n       tcp_ref client ADDR N [--connect] [--timeouts] [--payload BYTES] [--warmup W]";
 
 fn main() -> ExitCode {
     common::server_or_client("tcp_ref", USAGE, server, client)
@@ -65,10 +67,11 @@ fn client(args: &[String]) -> Result<(), String> {
     let addr: SocketAddr = args[0]
         .parse()
         .map_err(|e| format!("address {:?}: {e}", args[0]))?;
-    let connect = args[1..].iter().any(|a| a == "--connect");
+    let flag = |name: &str| args[1..].iter().any(|a| a == name);
+    let (connect, timeouts) = (flag("--connect"), flag("--timeouts"));
     let rest: Vec<String> = args[1..]
         .iter()
-        .filter(|a| *a != "--connect")
+        .filter(|a| *a != "--connect" && *a != "--timeouts")
         .cloned()
         .collect();
     let parsed = ClientArgs::parse(&rest, 100, USAGE)?;
@@ -79,6 +82,15 @@ fn client(args: &[String]) -> Result<(), String> {
         stream
             .set_nodelay(true)
             .map_err(|e| format!("TCP_NODELAY: {e}"))?;
+        if timeouts {
+            let limit = Some(Duration::from_secs(5));
+            stream
+                .set_read_timeout(limit)
+                .map_err(|e| format!("SO_RCVTIMEO: {e}"))?;
+            stream
+                .set_write_timeout(limit)
+                .map_err(|e| format!("SO_SNDTIMEO: {e}"))?;
+        }
         Ok(stream)
     };
     let mut kept = if connect { None } else { Some(open()?) };
