@@ -64,22 +64,85 @@ fn clean_curl_sys() -> String {
     }
 }
 
+/// The serde side of WSTest's messages (`proto/wstest.proto`), which every encoding but
+/// protobuf writes through serde (src/encoding/): the derives, WSTest's own field names
+/// where prost's differ (`Next`, `Strng`, ...), bytes as base64 text in JSON, and the
+/// list's depth guard, which stops a list deeper than rpcbench's cap before recursing
+/// further.
+fn wstest_serde() -> Vec<(String, String)> {
+    const DERIVE: &str = "#[derive(serde::Serialize, serde::Deserialize)]";
+    const MESSAGES: [&str; 11] = [
+        "TestStruct",
+        "TestNode",
+        "Synthetic",
+        "EchoVoid",
+        "EchoVoidResponse",
+        "EchoStruct",
+        "EchoStructResponse",
+        "EchoList",
+        "EchoListResponse",
+        "EchoSynthetic",
+        "EchoSyntheticResponse",
+    ];
+    let mut attributes: Vec<(String, String)> = MESSAGES
+        .iter()
+        .map(|m| (format!(".rpcbench.v1.{m}"), DERIVE.to_string()))
+        .collect();
+    let renamed = [
+        ("Synthetic.Strng", "Strng"),
+        ("Synthetic.Strct", "Strct"),
+        ("EchoStructResponse.EchoStructResult", "EchoStructResult"),
+        ("EchoListResponse.EchoListResult", "EchoListResult"),
+        (
+            "EchoSyntheticResponse.EchoSyntheticResult",
+            "EchoSyntheticResult",
+        ),
+    ];
+    for (field, name) in renamed {
+        attributes.push((
+            format!(".rpcbench.v1.{field}"),
+            format!("#[serde(rename = \"{name}\")]"),
+        ));
+    }
+    attributes.push((
+        ".rpcbench.v1.Synthetic.Barray".to_string(),
+        "#[serde(rename = \"Barray\", with = \"crate::encoding::wstest::base64_bytes\")]"
+            .to_string(),
+    ));
+    attributes.push((
+        ".rpcbench.v1.TestNode.Next".to_string(),
+        "#[serde(rename = \"Next\", default, deserialize_with = \"crate::encoding::wstest::next_node\")]"
+            .to_string(),
+    ));
+    attributes
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     if !require_system_libcurl() {
         return Ok(());
     }
     const PROTO: &str = "proto/rpcbench.proto";
+    const WSTEST: &str = "proto/wstest.proto";
     println!("cargo:rerun-if-changed={PROTO}");
-    let fds = protox::compile([PROTO], ["proto"])?;
+    println!("cargo:rerun-if-changed={WSTEST}");
+    let fds = protox::compile([PROTO, WSTEST], ["proto"])?;
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(out.join("rpcbench_descriptor.bin"), fds.encode_to_vec())?;
-    tonic_prost_build::configure()
+    let mut build = tonic_prost_build::configure()
         // The client and server are generic over the body and connector; no
         // tonic::transport conveniences are generated (we connect through our own
         // connector and serve on our own hyper listener).
         .build_transport(false)
-        .bytes(".rpcbench.v1")
-        .compile_fds(fds)?;
+        .bytes(".rpcbench.v1");
+    for (path, attribute) in wstest_serde() {
+        // `.package.Message` or `.package.Message.field`.
+        build = if path.matches('.').count() == 3 {
+            build.type_attribute(path, attribute)
+        } else {
+            build.field_attribute(path, attribute)
+        };
+    }
+    build.compile_fds(fds)?;
     // Prometheus's exposition messages (prometheus/client_model, committed verbatim), for
     // the agent's protobuf /metrics with native histograms. Messages only.
     const METRICS: &str = "proto/io/prometheus/client/metrics.proto";

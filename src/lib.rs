@@ -8,7 +8,8 @@
 //!
 //! 1. **Kinds and units**, used by everything: [`units`] (durations, rates and sizes for
 //!    people, and the parsers of their flags), [`wire`] (the raw TCP protocol: postcard
-//!    frames, over UDP bodies, the reply pattern, the seq header, TLS sniffing), [`proto`]
+//!    frames, over UDP bodies, the reply pattern, the seq header, TLS sniffing),
+//!    [`encoding`] (WSTest's messages and one codec per encoding), [`proto`]
 //!    (the gRPC service `rpcbench.v1.Echo`), [`host`] (facts of this machine), [`placement`]
 //!    (where rpcbench's own threads run), [`measure`] (HDR histograms and per-call outcome
 //!    tallies), [`sys`] (the few system calls no safe crate wraps; the only `unsafe` code),
@@ -50,6 +51,7 @@ pub mod bench;
 pub mod cli;
 pub mod compare;
 pub mod dnsdiag;
+pub mod encoding;
 pub mod host;
 pub mod link;
 pub mod logs;

@@ -210,6 +210,27 @@ pub fn parse_positive_duration(text: &str) -> Result<Duration, String> {
     }
 }
 
+/// Parses a byte count with an optional binary suffix: `64`, `16KiB`, `1MiB`, `16k`, `1m`.
+pub fn parse_bytes(text: &str) -> Result<u32, String> {
+    let lower = text.trim().to_ascii_lowercase();
+    let split = lower
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(lower.len());
+    let (number, unit) = lower.split_at(split);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a byte count (try 64, 16KiB, 1MiB)"))?;
+    let scale: u64 = match unit {
+        "" | "b" => 1,
+        "k" | "kib" | "kb" => 1024,
+        "m" | "mib" | "mb" => 1024 * 1024,
+        other => return Err(format!("unknown size unit {other:?} (use KiB or MiB)")),
+    };
+    n.checked_mul(scale)
+        .and_then(|v| u32::try_from(v).ok())
+        .ok_or_else(|| format!("{text:?} is too large (at most 4 GiB - 1)"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

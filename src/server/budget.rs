@@ -182,6 +182,20 @@ impl Lease {
     }
 }
 
+impl Lease {
+    /// Gives back all but `total` bytes.
+    pub fn shrink_to(&mut self, total: u64) {
+        let Some(less) = self.n.checked_sub(total).filter(|&l| l > 0) else {
+            return;
+        };
+        self.budget.give_back(less);
+        if let Some(conn) = &self.conn {
+            conn.held.fetch_sub(less, Relaxed);
+        }
+        self.n = total;
+    }
+}
+
 impl Drop for Lease {
     fn drop(&mut self) {
         self.budget.give_back(self.n);
@@ -248,6 +262,17 @@ impl Held {
             buf: Vec::with_capacity(capacity),
             lease,
         })
+    }
+
+    /// `buf` held under `lease`, which is made exactly its capacity (grown, or given back
+    /// down to it): a reply made whole before it is sent.
+    pub fn from_vec(mut lease: Lease, buf: Vec<u8>) -> Result<Held, OverBudgetError> {
+        let capacity = buf.capacity() as u64;
+        if !lease.grow_to(capacity) {
+            return Err(OverBudgetError);
+        }
+        lease.shrink_to(capacity);
+        Ok(Held { buf, lease })
     }
 
     /// Appends `bytes`, growing the buffer (and its lease first) by doubling, never past

@@ -224,11 +224,21 @@ pub enum Reject {
     /// Connection closed because a reply waited `--write-timeout` with no byte taken by
     /// the client (a full socket, or a zero HTTP/2 window).
     WriteTimeout,
+    /// HTTP 415: a body whose content type no encoding has, or another route's (`/rpc`).
+    HttpUnsupportedMediaType,
+    /// A WSTest call whose body its encoding cannot read: not its syntax, cut short, a
+    /// length past the body, bytes after the message.
+    RpcMalformed,
+    /// A WSTest call nested deeper than its codec or the list's cap (64 nodes) allows.
+    RpcTooDeep,
+    /// A well-formed body that is not a call this server has: an unknown operation or
+    /// method, wrong parameters, WSTest's own rules broken.
+    RpcBadCall,
 }
 
 impl Reject {
     /// Every kind, in the order they are listed in /stats.
-    pub const ALL: [Reject; 31] = [
+    pub const ALL: [Reject; 35] = [
         Reject::ZeroLengthFrame,
         Reject::OversizedFrame,
         Reject::MalformedFrame,
@@ -260,6 +270,10 @@ impl Reject {
         Reject::OverBudgetGrpc,
         Reject::OverBudgetFrame,
         Reject::WriteTimeout,
+        Reject::HttpUnsupportedMediaType,
+        Reject::RpcMalformed,
+        Reject::RpcTooDeep,
+        Reject::RpcBadCall,
     ];
 
     /// The stable snake_case name used as the JSON key.
@@ -296,6 +310,10 @@ impl Reject {
             Reject::OverBudgetGrpc => "over_budget_grpc",
             Reject::OverBudgetFrame => "over_budget_frame",
             Reject::WriteTimeout => "write_timeout",
+            Reject::HttpUnsupportedMediaType => "http_415",
+            Reject::RpcMalformed => "rpc_malformed",
+            Reject::RpcTooDeep => "rpc_too_deep",
+            Reject::RpcBadCall => "rpc_bad_call",
         }
     }
 }
@@ -413,7 +431,7 @@ impl Stats {
             dns_answered: AtomicU64::new(0),
             dns_delayed: AtomicU64::new(0),
             dns_dropped: AtomicU64::new(0),
-            rejects: Default::default(),
+            rejects: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 

@@ -12,6 +12,7 @@
 mod lean;
 pub(super) mod reply;
 mod route;
+mod rpc;
 
 use super::Shared;
 use super::budget::{ConnShare, StreamLease};

@@ -58,7 +58,7 @@ pub(super) const ECHO_CONTENT_TYPE: &str = "application/octet-stream";
 /// [`SEQ_HEADER`] as a header name, so lookups and inserts skip parsing the string.
 pub(super) static SEQ_NAME: HeaderName = HeaderName::from_static(SEQ_HEADER);
 /// The reply header carrying the server's time for the request, `app;dur=<ms>`.
-static SERVER_TIMING: HeaderName = HeaderName::from_static("server-timing");
+pub(super) static SERVER_TIMING: HeaderName = HeaderName::from_static("server-timing");
 
 /// The reply to `/echo`: `payload`, the seq header when the request had a seq, and the
 /// time since `got_it` as `server-timing`, read as late as possible.
@@ -120,6 +120,14 @@ pub(super) fn metrics(body: String) -> Response<Body> {
         header::CONTENT_TYPE,
         HeaderValue::from_static(crate::server::metrics::CONTENT_TYPE),
     );
+    resp
+}
+
+/// A 200 reply of `body`, of `content_type` (WSTest's calls, [`super::rpc`]).
+pub(super) fn bytes(body: Bytes, content_type: &'static str) -> Response<Body> {
+    let mut resp = Response::new(Body::bytes(body));
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     resp
 }
 

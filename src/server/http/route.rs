@@ -1,5 +1,6 @@
-//! What an HTTP request gets: the routes (`/echo`, `/healthz`, `/stats`, `/metrics`), the
-//! parsing of `/echo`'s parameters, and the refusals, each a status with a one-line reason.
+//! What an HTTP request gets: the routes (`/echo`, `/healthz`, `/stats`, `/metrics`, and
+//! WSTest's calls under `/rpc`, in [`super::rpc`]), the parsing of `/echo`'s parameters,
+//! and the refusals, each a status with a one-line reason.
 //!
 //! Apart from the connection's life ([`super`]) and from the bytes of the reply
 //! ([`super::reply`]): this is the part a new route or parameter changes, and the part
@@ -41,7 +42,11 @@ pub(super) async fn route(
         ("/metrics", &Method::GET) => Ok(reply::metrics(crate::server::metrics::render(
             &shared.stats.snapshot(),
         ))),
+        (path, &Method::POST) if super::rpc::is_rpc(path) => {
+            super::rpc::call(&parts, &mut body, shared, share, got_it).await
+        }
         ("/echo", _) => Err(HttpError::MethodNotAllowed("GET, POST")),
+        (path, _) if super::rpc::is_rpc(path) => Err(HttpError::MethodNotAllowed("POST")),
         ("/healthz" | "/stats" | "/metrics", _) => Err(HttpError::MethodNotAllowed("GET")),
         (path, _) => Err(HttpError::NotFound(path.to_string())),
     };
@@ -98,6 +103,9 @@ pub(super) enum HttpError {
     MethodNotAllowed(&'static str),
     #[error("body is larger than the maximum of {0} bytes")]
     PayloadTooLarge(u32),
+    /// A body whose content type no encoding has, or another route's.
+    #[error("unsupported media type: {0}")]
+    UnsupportedMediaType(String),
     /// The client reset its HTTP/2 stream before the body was in: nobody reads the reply.
     #[error("stream reset by the client")]
     StreamReset,
@@ -114,6 +122,7 @@ impl HttpError {
             HttpError::NotFound(_) => StatusCode::NOT_FOUND,
             HttpError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             HttpError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            HttpError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             // Never seen: the stream is gone.
             HttpError::StreamReset => StatusCode::BAD_REQUEST,
             HttpError::OverBudget => StatusCode::SERVICE_UNAVAILABLE,
@@ -127,6 +136,7 @@ impl HttpError {
             HttpError::NotFound(_) => Reject::HttpNotFound,
             HttpError::MethodNotAllowed(_) => Reject::HttpMethodNotAllowed,
             HttpError::PayloadTooLarge(_) => Reject::HttpPayloadTooLarge,
+            HttpError::UnsupportedMediaType(_) => Reject::HttpUnsupportedMediaType,
             HttpError::StreamReset => Reject::Http2StreamReset,
             HttpError::OverBudget => Reject::OverBudgetHttp,
         }
@@ -259,7 +269,7 @@ async fn echo(
 /// from the budget for its capacity: all of it at once when declared, else growing with
 /// what arrives. At most the max frame; over the budget the request is refused and what
 /// was read so far let go.
-async fn read_body(
+pub(super) async fn read_body(
     body: &mut Incoming,
     declared: Option<u64>,
     shared: &Shared,

@@ -1,0 +1,167 @@
+//! WSTest's calls over HTTP: `POST /rpc/{Operation}` for the encodings whose body does not
+//! name its operation (postcard, protobuf, MessagePack), `POST /rpc` for JSON-RPC 2.0.
+//! The `Content-Type` chooses the encoding ([`crate::encoding`]); the body is really
+//! decoded into the typed message, and the reply encoded from it, so a call costs what the
+//! encoding costs.
+//!
+//! - **Memory.** The body is read within the buffer budget as `/echo`'s is; before it is
+//!   decoded, the budget also lends what the decoded message can hold at most (the body's
+//!   length times the codec's [`expansion`](crate::encoding::Facts::expansion)), and the
+//!   encoded reply stays leased until it is sent.
+//! - **Refusals**, each counted (`/stats`): a body the codec cannot read is
+//!   `rpc_malformed`, one nested too deep `rpc_too_deep`, one that is not a call this
+//!   server has `rpc_bad_call`; a content type that no encoding has, or another route's,
+//!   is 415. JSON-RPC answers in its own error form (200, an error object with -32700,
+//!   -32601 or -32602); the binary encodings with 400 and a one-line reason.
+//! - **Timing.** `server-timing: app;dur=…, dec;dur=…, enc;dur=…` (milliseconds): the
+//!   whole request from having its head, and the decode and encode within it.
+
+use super::reply::{self, Body};
+use super::route::{HttpError, read_body};
+use crate::encoding::{CallId, DecodeError, EncodingKind, Operation, Route, json};
+use crate::server::Shared;
+use crate::server::budget::{ConnShare, Held, Lease};
+use crate::server::stats::Reject;
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderValue};
+use hyper::http::request::Parts;
+use hyper::{Response, StatusCode};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// True for a path this module answers.
+pub(super) fn is_rpc(path: &str) -> bool {
+    path == "/rpc" || path.starts_with("/rpc/")
+}
+
+/// Answers a WSTest call: the encoding from the content type, the operation from the
+/// path (or the body), the echo of the decoded message, encoded again.
+pub(super) async fn call(
+    parts: &Parts,
+    body: &mut Incoming,
+    shared: &Shared,
+    share: &Arc<ConnShare>,
+    got_it: Instant,
+) -> Result<Response<Body>, HttpError> {
+    let path = parts.uri.path();
+    let encoding = encoding_of(parts).ok_or_else(|| unsupported(parts))?;
+    let op = match encoding.facts().route {
+        Route::Fixed(fixed) if fixed == path => None,
+        Route::PerOperation(prefix) if path.starts_with(prefix) => {
+            let name = &path[prefix.len()..];
+            match Operation::from_name(name) {
+                Some(op) => Some(op),
+                None => {
+                    shared.stats.reject(Reject::RpcBadCall);
+                    let reason = format!(
+                        "no operation {name:?}: EchoVoid, EchoStruct, EchoList or EchoSynthetic"
+                    );
+                    return Ok(reply::text(StatusCode::BAD_REQUEST, &format!("{reason}\n")));
+                }
+            }
+        }
+        _ => return Err(unsupported(parts)),
+    };
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > u64::from(shared.config.max_frame)) {
+        return Err(HttpError::PayloadTooLarge(shared.config.max_frame));
+    }
+    let request = read_body(body, declared, shared, share).await?;
+    // What the decoded message may hold, lent before it is made.
+    let bound = request.len().saturating_mul(encoding.facts().expansion) as u64;
+    let mut lease = Lease::new(&shared.stats.budget, Some(share), bound);
+    if !lease.grow_to(bound) {
+        return Err(HttpError::OverBudget);
+    }
+    let started = Instant::now();
+    let decoded = encoding.decode_request(op, &request);
+    let dec = started.elapsed();
+    let (req, id) = match decoded {
+        Ok(call) => call,
+        Err(e) => return Ok(refusal(shared, encoding, &e)),
+    };
+    drop(request);
+    let started = Instant::now();
+    let mut out = Vec::new();
+    let encoded = encoding.encode_reply(&req.into_reply(), &id, &mut out);
+    let enc = started.elapsed();
+    if let Err(e) = encoded {
+        // Only a message too large for the encoding's lengths: the server's fault.
+        let reason = format!("cannot encode the reply: {e}\n");
+        return Ok(reply::text(StatusCode::INTERNAL_SERVER_ERROR, &reason));
+    }
+    // The message is gone; its reply's bytes stay leased until sent.
+    let held = Held::from_vec(lease, out).map_err(|_| HttpError::OverBudget)?;
+    let mut resp = reply::bytes(held.freeze(), encoding.facts().content_type);
+    let timing = format!(
+        "app;dur={}, dec;dur={}, enc;dur={}",
+        millis(got_it.elapsed()),
+        millis(dec),
+        millis(enc)
+    );
+    if let Ok(value) = HeaderValue::from_str(&timing) {
+        resp.headers_mut()
+            .insert(reply::SERVER_TIMING.clone(), reply::unindexed(value));
+    }
+    Ok(resp)
+}
+
+/// `d` in milliseconds with microseconds, as `server-timing` carries `app`.
+fn millis(d: Duration) -> String {
+    format!("{:.3}", d.as_secs_f64() * 1e3)
+}
+
+/// The encoding whose content type the request names (its media type, parameters such
+/// as `charset` ignored).
+fn encoding_of(parts: &Parts) -> Option<EncodingKind> {
+    let value = parts.headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
+    let media = value.split(';').next()?.trim();
+    EncodingKind::ALL
+        .iter()
+        .copied()
+        .find(|e| e.facts().content_type.eq_ignore_ascii_case(media))
+}
+
+/// 415, naming what each route takes.
+fn unsupported(parts: &Parts) -> HttpError {
+    let sent = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .map_or("none".to_string(), |v| format!("{v:?}"));
+    let takes: Vec<String> = EncodingKind::ALL
+        .iter()
+        .map(|e| {
+            let path = match e.facts().route {
+                Route::Fixed(path) => path.to_string(),
+                Route::PerOperation(prefix) => format!("{prefix}{{Operation}}"),
+            };
+            format!("{} at {path}", e.facts().content_type)
+        })
+        .collect();
+    HttpError::UnsupportedMediaType(format!(
+        "content type {sent} on {}; this server takes {}",
+        parts.uri.path(),
+        takes.join(", ")
+    ))
+}
+
+/// The answer to a body the codec refused, in the encoding's own error form, counted.
+fn refusal(shared: &Shared, encoding: EncodingKind, e: &DecodeError) -> Response<Body> {
+    let (kind, code) = match e {
+        DecodeError::Malformed(..) => (Reject::RpcMalformed, -32700),
+        DecodeError::TooDeep(_) => (Reject::RpcTooDeep, -32602),
+        DecodeError::BadCall(text) if text.starts_with("no method") => (Reject::RpcBadCall, -32601),
+        DecodeError::BadCall(_) | DecodeError::Fault(..) => (Reject::RpcBadCall, -32602),
+    };
+    shared.stats.reject(kind);
+    if encoding == EncodingKind::Json {
+        let mut out = Vec::new();
+        json::write_error(&mut out, code, &e.to_string(), &CallId::None);
+        return reply::bytes(out.into(), encoding.facts().content_type);
+    }
+    reply::text(StatusCode::BAD_REQUEST, &format!("{e}\n"))
+}

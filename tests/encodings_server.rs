@@ -1,0 +1,245 @@
+//! The echo server's WSTest calls over HTTP (`/rpc/{Operation}`, `/rpc`): every encoding
+//! and message over HTTP/1.1 and HTTP/2, each reply decoded and checked field by field,
+//! and every refusal answered in the encoding's own form and counted once.
+
+mod common;
+
+use bytes::Bytes;
+use common::{
+    TestServer, assert_rejects, http_stats, hyper_collect, hyper_http1, hyper_http2, hyper_send1,
+};
+use hyper::header::{CONTENT_TYPE, HOST};
+use hyper::{Method, StatusCode};
+use rpcbench::encoding::{CallId, EncodingKind, Message, Operation, Route};
+use rpcbench::server::stats::Reject;
+use std::net::SocketAddr;
+
+/// The path of `op`'s calls in `enc`.
+fn path(enc: EncodingKind, op: Operation) -> String {
+    match enc.facts().route {
+        Route::Fixed(path) => path.to_string(),
+        Route::PerOperation(prefix) => format!("{prefix}{}", op.name()),
+    }
+}
+
+fn post(
+    addr: SocketAddr,
+    path: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> hyper::Request<http_body_util::Full<Bytes>> {
+    hyper::Request::builder()
+        .method(Method::POST)
+        .uri(format!("http://{addr}{path}"))
+        .header(HOST, addr.to_string())
+        .header(CONTENT_TYPE, content_type)
+        .body(http_body_util::Full::new(Bytes::from(body)))
+        .expect("valid request")
+}
+
+/// A request as rpcbench sends it: call `seq` of `msg` in `enc`.
+fn call(
+    addr: SocketAddr,
+    enc: EncodingKind,
+    msg: Message,
+    seq: u64,
+) -> hyper::Request<http_body_util::Full<Bytes>> {
+    let mut body = Vec::new();
+    let id = CallId::Json(serde_json::Value::String(CallId::of_seq(seq)));
+    enc.encode_request(&msg.request(seq), &id, &mut body)
+        .unwrap();
+    post(
+        addr,
+        &path(enc, msg.operation()),
+        enc.facts().content_type,
+        body,
+    )
+}
+
+/// Every encoding × message, 20 calls each on HTTP/1.1 and 20 on HTTP/2: all 200, the
+/// encoding's content type, a reply that echoes the request value for value with the
+/// call's id, and a `server-timing` with the decode and encode. Nothing refused.
+#[test]
+fn every_encoding_echoes_every_message_over_both_http_versions() {
+    let server = TestServer::start_default();
+    let addr = server.http;
+    let messages: [Message; 5] = [
+        "echo-void",
+        "echo-struct:1",
+        "echo-struct:100",
+        "echo-list:64",
+        "echo-synthetic:64KiB",
+    ]
+    .map(|m| m.parse().unwrap());
+    server.block_on(async {
+        let mut h1 = hyper_http1(addr).await;
+        let mut h2 = hyper_http2(addr).await;
+        for enc in EncodingKind::ALL.iter().copied() {
+            for msg in messages {
+                for seq in 0..40u64 {
+                    let req = call(addr, enc, msg, seq);
+                    let (status, headers, body) = if seq % 2 == 0 {
+                        hyper_send1(&mut h1, req).await
+                    } else {
+                        hyper_collect(h2.send_request(req).await.expect("a reply")).await
+                    };
+                    assert_eq!(status, StatusCode::OK, "{enc} {msg}: {body:?}");
+                    assert_eq!(
+                        headers[CONTENT_TYPE],
+                        enc.facts().content_type,
+                        "{enc} {msg}"
+                    );
+                    let (reply, id) = enc
+                        .decode_reply(msg.operation(), &body)
+                        .unwrap_or_else(|e| panic!("{enc} {msg} seq {seq}: {e}"));
+                    assert!(reply.echoes(&msg.request(seq)), "{enc} {msg} seq {seq}");
+                    if enc == EncodingKind::Json {
+                        assert_eq!(id, CallId::Json(CallId::of_seq(seq).into()));
+                    }
+                    let timing = headers["server-timing"].to_str().unwrap();
+                    let parts: Vec<&str> = timing
+                        .split(", ")
+                        .map(|p| p.split(";dur=").next().unwrap())
+                        .collect();
+                    assert_eq!(parts, ["app", "dec", "enc"], "{timing}");
+                }
+            }
+        }
+    });
+    assert_rejects(&http_stats(addr), &[]);
+}
+
+/// Each bad body is answered (the encoding's error form, or 400/415 with a reason),
+/// counted once under its kind, and the connection serves a healthy call after it.
+#[test]
+fn bad_calls_are_answered_counted_and_survived() {
+    let server = TestServer::start_default();
+    let addr = server.http;
+    let json = EncodingKind::Json.facts().content_type;
+    let postcard = EncodingKind::Postcard.facts().content_type;
+    let deep_list = {
+        let node = r#"{"i":0,"f":0,"s":"","Next":"#;
+        format!(
+            r#"{{"jsonrpc":"2.0","method":"EchoList","params":[{}null{}],"id":1}}"#,
+            node.repeat(1000),
+            "}".repeat(1000)
+        )
+    };
+    // Path, content type, body, the status, the JSON-RPC error code if any, the kind.
+    type Case<'a> = (&'a str, &'a str, Vec<u8>, StatusCode, Option<i64>, Reject);
+    let cases: Vec<Case> = vec![
+        (
+            "/rpc",
+            json,
+            b"{\"jsonrpc\":".to_vec(),
+            StatusCode::OK,
+            Some(-32700),
+            Reject::RpcMalformed,
+        ),
+        (
+            "/rpc",
+            json,
+            br#"{"jsonrpc":"2.0","method":"GetOrder","params":[],"id":1}"#.to_vec(),
+            StatusCode::OK,
+            Some(-32601),
+            Reject::RpcBadCall,
+        ),
+        (
+            "/rpc",
+            json,
+            br#"{"jsonrpc":"2.0","method":"EchoStruct","params":[[{"i":"x"}]],"id":1}"#.to_vec(),
+            StatusCode::OK,
+            Some(-32602),
+            Reject::RpcBadCall,
+        ),
+        (
+            "/rpc",
+            json,
+            deep_list.into_bytes(),
+            StatusCode::OK,
+            Some(-32602),
+            Reject::RpcTooDeep,
+        ),
+        (
+            "/rpc/EchoStruct",
+            postcard,
+            vec![5, 1],
+            StatusCode::BAD_REQUEST,
+            None,
+            Reject::RpcMalformed,
+        ),
+        (
+            "/rpc/GetOrder",
+            postcard,
+            vec![],
+            StatusCode::BAD_REQUEST,
+            None,
+            Reject::RpcBadCall,
+        ),
+        (
+            "/rpc/EchoStruct",
+            "text/plain",
+            vec![1],
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            None,
+            Reject::HttpUnsupportedMediaType,
+        ),
+        // JSON-RPC's content type on the binary route.
+        (
+            "/rpc/EchoStruct",
+            json,
+            vec![1],
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            None,
+            Reject::HttpUnsupportedMediaType,
+        ),
+    ];
+    let mut counts: Vec<(Reject, u64)> = Vec::new();
+    server.block_on(async {
+        let mut h1 = hyper_http1(addr).await;
+        for (path, content_type, body, status, code, kind) in cases {
+            let (got, headers, body) =
+                hyper_send1(&mut h1, post(addr, path, content_type, body)).await;
+            assert_eq!(got, status, "{path} {content_type}: {body:?}");
+            match code {
+                Some(code) => {
+                    let error: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                    assert_eq!(error["error"]["code"], code, "{error}");
+                    assert_eq!(headers[CONTENT_TYPE], json);
+                }
+                None => {
+                    let text = std::str::from_utf8(&body).unwrap();
+                    assert!(
+                        text.ends_with('\n') && text.lines().count() == 1,
+                        "{text:?}"
+                    );
+                }
+            }
+            match counts.iter_mut().find(|(k, _)| *k == kind) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((kind, 1)),
+            }
+            // The same connection still serves a healthy call.
+            let msg: Message = "echo-struct:2".parse().unwrap();
+            let (status, _, body) =
+                hyper_send1(&mut h1, call(addr, EncodingKind::Protobuf, msg, 9)).await;
+            assert_eq!(status, StatusCode::OK);
+            let (reply, _) = EncodingKind::Protobuf
+                .decode_reply(msg.operation(), &body)
+                .unwrap();
+            assert!(reply.echoes(&msg.request(9)));
+        }
+        // GET is not a call.
+        let mut h2 = hyper_http2(addr).await;
+        let get = hyper::Request::builder()
+            .method(Method::GET)
+            .uri(format!("http://{addr}/rpc"))
+            .body(http_body_util::Full::new(Bytes::new()))
+            .unwrap();
+        let (status, headers, _) = hyper_collect(h2.send_request(get).await.unwrap()).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(headers["allow"], "POST");
+    });
+    counts.push((Reject::HttpMethodNotAllowed, 1));
+    assert_rejects(&http_stats(addr), &counts);
+}
