@@ -106,7 +106,49 @@ fn every_encoding_echoes_every_message_over_both_http_versions() {
             }
         }
     });
-    assert_rejects(&http_stats(addr), &[]);
+    // Every call counted once under its encoding and operation, its body bytes both ways
+    // exactly: what the same calls encode to here.
+    let snap = http_stats(addr);
+    assert_rejects(&snap, &[]);
+    for enc in EncodingKind::ALL.iter().copied() {
+        for op in Operation::ALL {
+            let (mut calls, mut bytes_in, mut bytes_out) = (0, 0, 0);
+            for msg in messages.iter().filter(|m| m.operation() == op) {
+                for seq in 0..40u64 {
+                    let id = CallId::Json(serde_json::Value::String(CallId::of_seq(seq)));
+                    let req = msg.request(seq);
+                    let (mut body, mut reply) = (Vec::new(), Vec::new());
+                    enc.encode_request(&req, &id, &mut body).unwrap();
+                    enc.encode_reply(&req.into_reply(), &id, &mut reply)
+                        .unwrap();
+                    (calls, bytes_in, bytes_out) = (
+                        calls + 1,
+                        bytes_in + body.len() as u64,
+                        bytes_out + reply.len() as u64,
+                    );
+                }
+            }
+            let got = &snap.rpc[enc.name()][op.name()];
+            assert_eq!(
+                (got.decoded, got.encoded, got.bytes_in, got.bytes_out),
+                (calls, calls, bytes_in, bytes_out),
+                "{enc} {op:?}"
+            );
+        }
+    }
+    let mut easy = curl::easy::Easy::new();
+    let metrics = common::curl_call(
+        &mut easy,
+        "GET",
+        &format!("http://{addr}/metrics"),
+        None,
+        &[],
+    );
+    let text = metrics.text();
+    assert!(
+        text.contains(r#"rpcbench_echo_rpc_calls_total{encoding="json",operation="EchoList"} 40"#),
+        "{text}"
+    );
 }
 
 /// Each bad body is answered (the encoding's error form, or 400/415 with a reason),

@@ -7,7 +7,9 @@
 //! for other servers read this one. No client library: the format is a few lines of text,
 //! and the snapshot already holds every number (`docs/transports.md` lists each family).
 
-use super::stats::{HandshakeFailure, HandshakeSnapshot, ProtoSnapshot, Reject, StatsSnapshot};
+use super::stats::{
+    HandshakeFailure, HandshakeSnapshot, ProtoSnapshot, Reject, RpcSnapshot, StatsSnapshot,
+};
 use std::fmt::Write;
 
 /// The `Content-Type` of the text format, version 0.0.4 (what Prometheus asks for first).
@@ -211,6 +213,29 @@ const FAMILIES: &[Family] = &[
         samples: Samples::One(|s| s.grpc.messages as f64),
     },
     Family {
+        name: "rpc_calls_total",
+        kind: Kind::Counter,
+        help: "WSTest calls decoded under /rpc, by encoding and operation (also counted as HTTP requests).",
+        samples: Samples::Labelled(|s| rpc_samples(s, |r| r.decoded)),
+    },
+    Family {
+        name: "rpc_body_bytes_total",
+        kind: Kind::Counter,
+        help: "Body bytes of the WSTest calls under /rpc, by encoding, operation and direction (in: decoded requests; out: encoded replies).",
+        samples: Samples::Labelled(|s| {
+            let mut samples = rpc_samples(s, |r| r.bytes_in);
+            for (labels, _) in &mut samples {
+                labels.push_str(r#",direction="in""#);
+            }
+            let mut out = rpc_samples(s, |r| r.bytes_out);
+            for (labels, _) in &mut out {
+                labels.push_str(r#",direction="out""#);
+            }
+            samples.extend(out);
+            samples
+        }),
+    },
+    Family {
         name: "received_bytes_total",
         kind: Kind::Counter,
         help: "Bytes read from the network.",
@@ -368,6 +393,23 @@ fn tls_listeners(snap: &StatsSnapshot) -> [(&'static str, &HandshakeSnapshot); 2
 fn by_label(label: &str, map: &std::collections::BTreeMap<String, u64>) -> Vec<(String, f64)> {
     map.iter()
         .map(|(k, v)| (format!(r#"{label}="{}""#, escape_label(k)), *v as f64))
+        .collect()
+}
+
+/// One sample per encoding and operation of `/stats`' `rpc`, of the counter `of`.
+fn rpc_samples(s: &StatsSnapshot, of: fn(&RpcSnapshot) -> u64) -> Vec<(String, f64)> {
+    s.rpc
+        .iter()
+        .flat_map(|(enc, ops)| {
+            ops.iter().map(move |(op, r)| {
+                let labels = format!(
+                    r#"encoding="{}",operation="{}""#,
+                    escape_label(enc),
+                    escape_label(op)
+                );
+                (labels, of(r) as f64)
+            })
+        })
         .collect()
 }
 

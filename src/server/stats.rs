@@ -4,6 +4,7 @@
 //! are in flight is allowed to be a few events behind.
 
 use super::budget::Budget;
+use crate::encoding::{EncodingKind, Operation};
 pub use crate::host::ProcessCost;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -394,6 +395,8 @@ pub struct Stats {
     pub dns_detail: DnsCounters,
     /// gRPC on the HTTP listener.
     pub grpc: GrpcCounters,
+    /// WSTest's calls under `/rpc`, by encoding and operation ([`Stats::rpc`]).
+    rpc: [[RpcCounters; Operation::ALL.len()]; EncodingKind::ALL.len()],
     /// DNS answers sent.
     pub dns_answered: AtomicU64,
     /// DNS queries answered after `--dns-delay`.
@@ -428,11 +431,18 @@ impl Stats {
             http2: Http2Counters::default(),
             dns_detail: DnsCounters::default(),
             grpc: GrpcCounters::default(),
+            rpc: Default::default(),
             dns_answered: AtomicU64::new(0),
             dns_delayed: AtomicU64::new(0),
             dns_dropped: AtomicU64::new(0),
             rejects: std::array::from_fn(|_| AtomicU64::new(0)),
         }
+    }
+
+    /// The counters of WSTest's calls of `op` in `encoding`.
+    pub fn rpc(&self, encoding: EncodingKind, op: Operation) -> &RpcCounters {
+        let e = usize::from(encoding.code()) - 1;
+        &self.rpc[e][usize::from(op.code()) - 1]
     }
 
     /// Counts one event of `kind`.
@@ -475,6 +485,7 @@ impl Stats {
                 calls: self.grpc.calls.load(Relaxed),
                 messages: self.grpc.messages.load(Relaxed),
             },
+            rpc: self.rpc_snapshot(),
             dns_answered: self.dns_answered.load(Relaxed),
             dns_delayed: self.dns_delayed.load(Relaxed),
             dns_dropped: self.dns_dropped.load(Relaxed),
@@ -597,6 +608,47 @@ pub struct ProtoSnapshot {
     pub bytes_out: u64,
 }
 
+/// WSTest's calls of one encoding and operation: bodies decoded and replies encoded, and
+/// their bytes (bodies only: the HTTP heads are in `http`).
+#[derive(Debug, Default)]
+pub struct RpcCounters {
+    pub decoded: AtomicU64,
+    pub encoded: AtomicU64,
+    pub bytes_in: AtomicU64,
+    pub bytes_out: AtomicU64,
+}
+
+/// [`RpcCounters`] at one instant.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RpcSnapshot {
+    pub decoded: u64,
+    pub encoded: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+}
+
+impl Stats {
+    /// Every encoding's counters, by its name, then by operation: all present.
+    fn rpc_snapshot(&self) -> BTreeMap<String, BTreeMap<String, RpcSnapshot>> {
+        EncodingKind::ALL
+            .iter()
+            .map(|&enc| {
+                let ops = Operation::ALL.iter().map(|&op| {
+                    let c = self.rpc(enc, op);
+                    let snap = RpcSnapshot {
+                        decoded: c.decoded.load(Relaxed),
+                        encoded: c.encoded.load(Relaxed),
+                        bytes_in: c.bytes_in.load(Relaxed),
+                        bytes_out: c.bytes_out.load(Relaxed),
+                    };
+                    (op.name().to_string(), snap)
+                });
+                (enc.name().to_string(), ops.collect())
+            })
+            .collect()
+    }
+}
+
 /// The gRPC counters at one instant.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct GrpcSnapshot {
@@ -649,6 +701,10 @@ pub struct StatsSnapshot {
     /// gRPC on the HTTP port; zero in the JSON of a server from before gRPC.
     #[serde(default)]
     pub grpc: GrpcSnapshot,
+    /// WSTest's calls under `/rpc`, by encoding and operation, every one present; empty
+    /// from a server from before the encodings.
+    #[serde(default)]
+    pub rpc: BTreeMap<String, BTreeMap<String, RpcSnapshot>>,
     pub dns_answered: u64,
     pub dns_delayed: u64,
     pub dns_dropped: u64,

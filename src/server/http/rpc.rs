@@ -27,6 +27,7 @@ use hyper::header::{self, HeaderValue};
 use hyper::http::request::Parts;
 use hyper::{Response, StatusCode};
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 /// True for a path this module answers.
@@ -84,6 +85,9 @@ pub(super) async fn call(
         Ok(call) => call,
         Err(e) => return Ok(refusal(shared, encoding, &e)),
     };
+    let counters = shared.stats.rpc(encoding, req.operation());
+    counters.decoded.fetch_add(1, Relaxed);
+    counters.bytes_in.fetch_add(request.len() as u64, Relaxed);
     drop(request);
     let started = Instant::now();
     let mut out = Vec::new();
@@ -94,6 +98,8 @@ pub(super) async fn call(
         let reason = format!("cannot encode the reply: {e}\n");
         return Ok(reply::text(StatusCode::INTERNAL_SERVER_ERROR, &reason));
     }
+    counters.encoded.fetch_add(1, Relaxed);
+    counters.bytes_out.fetch_add(out.len() as u64, Relaxed);
     // The message is gone; its reply's bytes stay leased until sent.
     let held = Held::from_vec(lease, out).map_err(|_| HttpError::OverBudget)?;
     let mut resp = reply::bytes(held.freeze(), encoding.facts().content_type);
