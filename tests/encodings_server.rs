@@ -247,6 +247,13 @@ fn bad_calls_are_answered_counted_and_survived() {
                 Some(code) => {
                     let error: serde_json::Value = serde_json::from_slice(&body).unwrap();
                     assert_eq!(error["error"]["code"], code, "{error}");
+                    // The call's id when its envelope could be read, else null.
+                    let id = if code == -32700 {
+                        serde_json::Value::Null
+                    } else {
+                        1.into()
+                    };
+                    assert_eq!(error["id"], id, "{error}");
                     assert_eq!(headers[CONTENT_TYPE], json);
                 }
                 None => {

@@ -172,6 +172,16 @@ pub fn write_error(out: &mut Vec<u8>, code: i64, message: &str, id: &CallId) {
     let _ = serde_json::to_writer(out, &failed);
 }
 
+/// The id of the request in `body`, for an error reply to a call that was refused after
+/// its envelope was read (an unknown method, bad params); `None` when even that cannot be
+/// read, which the error reply then carries as `null`.
+pub fn request_id(body: &[u8]) -> CallId {
+    match serde_json::from_slice::<Incoming>(body) {
+        Ok(call) => CallId::Json(call.id),
+        Err(_) => CallId::None,
+    }
+}
+
 /// The request of `op` from its params: one positional param (the message's field), the
 /// message itself by name, or none for EchoVoid.
 fn params(op: Operation, params: Option<&RawValue>) -> Result<Request, DecodeError> {

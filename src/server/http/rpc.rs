@@ -83,7 +83,7 @@ pub(super) async fn call(
     let dec = started.elapsed();
     let (req, id) = match decoded {
         Ok(call) => call,
-        Err(e) => return Ok(refusal(shared, encoding, &e)),
+        Err(e) => return Ok(refusal(shared, encoding, &e, &request)),
     };
     let counters = shared.stats.rpc(encoding, req.operation());
     counters.decoded.fetch_add(1, Relaxed);
@@ -156,7 +156,12 @@ fn unsupported(parts: &Parts) -> HttpError {
 }
 
 /// The answer to a body the codec refused, in the encoding's own error form, counted.
-fn refusal(shared: &Shared, encoding: EncodingKind, e: &DecodeError) -> Response<Body> {
+fn refusal(
+    shared: &Shared,
+    encoding: EncodingKind,
+    e: &DecodeError,
+    body: &[u8],
+) -> Response<Body> {
     let (kind, code) = match e {
         DecodeError::Malformed(..) => (Reject::RpcMalformed, -32700),
         DecodeError::TooDeep(_) => (Reject::RpcTooDeep, -32602),
@@ -166,7 +171,11 @@ fn refusal(shared: &Shared, encoding: EncodingKind, e: &DecodeError) -> Response
     shared.stats.reject(kind);
     if encoding == EncodingKind::Json {
         let mut out = Vec::new();
-        json::write_error(&mut out, code, &e.to_string(), &CallId::None);
+        let id = match e {
+            DecodeError::Malformed(..) => CallId::None,
+            _ => json::request_id(body),
+        };
+        json::write_error(&mut out, code, &e.to_string(), &id);
         return reply::bytes(out.into(), encoding.facts().content_type);
     }
     reply::text(StatusCode::BAD_REQUEST, &format!("{e}\n"))
