@@ -213,7 +213,7 @@ fn bad_calls_are_answered_counted_and_survived() {
         (
             "/rpc/GetOrder",
             postcard,
-            vec![],
+            vec![0; 5000],
             StatusCode::BAD_REQUEST,
             None,
             Reject::RpcBadCall,

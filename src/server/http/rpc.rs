@@ -46,20 +46,13 @@ pub(super) async fn call(
 ) -> Result<Response<Body>, HttpError> {
     let path = parts.uri.path();
     let encoding = encoding_of(parts).ok_or_else(|| unsupported(parts))?;
+    // The operation the path names, if the encoding's route has one there; an unknown one
+    // is answered once the body is in, so the connection can serve the next request.
     let op = match encoding.facts().route {
-        Route::Fixed(fixed) if fixed == path => None,
+        Route::Fixed(fixed) if fixed == path => Ok(None),
         Route::PerOperation(prefix) if path.starts_with(prefix) => {
             let name = &path[prefix.len()..];
-            match Operation::from_name(name) {
-                Some(op) => Some(op),
-                None => {
-                    shared.stats.reject(Reject::RpcBadCall);
-                    let reason = format!(
-                        "no operation {name:?}: EchoVoid, EchoStruct, EchoList or EchoSynthetic"
-                    );
-                    return Ok(reply::text(StatusCode::BAD_REQUEST, &format!("{reason}\n")));
-                }
-            }
+            Operation::from_name(name).map(Some).ok_or(name)
         }
         _ => return Err(unsupported(parts)),
     };
@@ -72,6 +65,15 @@ pub(super) async fn call(
         return Err(HttpError::PayloadTooLarge(shared.config.max_frame));
     }
     let request = read_body(body, declared, shared, share).await?;
+    let op = match op {
+        Ok(op) => op,
+        Err(name) => {
+            shared.stats.reject(Reject::RpcBadCall);
+            let reason =
+                format!("no operation {name:?}: EchoVoid, EchoStruct, EchoList or EchoSynthetic");
+            return Ok(reply::text(StatusCode::BAD_REQUEST, &format!("{reason}\n")));
+        }
+    };
     // What the decoded message may hold, lent before it is made.
     let bound = request.len().saturating_mul(encoding.facts().expansion) as u64;
     let mut lease = Lease::new(&shared.stats.budget, Some(share), bound);
