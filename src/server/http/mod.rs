@@ -9,6 +9,7 @@
 //! as hyper keeps `proto/h1`'s connection, role and encoding apart: each part can then be
 //! read, and measured, without the other two.
 
+mod body;
 mod lean;
 pub(super) mod reply;
 mod route;

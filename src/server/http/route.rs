@@ -1,14 +1,16 @@
 //! What an HTTP request gets: the routes (`/echo`, `/healthz`, `/stats`, `/metrics`, and
 //! WSTest's calls under `/rpc`, in [`super::rpc`]), the parsing of `/echo`'s parameters,
-//! and the refusals, each a status with a one-line reason.
+//! and how a refusal is answered (the refusals themselves, and the reading of a body
+//! within the limits, are [`super::body`]'s, which `rpc` shares).
 //!
 //! Apart from the connection's life ([`super`]) and from the bytes of the reply
 //! ([`super::reply`]): this is the part a new route or parameter changes, and the part
 //! whose rules (limits, statuses, `/stats` counters) `docs/transports.md` documents.
 
+use super::body::{HttpError, read_body};
 use super::reply::{self, Body, SEQ_NAME};
 use crate::server::Shared;
-use crate::server::budget::{ConnShare, Held, Lease};
+use crate::server::budget::ConnShare;
 use crate::server::payload::Payload;
 use crate::server::stats::Reject;
 use crate::wire::SEQ_HEADER;
@@ -92,57 +94,6 @@ pub(super) fn over_budget(shared: &Shared) -> Response<Body> {
     reply::empty(StatusCode::SERVICE_UNAVAILABLE)
 }
 
-/// A request the server refuses, with the one-line reason sent back as the body.
-#[derive(Debug, thiserror::Error)]
-pub(super) enum HttpError {
-    #[error("bad request: {0}")]
-    BadRequest(String),
-    #[error("no such path: {0}")]
-    NotFound(String),
-    #[error("method not allowed; allowed: {0}")]
-    MethodNotAllowed(&'static str),
-    #[error("body is larger than the maximum of {0} bytes")]
-    PayloadTooLarge(u32),
-    /// A body whose content type no encoding has, or another route's.
-    #[error("unsupported media type: {0}")]
-    UnsupportedMediaType(String),
-    /// The client reset its HTTP/2 stream before the body was in: nobody reads the reply.
-    #[error("stream reset by the client")]
-    StreamReset,
-    /// The body does not fit in what is left of the server's buffer budget.
-    #[error("the server's buffer budget is spent; try again later")]
-    OverBudget,
-}
-
-impl HttpError {
-    /// The reply's status.
-    fn status(&self) -> StatusCode {
-        match self {
-            HttpError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            HttpError::NotFound(_) => StatusCode::NOT_FOUND,
-            HttpError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
-            HttpError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            HttpError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            // Never seen: the stream is gone.
-            HttpError::StreamReset => StatusCode::BAD_REQUEST,
-            HttpError::OverBudget => StatusCode::SERVICE_UNAVAILABLE,
-        }
-    }
-
-    /// The `/stats` counter the refusal is counted in.
-    fn kind(&self) -> Reject {
-        match self {
-            HttpError::BadRequest(_) => Reject::HttpBadRequest,
-            HttpError::NotFound(_) => Reject::HttpNotFound,
-            HttpError::MethodNotAllowed(_) => Reject::HttpMethodNotAllowed,
-            HttpError::PayloadTooLarge(_) => Reject::HttpPayloadTooLarge,
-            HttpError::UnsupportedMediaType(_) => Reject::HttpUnsupportedMediaType,
-            HttpError::StreamReset => Reject::Http2StreamReset,
-            HttpError::OverBudget => Reject::OverBudgetHttp,
-        }
-    }
-}
-
 /// The parameters of `/echo`, from the query string and the seq header.
 #[derive(Debug, Default, PartialEq)]
 pub(super) struct EchoParams {
@@ -177,14 +128,6 @@ impl EchoParams {
         }
         Ok(params)
     }
-}
-
-/// Whether a body read failed because the client reset its HTTP/2 stream (RST_STREAM):
-/// hyper hands back the `h2` crate's error as the source.
-fn reset_by_client(e: &(dyn std::error::Error + 'static)) -> bool {
-    std::iter::successors(Some(e), |e| e.source())
-        .filter_map(|e| e.downcast_ref::<h2::Error>())
-        .any(|e| e.is_reset() && e.is_remote())
 }
 
 /// `text` split at the first `sep` (which is dropped), or all of it and `""`.
@@ -263,40 +206,6 @@ async fn echo(
         params.seq,
         got_it,
     ))
-}
-
-/// Reads a request body of `declared` bytes (when the client said) into a buffer leased
-/// from the budget for its capacity: all of it at once when declared, else growing with
-/// what arrives. At most the max frame; over the budget the request is refused and what
-/// was read so far let go.
-pub(super) async fn read_body(
-    body: &mut Incoming,
-    declared: Option<u64>,
-    shared: &Shared,
-    share: &Arc<ConnShare>,
-) -> Result<Bytes, HttpError> {
-    let max = shared.config.max_frame as usize;
-    let lease = Lease::new(&shared.stats.budget, Some(share), declared.unwrap_or(0));
-    let mut held = Held::with_capacity(lease, declared.unwrap_or(0) as usize)
-        .map_err(|_| HttpError::OverBudget)?;
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| {
-            if reset_by_client(&e) {
-                HttpError::StreamReset
-            } else {
-                HttpError::BadRequest(format!("cannot read body: {e}"))
-            }
-        })?;
-        let Ok(data) = frame.into_data() else {
-            // Trailers: nothing to echo.
-            continue;
-        };
-        if held.len() + data.len() > max {
-            return Err(HttpError::PayloadTooLarge(shared.config.max_frame));
-        }
-        held.extend(&data, max).map_err(|_| HttpError::OverBudget)?;
-    }
-    Ok(held.freeze())
 }
 
 #[cfg(test)]

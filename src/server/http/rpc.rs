@@ -16,8 +16,8 @@
 //! - **Timing.** `server-timing: app;dur=…, dec;dur=…, enc;dur=…` (milliseconds): the
 //!   whole request from having its head, and the decode and encode within it.
 
+use super::body::{HttpError, read_body};
 use super::reply::{self, Body};
-use super::route::{HttpError, read_body};
 use crate::encoding::{CallId, DecodeError, EncodingKind, Operation, Route, json};
 use crate::server::Shared;
 use crate::server::budget::{ConnShare, Held, Lease};
