@@ -72,6 +72,9 @@ pub struct BenchSpec {
     /// Security modes (`--security`); every TCP transport runs in each. `plain` only by
     /// default.
     pub security: Vec<Security>,
+    /// Encoded calls (`--encoding` × `--message`): every transport that carries an
+    /// encoding runs once per entry; empty for the opaque echo.
+    pub rpcs: Vec<crate::runner::RpcConfig>,
     /// The target's raw-frames-over-TLS port (ignored for the embedded server).
     pub tls_port: u16,
     /// The target's HTTPS port (ignored for the embedded server).
@@ -448,6 +451,23 @@ impl Session {
             }
         }
         for &kind in &spec.transports {
+            let not_carried: Vec<String> = spec
+                .rpcs
+                .iter()
+                .map(|r| r.encoding)
+                .filter(|&e| !kind.carries(e))
+                .map(|e| e.to_string())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            if !not_carried.is_empty() {
+                notes.push(format!(
+                    "{kind} not run with encoding {}: its calls cannot carry it",
+                    not_carried.join(", ")
+                ));
+            }
+        }
+        for &kind in &spec.transports {
             let left_out: Vec<String> = self
                 .plan
                 .modes
@@ -522,24 +542,30 @@ impl Session {
                     (Some(m), true) => m,
                     _ => config.concurrency,
                 };
-                jobs.extend(self.modes_for(k, &modes).into_iter().map(|mode| Job {
-                    kind: k,
-                    mode,
-                    security: sec,
-                    workers,
-                }));
+                for rpc in rpcs_for(spec, k) {
+                    jobs.extend(self.modes_for(k, &modes).into_iter().map(|mode| Job {
+                        kind: k,
+                        mode,
+                        security: sec,
+                        workers,
+                        rpc,
+                    }));
+                }
                 // The twin at the same concurrency, by IP, so that the multiplexing
                 // finding compares like with like.
                 if let (Some(m), Some(twin)) = (mux, k.unshared_twin())
                     && twin.runs_secured(sec)
                     && modes.contains(&AddrMode::Ip)
                 {
-                    jobs.push(Job {
-                        kind: twin,
-                        mode: AddrMode::Ip,
-                        security: sec,
-                        workers: m,
-                    });
+                    for rpc in rpcs_for(spec, twin) {
+                        jobs.push(Job {
+                            kind: twin,
+                            mode: AddrMode::Ip,
+                            security: sec,
+                            workers: m,
+                            rpc,
+                        });
+                    }
                 }
             }
         }
@@ -996,13 +1022,27 @@ fn security_modes(spec: &BenchSpec) -> Vec<Security> {
     }
 }
 
-/// One (transport, address mode, security mode) run at a number of workers.
+/// One (transport, address mode, security mode, encoded call) run at a number of workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Job {
     kind: TransportKind,
     mode: AddrMode,
     security: Security,
     workers: usize,
+    rpc: Option<crate::runner::RpcConfig>,
+}
+
+/// The encoded calls `kind` runs with: those of `spec` it carries, or the opaque echo
+/// (`None`) when `spec` has none.
+fn rpcs_for(spec: &BenchSpec, kind: TransportKind) -> Vec<Option<crate::runner::RpcConfig>> {
+    if spec.rpcs.is_empty() {
+        return vec![None];
+    }
+    spec.rpcs
+        .iter()
+        .filter(|r| kind.carries(r.encoding))
+        .map(|&r| Some(r))
+        .collect()
 }
 
 /// Runs every (transport, address mode) job `rounds` times, reversing the order every
@@ -1029,10 +1069,12 @@ fn run_jobs(
                 mode,
                 security,
                 workers,
+                rpc,
             } = jobs[i];
             // This round's share of the calls, or of the time.
             let config = &RunConfig {
                 concurrency: workers,
+                rpc,
                 calls: round_share(config.calls, spec.rounds, round),
                 duration: config.duration.map(|d| d / spec.rounds),
                 ..config.clone()
@@ -1045,6 +1087,9 @@ fn run_jobs(
             };
             if Some(workers) == spec.mux_concurrency && workers != spec.run.concurrency {
                 modes.push_str(&format!(" c{workers}"));
+            }
+            if let Some(rpc) = rpc {
+                modes.push_str(&format!(" {} {}", rpc.encoding, rpc.message));
             }
             // Where the run is: `[12/41] tcp ip · round 2/3`.
             let at = jobs.len() * round as usize + n + 1;

@@ -119,16 +119,29 @@ pub enum Phase {
     FirstByte,
     /// Time the server says it spent (`server_ns` or `server-timing`).
     Server,
+    /// Encoding the request (`--encoding`): the codec alone, on the client.
+    Encode,
+    /// Decoding the reply (`--encoding`): the codec alone, on the client.
+    Decode,
+    /// Decoding the request, as the server says it took (`dec` in `server-timing`, or
+    /// the frame trailer's `dec_ns`): part of `server`.
+    ServerDecode,
+    /// Encoding the reply, as the server says it took (`enc`, `enc_ns`): part of `server`.
+    ServerEncode,
 }
 
 impl Phase {
     /// Every phase, in the order tables show them.
-    pub const ALL: [Phase; 5] = [
+    pub const ALL: [Phase; 9] = [
         Phase::Dns,
         Phase::Connect,
         Phase::Tls,
         Phase::FirstByte,
         Phase::Server,
+        Phase::Encode,
+        Phase::Decode,
+        Phase::ServerDecode,
+        Phase::ServerEncode,
     ];
 
     /// The stable name (JSON key).
@@ -139,6 +152,10 @@ impl Phase {
             Phase::Tls => "tls",
             Phase::FirstByte => "first_byte",
             Phase::Server => "server",
+            Phase::Encode => "encode",
+            Phase::Decode => "decode",
+            Phase::ServerDecode => "server_decode",
+            Phase::ServerEncode => "server_encode",
         }
     }
 }
@@ -170,6 +187,10 @@ pub enum ErrorKind {
     FrameStatus(u8),
     /// A gRPC status code without a name: `grpc_17`.
     GrpcStatus(u8),
+    /// A reply its encoding could not read: `decode_json`.
+    Decode(crate::encoding::EncodingKind),
+    /// A reply in its encoding's error form: `jsonrpc_-32601`.
+    Fault(crate::encoding::FaultKind),
 }
 
 impl ErrorKind {
@@ -180,6 +201,8 @@ impl ErrorKind {
             ErrorKind::HttpStatus(code) => format!("http_{code}").into(),
             ErrorKind::FrameStatus(code) => format!("status_{code}").into(),
             ErrorKind::GrpcStatus(code) => format!("grpc_{code}").into(),
+            ErrorKind::Decode(encoding) => format!("decode_{encoding}").into(),
+            ErrorKind::Fault(fault) => fault.to_string().into(),
         }
     }
 }
@@ -243,8 +266,9 @@ pub struct Tally {
     /// Time spent inside calls, every outcome: divided by the run's wall time, the mean
     /// number of calls in flight (the concurrency achieved).
     pub busy: Duration,
-    /// One histogram per [`Phase`], same order as `Phase::ALL`.
-    pub phases: [Hist; Phase::ALL.len()],
+    /// One histogram per [`Phase`], same order as `Phase::ALL`, made when the phase is
+    /// first recorded (a run records a few of the nine; each is about 200 KB).
+    pub phases: [Option<Hist>; Phase::ALL.len()],
     pub ok: u64,
     pub lost: u64,
     pub mismatched: u64,
@@ -326,13 +350,17 @@ impl Tally {
 
     /// The histogram of one phase.
     pub fn phase(&self, phase: Phase) -> &Hist {
-        &self.phases[phase as usize]
+        /// What a phase never recorded reads as.
+        static EMPTY: std::sync::LazyLock<Hist> = std::sync::LazyLock::new(Hist::default);
+        self.phases[phase as usize].as_ref().unwrap_or(&EMPTY)
     }
 
     /// Records the time of one phase.
     #[inline]
     pub fn record_phase(&mut self, phase: Phase, d: Duration) {
-        self.phases[phase as usize].record(d);
+        self.phases[phase as usize]
+            .get_or_insert_with(Hist::default)
+            .record(d);
     }
 }
 
@@ -346,7 +374,9 @@ impl AddAssign<&Tally> for Tally {
         }
         self.busy += other.busy;
         for (mine, theirs) in self.phases.iter_mut().zip(&other.phases) {
-            *mine += theirs;
+            if let Some(theirs) = theirs {
+                *mine.get_or_insert_with(Hist::default) += theirs;
+            }
         }
         self.ok += other.ok;
         self.lost += other.lost;

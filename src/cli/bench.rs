@@ -186,6 +186,32 @@ pub struct BenchArgs {
     /// (taskset, a cgroup cpuset), never outside them.
     #[arg(long, value_name = "PLACEMENT", value_enum, default_value_t = crate::placement::Placement::Auto)]
     pub placement: crate::placement::Placement,
+    /// Send WSTest's calls in these encodings instead of the opaque echo, comma-separated:
+    /// postcard, protobuf, json (JSON-RPC 2.0), msgpack. Each reply is decoded and
+    /// compared field by field with what was sent. Every transport that carries the
+    /// encoding runs once per encoding and message; the others are left out, one line on
+    /// stderr each. Not with --payload or --reply: the message is the payload.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', conflicts_with_all = ["payload", "reply"])]
+    pub encoding: Vec<crate::encoding::EncodingKind>,
+    /// WSTest messages for --encoding, comma-separated: echo-void, echo-struct:N (N
+    /// structs), echo-list:N (a list of N nodes, at most 64), echo-synthetic:BYTES (a
+    /// Synthetic of BYTES of base64Binary; KiB/MiB allowed). Default echo-struct:10.
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        requires = "encoding"
+    )]
+    pub message: Vec<crate::encoding::Message>,
+}
+
+/// A list of names, comma-separated.
+fn names<T: std::fmt::Display>(items: &[T]) -> String {
+    items
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Reads a PEM file named by a flag, or says which and why not.
@@ -233,8 +259,38 @@ impl BenchArgs {
                 self.calls
             ));
         }
+        if !self.encoding.is_empty()
+            && !self
+                .transports
+                .iter()
+                .any(|k| self.encoding.iter().any(|&e| k.carries(e)))
+        {
+            return Err(format!(
+                "none of the transports asked for carries {}: the encodings run over HTTP \
+                 (http-keepalive, http-fresh, curl-reuse, curl-fresh, h2, h2-mux)",
+                names(&self.encoding)
+            ));
+        }
         crate::runner::check_limits(&self.transports, &self.run_config(), self.target.is_none())
             .map_err(|e| e.to_string())
+    }
+
+    /// The encoded calls asked for: every encoding with every message (echo-struct:10 when
+    /// no message is named); none for the opaque echo.
+    pub fn rpcs(&self) -> Vec<crate::runner::RpcConfig> {
+        let messages = if self.message.is_empty() {
+            vec![crate::encoding::Message::Struct(10)]
+        } else {
+            self.message.clone()
+        };
+        self.encoding
+            .iter()
+            .flat_map(|&encoding| {
+                messages
+                    .iter()
+                    .map(move |&message| crate::runner::RpcConfig { encoding, message })
+            })
+            .collect()
     }
 
     /// The rounds of the run: `--rounds`, else [`crate::bench::DEFAULT_ROUNDS`], or as
@@ -304,6 +360,7 @@ impl BenchArgs {
                 .then(|| crate::bench::MUX_CONCURRENCY.min(self.calls_floor()))
                 .filter(|&m| m > 1),
             preflight: !self.no_preflight,
+            rpcs: self.rpcs(),
         }
     }
 
@@ -321,6 +378,7 @@ impl BenchArgs {
             timeout: self.timeout,
             rate: self.rate,
             engine: self.engine,
+            rpc: self.rpcs().first().copied(),
         }
     }
 }

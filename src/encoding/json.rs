@@ -10,7 +10,7 @@ use super::wstest::{
     EchoSyntheticResponse, EchoVoid, EchoVoidResponse, Operation, Reply, Request, Synthetic,
     TestNode, TestStruct,
 };
-use super::{CallId, Codec, DecodeError, EncodeError, Facts, Route};
+use super::{CallId, Codec, DecodeError, EncodeError, Facts, FaultKind, Route};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -122,7 +122,7 @@ impl Codec for JsonRpc {
     fn decode_reply(op: Operation, body: &[u8]) -> Result<(Reply, CallId), DecodeError> {
         let answer: Incoming = parse(body)?;
         if let Some(e) = answer.error {
-            return Err(DecodeError::Fault(format!("jsonrpc_{}", e.code), e.message));
+            return Err(DecodeError::Fault(FaultKind::JsonRpc(e.code), e.message));
         }
         let result = answer.result.ok_or_else(|| {
             DecodeError::Malformed("json", "a reply with neither result nor error".into())

@@ -57,6 +57,11 @@ impl CallId {
     pub fn of_seq(seq: u64) -> String {
         format!("{seq:016x}")
     }
+
+    /// The id rpcbench sends with call `seq` (an encoding that carries none ignores it).
+    pub fn of_call(seq: u64) -> CallId {
+        CallId::Json(serde_json::Value::String(CallId::of_seq(seq)))
+    }
 }
 
 /// What a body that cannot be decoded is, for the answer and its count.
@@ -76,7 +81,22 @@ pub enum DecodeError {
     BadCall(String),
     /// A reply in the encoding's own error form: its kind (`jsonrpc_-32601`) and text.
     #[error("{0}: {1}")]
-    Fault(String, String),
+    Fault(FaultKind, String),
+}
+
+/// A fault an encoding's error form carries, by the key a client counts it under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FaultKind {
+    /// A JSON-RPC error object's `code`: `jsonrpc_-32601`.
+    JsonRpc(i64),
+}
+
+impl std::fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FaultKind::JsonRpc(code) => write!(f, "jsonrpc_{code}"),
+        }
+    }
 }
 
 /// Encoding a message into a body failed: only a message too large for the encoding's
@@ -216,6 +236,31 @@ impl EncodingKind {
     /// The encoding of trailer code `code`.
     pub fn from_code(code: u8) -> Option<EncodingKind> {
         Self::ALL.get(usize::from(code).checked_sub(1)?).copied()
+    }
+}
+
+impl std::str::FromStr for EncodingKind {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, String> {
+        EncodingKind::from_name(name).ok_or_else(|| {
+            let known: Vec<&str> = EncodingKind::ALL.iter().map(|e| e.name()).collect();
+            format!("no encoding {name:?} (known: {})", known.join(", "))
+        })
+    }
+}
+
+impl serde::Serialize for EncodingKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for EncodingKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        EncodingKind::from_name(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("no encoding {name:?}")))
     }
 }
 

@@ -371,7 +371,7 @@ fn json_rpc_takes_what_other_clients_send() {
         .unwrap_err();
     assert_eq!(
         e,
-        DecodeError::Fault("jsonrpc_-32601".into(), "no such method".into())
+        DecodeError::Fault(FaultKind::JsonRpc(-32601), "no such method".into())
     );
     let node = TestNode::default();
     assert_eq!(node.next, None);

@@ -114,8 +114,13 @@ fn heading(report: &Report) -> Vec<String> {
             None => format!("{} calls per transport and mode", c.calls),
         },
         format!("{} worker(s)", c.concurrency),
-        format!("payload {} B", c.payload_bytes),
     ];
+    // An encoded run's payload is its message, named on its rows.
+    if report.runs.iter().all(|r| r.encoding.is_some()) && !report.runs.is_empty() {
+        parts.push("WSTest calls, decoded and checked field by field".to_string());
+    } else {
+        parts.push(format!("payload {} B", c.payload_bytes));
+    }
     // Who answered, after the target: the two ends' versions and machines.
     parts.splice(1..1, ends(report));
     if c.delay_us > 0 {

@@ -192,6 +192,12 @@ pub struct RunRecord {
     /// workers (`ip c16`). Left out when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mux_comparison: bool,
+    /// The encoding of an encoded run (`--encoding`); left out for the opaque echo.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<crate::encoding::EncodingKind>,
+    /// The WSTest message of an encoded run (`echo-struct:10`); left out for the echo.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<crate::encoding::Message>,
     /// The engine that made the calls: `blocking` (a thread per worker) or `evloop` (a few
     /// event-loop threads, many connections each). `null` in reports from before it.
     #[serde(default)]
@@ -334,6 +340,16 @@ pub struct PhasesRecord {
     pub tls: Option<Summary>,
     pub first_byte: Option<Summary>,
     pub server: Option<Summary>,
+    /// The client's encode and decode of an encoded call (`--encoding`), and the
+    /// server's as it reported them; absent from runs without an encoding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encode: Option<Summary>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode: Option<Summary>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_decode: Option<Summary>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_encode: Option<Summary>,
 }
 
 impl PhasesRecord {
@@ -345,6 +361,10 @@ impl PhasesRecord {
             Phase::Tls => self.tls.as_ref(),
             Phase::FirstByte => self.first_byte.as_ref(),
             Phase::Server => self.server.as_ref(),
+            Phase::Encode => self.encode.as_ref(),
+            Phase::Decode => self.decode.as_ref(),
+            Phase::ServerDecode => self.server_decode.as_ref(),
+            Phase::ServerEncode => self.server_encode.as_ref(),
         }
     }
 }
@@ -367,6 +387,9 @@ impl RunRecord {
         if self.mux_comparison {
             label.push_str(&format!(" c{}", self.workers));
         }
+        if let (Some(encoding), Some(message)) = (self.encoding, self.message) {
+            label.push_str(&format!(" {encoding} {message}"));
+        }
         label
     }
 
@@ -382,6 +405,8 @@ impl RunRecord {
             insecure: run.insecure,
             workers: run.workers,
             mux_comparison: false,
+            encoding: run.rpc.map(|r| r.encoding),
+            message: run.rpc.map(|r| r.message),
             engine: Some(run.engine),
             threads: run.threads,
             concurrency_achieved: run.achieved_concurrency(),
@@ -426,6 +451,10 @@ impl RunRecord {
                 tls: t.phase(Phase::Tls).summary(),
                 first_byte: t.phase(Phase::FirstByte).summary(),
                 server: t.phase(Phase::Server).summary(),
+                encode: t.phase(Phase::Encode).summary(),
+                decode: t.phase(Phase::Decode).summary(),
+                server_decode: t.phase(Phase::ServerDecode).summary(),
+                server_encode: t.phase(Phase::ServerEncode).summary(),
             },
             cpu_user_s: t.cpu_user.as_secs_f64(),
             cpu_sys_s: t.cpu_sys.as_secs_f64(),

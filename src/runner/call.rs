@@ -10,8 +10,9 @@
 //! [`Tally`] (a `Tally` per probed pair would be a megabyte each).
 
 use super::RunConfig;
+use crate::encoding::{CallId, DecodeError, Request};
 use crate::measure::{ErrorKind, Outcome, Phase, Tally};
-use crate::transport::{Call, CallError, Phases, Reply};
+use crate::transport::{Call, CallError, Phases, Reply, Rpc, ServerTime};
 use crate::wire;
 use std::time::{Duration, Instant};
 
@@ -22,13 +23,26 @@ pub(crate) struct Attempt<'p> {
     /// Filled by the transport with what it measured.
     pub phases: Phases,
     started: Instant,
+    /// For an encoded call, what was encoded: the reply is judged against it.
+    sent: Option<Sent>,
+}
+
+/// What an encoded call sent, and what encoding it took.
+struct Sent {
+    request: Request,
+    id: CallId,
+    /// The codec's time, or `None` when the message could not be encoded (the call then
+    /// fails as `encode`, counted like any other).
+    encode: Option<Duration>,
 }
 
 /// How a call ended, before it is recorded.
 pub(crate) struct Judged {
     outcome: Outcome,
     /// What the server said it spent, for ok calls.
-    server: Option<Duration>,
+    server: Option<ServerTime>,
+    /// Decoding an encoded call's reply.
+    decode: Option<Duration>,
 }
 
 impl Judged {
@@ -50,31 +64,62 @@ pub(crate) struct Ended {
     /// Where its time went, for an ok call (what the transport measured).
     pub phases: Phases,
     /// What the server said it spent, for an ok call.
-    pub server: Option<Duration>,
+    pub server: Option<ServerTime>,
+    /// The codec's time on this side, for an ok encoded call: encoding the request and
+    /// decoding the reply.
+    pub codec: Option<(Duration, Duration)>,
     /// Time spent inside the call, every outcome.
     pub busy: Duration,
 }
 
 impl<'p> Attempt<'p> {
     /// Builds call `seq` with a payload unique to it (so an echo of some other call's bytes
-    /// cannot pass) in `payload`, and starts its clock.
+    /// cannot pass) in `payload`, and starts its clock. An encoded call (`config.rpc`)
+    /// makes its message from `seq`, starts the clock, then encodes it: the encode is part
+    /// of the call, as it is of any RPC stack's.
     #[inline]
     pub fn start(seq: u64, config: &RunConfig, payload: &'p mut Vec<u8>) -> Attempt<'p> {
         payload.clear();
-        wire::pattern(seq, config.payload as usize, payload);
         let expected = config.reply.unwrap_or(config.payload);
+        let mut max_reply = config.max_reply.unwrap_or(expected) as usize;
+        let (sent, started) = match config.rpc {
+            None => {
+                wire::pattern(seq, config.payload as usize, payload);
+                (None, Instant::now())
+            }
+            Some(rpc) => {
+                let request = rpc.message.request(seq);
+                let id = CallId::of_call(seq);
+                let started = Instant::now();
+                let encoded = rpc.encoding.encode_request(&request, &id, payload);
+                let encode = encoded.is_ok().then(|| started.elapsed());
+                if config.max_reply.is_none() {
+                    max_reply = super::rpc_max_reply(payload.len());
+                }
+                let sent = Sent {
+                    request,
+                    id,
+                    encode,
+                };
+                (Some(sent), started)
+            }
+        };
         let call = Call {
             seq,
             payload,
             reply_len: config.reply,
             delay_us: config.delay_us,
-            max_reply: config.max_reply.unwrap_or(expected) as usize,
+            max_reply,
+            rpc: config.rpc.map(|rpc| Rpc {
+                encoding: rpc.encoding,
+                operation: rpc.message.operation(),
+            }),
         };
-        let phases = Phases::default();
         Attempt {
             call,
-            phases,
-            started: Instant::now(),
+            phases: Phases::default(),
+            started,
+            sent,
         }
     }
 
@@ -97,13 +142,18 @@ impl<'p> Attempt<'p> {
     #[inline]
     pub fn judge(&self, result: Result<Reply<'_>, CallError>) -> Judged {
         match result {
-            Ok(reply) => Judged {
-                outcome: verify(&self.call, reply.seq, reply.body),
-                server: reply.server,
+            Ok(reply) => match (&self.sent, self.call.rpc) {
+                (Some(sent), Some(rpc)) => judge_encoded(&self.call, rpc, sent, &reply),
+                _ => Judged {
+                    outcome: verify(&self.call, reply.seq, reply.body),
+                    server: reply.server,
+                    decode: None,
+                },
             },
             Err(e) if e.is_lost() => Judged {
                 outcome: Outcome::Lost,
                 server: None,
+                decode: None,
             },
             Err(e) => {
                 let kind = e.kind();
@@ -113,6 +163,7 @@ impl<'p> Attempt<'p> {
                 Judged {
                     outcome: Outcome::Error(kind),
                     server: None,
+                    decode: None,
                 }
             }
         }
@@ -132,12 +183,18 @@ impl<'p> Attempt<'p> {
                 hist.record(at.saturating_duration_since(due));
             }
             let phases = ended.phases;
+            let server = ended.server.unwrap_or_default();
+            let (encode, decode) = ended.codec.unzip();
             for (phase, took) in [
                 (Phase::Dns, phases.dns),
                 (Phase::Connect, phases.connect),
                 (Phase::Tls, phases.tls),
                 (Phase::FirstByte, phases.first_byte),
-                (Phase::Server, ended.server),
+                (Phase::Server, ended.server.map(|s| s.total)),
+                (Phase::Encode, encode),
+                (Phase::Decode, decode),
+                (Phase::ServerDecode, server.decode),
+                (Phase::ServerEncode, server.encode),
             ] {
                 if let Some(took) = took {
                     tally.record_phase(phase, took);
@@ -160,6 +217,10 @@ impl<'p> Attempt<'p> {
             latency: ok.then_some(busy),
             phases: if ok { self.phases } else { Phases::default() },
             server: judged.server,
+            codec: match (&self.sent, judged.decode) {
+                (Some(sent), Some(decode)) if ok => sent.encode.map(|e| (e, decode)),
+                _ => None,
+            },
             busy,
         };
         (ended, at)
@@ -176,6 +237,35 @@ fn verify(call: &Call, seq: Option<u64>, body: &[u8]) -> Outcome {
         Outcome::Ok
     } else {
         Outcome::Mismatched
+    }
+}
+
+/// Judges the reply to an encoded call: decoded (timed), then compared field by field with
+/// what was sent. A reply the encoding cannot read fails as `decode_<encoding>`, one in
+/// the encoding's error form as its fault (`jsonrpc_-32601`); the values, the JSON-RPC
+/// id, and the seq where the reply carries one must all be the call's, else `mism`.
+fn judge_encoded(call: &Call, rpc: Rpc, sent: &Sent, reply: &Reply) -> Judged {
+    let started = Instant::now();
+    let decoded = rpc.encoding.decode_reply(rpc.operation, reply.body);
+    let decode = started.elapsed();
+    let outcome = match decoded {
+        _ if sent.encode.is_none() => Outcome::Error(ErrorKind::Named("encode")),
+        Ok((back, id)) => {
+            let id_ok = id == CallId::None || id == sent.id;
+            let seq_ok = reply.seq.is_none_or(|seq| seq == call.seq);
+            if back.echoes(&sent.request) && id_ok && seq_ok {
+                Outcome::Ok
+            } else {
+                Outcome::Mismatched
+            }
+        }
+        Err(DecodeError::Fault(fault, _)) => Outcome::Error(ErrorKind::Fault(fault)),
+        Err(_) => Outcome::Error(ErrorKind::Decode(rpc.encoding)),
+    };
+    Judged {
+        outcome,
+        server: reply.server,
+        decode: Some(decode),
     }
 }
 
@@ -208,6 +298,7 @@ mod tests {
             reply_len: None,
             delay_us: 0,
             max_reply: 8,
+            rpc: None,
         };
         assert_eq!(verify(&echo, Some(9), &payload), Outcome::Ok);
         assert_eq!(verify(&echo, Some(8), &payload), Outcome::Mismatched);
@@ -236,7 +327,7 @@ mod tests {
         let ok = attempt.judge(Ok(Reply {
             seq: Some(5),
             body: &body,
-            server: Some(Duration::from_micros(3)),
+            server: Some(Duration::from_micros(3).into()),
         }));
         assert!(ok.is_ok());
         attempt.record(ok, None, &mut tally);

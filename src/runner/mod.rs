@@ -84,6 +84,23 @@ pub struct RunConfig {
     pub rate: Option<f64>,
     /// Which engine makes the calls.
     pub engine: Engine,
+    /// Encoded calls (`--encoding`, `--message`) instead of the opaque echo: `payload`
+    /// and `reply` are then unused.
+    pub rpc: Option<RpcConfig>,
+}
+
+/// What an encoded run sends: one encoding, one message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RpcConfig {
+    pub encoding: crate::encoding::EncodingKind,
+    pub message: crate::encoding::Message,
+}
+
+/// The largest reply accepted for an encoded request of `body` bytes when `--max-reply`
+/// is not given: four times the request plus 64 KiB, as other servers write the same values
+/// in more bytes (Python's json writes `é` as `\u00e9`, xmlrpc.client wraps base64).
+pub fn rpc_max_reply(body: usize) -> usize {
+    body.saturating_mul(4).saturating_add(64 << 10)
 }
 
 impl Default for RunConfig {
@@ -100,6 +117,7 @@ impl Default for RunConfig {
             timeout: Duration::from_secs(5),
             rate: None,
             engine: Engine::Auto,
+            rpc: None,
         }
     }
 }
@@ -228,6 +246,8 @@ pub struct TransportRun {
     /// the rounds ran (one entry per round that had an ok call): how far rounds disagree
     /// is the run-to-run noise of the figure (a run record's `spread`).
     pub round_means_us: Vec<f64>,
+    /// The encoding and message of an encoded run (`--encoding`); `None` for the echo.
+    pub rpc: Option<RpcConfig>,
 }
 
 impl TransportRun {
@@ -269,6 +289,12 @@ pub enum RunTransportError {
     /// The run asks for more than this engine, transport or process allows.
     #[error(transparent)]
     Limit(#[from] LoadLimitError),
+    /// The run's encoding is one the transport cannot carry.
+    #[error("{kind} cannot carry {encoding}-encoded calls")]
+    NotCarried {
+        kind: TransportKind,
+        encoding: crate::encoding::EncodingKind,
+    },
     /// An engine thread could not be started.
     #[error("cannot start thread {thread}")]
     Spawn {
@@ -336,6 +362,14 @@ pub fn try_run_transport(
     done: Arc<AtomicU64>,
 ) -> Result<TransportRun, RunTransportError> {
     let connections = config.concurrency.max(1);
+    if let Some(rpc) = config.rpc
+        && !kind.carries(rpc.encoding)
+    {
+        return Err(RunTransportError::NotCarried {
+            kind,
+            encoding: rpc.encoding,
+        });
+    }
     // A connection shared by the workers of an earlier run (h2-mux) must not carry over.
     let run_endpoint = endpoint.for_run();
     let endpoint = &run_endpoint;
@@ -391,6 +425,7 @@ pub fn try_run_transport(
         engine,
         threads,
         tcp_info: Default::default(),
+        rpc: config.rpc,
     };
     // The workers' connections closed with their threads; a connection the workers
     // shared (h2-mux, grpc-mux) lives in the run's shared state, closed by dropping it,

@@ -14,7 +14,7 @@ use std::time::Duration;
 pub(super) struct Collector {
     pub body: Vec<u8>,
     pub seq: Option<u64>,
-    pub server: Option<Duration>,
+    pub server: Option<super::ServerTime>,
     /// The largest body taken (the call's `max_reply`).
     pub max_body: usize,
     /// The body went past `max_body`: the transfer was stopped there.
@@ -100,7 +100,7 @@ pub(super) fn perform(
         easy.post_fields_copy(call.payload)?;
         let mut headers = List::new();
         headers.append(&format!("{SEQ_HEADER}: {}", call.seq))?;
-        headers.append("Content-Type: application/octet-stream")?;
+        headers.append(&format!("Content-Type: {}", call.content_type()))?;
         // libcurl 7.x waits for "100 Continue" before sending bodies over 1 KiB; that
         // round trip is not part of the call we mean to measure.
         headers.append("Expect:")?;

@@ -28,6 +28,7 @@ impl Transport for CurlFresh {
         tls: Tls::Full,
         files_per_worker: FILES_PER_CURL_HANDLE,
         libcurl: true,
+        encodings: crate::encoding::EncodingKind::ALL,
         ..Facts::DEFAULT
     };
 

@@ -27,6 +27,7 @@ impl Transport for CurlReuse {
         fresh_twin: Some(TransportKind::CurlFresh),
         files_per_worker: FILES_PER_CURL_HANDLE,
         libcurl: true,
+        encodings: crate::encoding::EncodingKind::ALL,
         ..Facts::DEFAULT
     };
 

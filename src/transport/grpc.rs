@@ -160,7 +160,7 @@ pub(super) fn unary_message(call: &Call<'_>) -> Result<Bytes, CallError> {
 pub(super) fn unary_reply(
     replied: &impl ReplyFields,
     body: &[u8],
-) -> Result<(EchoReply, Option<Duration>), CallError> {
+) -> Result<(EchoReply, Option<super::ServerTime>), CallError> {
     if !replied.grpc() {
         return Err(CallError::Protocol);
     }
@@ -558,6 +558,7 @@ mod tests {
                     reply_len,
                     delay_us,
                     max_reply: 1 << 20,
+                    rpc: None,
                 };
                 let msg = request(&call).encode_to_vec();
                 let mut want = vec![0];
@@ -625,7 +626,7 @@ mod tests {
         let timed = [("grpc-status", "0"), ("server-timing", "app;dur=0.25")];
         let (reply, server) = unary_reply(&replied(&grpc, Some(&timed)), &ok).unwrap();
         assert_eq!((reply.seq, &reply.payload[..]), (9, &b"hello"[..]));
-        assert_eq!(server, Some(Duration::from_micros(250)));
+        assert_eq!(server, Some(Duration::from_micros(250).into()));
 
         let refused = |r: Replied, body: &[u8]| unary_reply(&r, body).unwrap_err();
         // A trailers-only reply, and a status in the trailers after the message.

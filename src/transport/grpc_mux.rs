@@ -51,6 +51,7 @@ impl MuxProtocol for UnaryStream {
     fn request(&mut self, call: &Call<'_>) -> Result<Request, CallError> {
         Ok(Request {
             path: Bytes::from_static(CALL_PATH.as_bytes()),
+            content_type: None,
             fields: REQUEST_FIELDS,
             seq: None,
             payload: unary_message(call)?,

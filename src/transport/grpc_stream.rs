@@ -147,7 +147,7 @@ impl Transport for GrpcStream {
         Ok(Reply {
             seq: Some(reply.seq),
             body: &self.body,
-            server: Some(Duration::from_nanos(reply.server_ns)),
+            server: Some(Duration::from_nanos(reply.server_ns).into()),
         })
     }
 

@@ -41,10 +41,11 @@ const TRANSFER_ENCODING: &str = "transfer-encoding";
 const CONNECTION: &str = "connection";
 const SERVER_TIMING: &str = "server-timing";
 
-/// What a request's path depends on: its `reply_len` and `delay_us` query parameters.
-type Query = (Option<u32>, u32);
+/// What a request's head depends on: its `reply_len` and `delay_us` query parameters, and
+/// for an encoded call its route and content type.
+type Query = (Option<u32>, u32, Option<super::Rpc>);
 
-/// The bytes of `POST /echo` requests of one transport: everything before the seq value is
+/// The bytes of `POST /echo` (or an encoded call's route) requests of one transport: everything before the seq value is
 /// built once (request line, `Host`, `Content-Type`, `Connection: close` for `http-fresh`),
 /// and a call appends its seq, its `Content-Length` and its body.
 #[derive(Debug)]
@@ -77,15 +78,16 @@ impl Requests {
 
     /// The whole request for `call`.
     pub fn build(&mut self, call: &Call) -> &[u8] {
-        let key: Query = (call.reply_len, call.delay_us);
+        let key: Query = (call.reply_len, call.delay_us, call.rpc);
         let head = match &mut self.head {
             Some((built_for, head)) if *built_for == key => head,
             slot => {
                 let head = format!(
-                    "POST {} HTTP/1.1\r\nhost: {}\r\ncontent-type: application/octet-stream\r\n\
+                    "POST {} HTTP/1.1\r\nhost: {}\r\ncontent-type: {}\r\n\
                      {}{SEQ_HEADER}: ",
                     Endpoint::echo_path(call),
                     self.host,
+                    call.content_type(),
                     if self.close {
                         "connection: close\r\n"
                     } else {
@@ -153,7 +155,7 @@ struct Head {
     /// The `x-rpcbench-seq` value, if present and numeric.
     seq: Option<u64>,
     /// The `server-timing` duration.
-    server: Option<Duration>,
+    server: Option<super::ServerTime>,
     /// Where the body ends.
     body: BodyLen,
     /// The server will close after this reply (`Connection: close`, or HTTP/1.0 without
@@ -280,7 +282,7 @@ pub(super) struct Response {
     /// The `x-rpcbench-seq` value.
     seq: Option<u64>,
     /// The `server-timing` duration.
-    server: Option<Duration>,
+    server: Option<super::ServerTime>,
     /// Where the body is in the connection's buffer.
     body: Range<usize>,
     /// The server said it closes after this reply (and sent nothing after it), so its end
@@ -644,6 +646,7 @@ mod tests {
             reply_len: None,
             delay_us: 0,
             max_reply: 2,
+            rpc: None,
         };
         let mut requests = Requests::new(&endpoint(), false);
         assert_eq!(
@@ -688,7 +691,7 @@ mod tests {
                 len: ok.len() - 3,
                 status: 200,
                 seq: Some(7),
-                server: Some(Duration::from_micros(9)),
+                server: Some(Duration::from_micros(9).into()),
                 body: BodyLen::Bytes(3),
                 close: false,
             }

@@ -41,6 +41,7 @@ impl Transport for H2 {
         alpn: super::tls::Alpn::H2,
         round_trips: Some(1.0),
         files_per_worker: super::FILES_PER_RUNTIME,
+        encodings: crate::encoding::EncodingKind::ALL,
         ..Facts::DEFAULT
     };
 
@@ -327,7 +328,7 @@ fn request_headers(call: &Call<'_>) -> hyper::HeaderMap {
     headers.insert(crate::wire::SEQ_HEADER, seq);
     headers.insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("application/octet-stream"),
+        HeaderValue::from_static(call.content_type()),
     );
     headers
 }

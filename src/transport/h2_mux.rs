@@ -29,15 +29,18 @@ pub(super) type H2Mux = BlockingMux<EchoStream>;
 /// The `h2-mux` transport on the event loop.
 pub(super) type AsyncH2Mux = AsyncMux<EchoStream>;
 
+/// What a request's path depends on: `reply_len`, `delay_us`, an encoded call's route.
+type Asks = (Option<u32>, u32, Option<super::Rpc>);
+
 /// HTTP/2's `POST /echo` as a stream of the shared connection: the reply's body is the
 /// payload, its seq and server time in its head.
 #[derive(Default)]
 pub(super) struct EchoStream {
     /// The last reply's body.
     body: Vec<u8>,
-    /// The last request's path and what it asked for (`reply_len`, `delay_us`): a run's
-    /// calls ask the same, so the path is made once.
-    path: Option<((Option<u32>, u32), Bytes)>,
+    /// The last request's path and what it asked for (`reply_len`, `delay_us`, the
+    /// encoded call's route): a run's calls ask the same, so the path is made once.
+    path: Option<(Asks, Bytes)>,
 }
 
 impl MuxProtocol for EchoStream {
@@ -50,13 +53,14 @@ impl MuxProtocol for EchoStream {
         alpn: super::tls::Alpn::H2,
         round_trips: Some(1.0),
         unshared_twin: Some(TransportKind::H2),
+        encodings: crate::encoding::EncodingKind::ALL,
         ..Facts::DEFAULT
     };
 
     const THREAD: &'static str = "rpcbench-h2-mux";
 
     fn request(&mut self, call: &Call<'_>) -> Result<Request, CallError> {
-        let asks = (call.reply_len, call.delay_us);
+        let asks: Asks = (call.reply_len, call.delay_us, call.rpc);
         let path = match &self.path {
             Some((asked, path)) if *asked == asks => path.clone(),
             _ => {
@@ -66,7 +70,8 @@ impl MuxProtocol for EchoStream {
         };
         Ok(Request {
             path,
-            fields: &[("content-type", "application/octet-stream")],
+            content_type: Some(call.content_type()),
+            fields: &[],
             seq: Some(call.seq),
             payload: Bytes::copy_from_slice(call.payload),
             max_body: call.max_reply,

@@ -68,6 +68,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 pub(super) struct Request {
     /// `:path`: a transport keeps one and hands out clones of it.
     pub path: Bytes,
+    /// `content-type`, for a transport whose requests' type varies with the call (an
+    /// encoded call's); the same in every request of a run, so HPACK indexes it once.
+    pub content_type: Option<&'static str>,
     /// The transport's own fields, the same in every request (so HPACK indexes them once).
     pub fields: &'static [(&'static str, &'static str)],
     /// The call's seq as [`SEQ_HEADER`](crate::wire::SEQ_HEADER), for a transport whose
@@ -152,7 +155,7 @@ pub(super) struct Kept {
     /// `x-rpcbench-seq`, when numeric.
     pub seq: Option<u64>,
     /// `server-timing`'s duration.
-    pub server: Option<Duration>,
+    pub server: Option<super::ServerTime>,
     /// `content-type` is gRPC's.
     pub grpc: bool,
     /// `grpc-status`, when a code.
@@ -208,7 +211,7 @@ impl ReplyFields for Replied {
         self.trailers.as_ref().unwrap_or(&self.head).grpc_status
     }
 
-    fn server_timing(&self) -> Option<Duration> {
+    fn server_timing(&self) -> Option<super::ServerTime> {
         self.trailers.as_ref().unwrap_or(&self.head).server
     }
 }
@@ -645,6 +648,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Driver<T> {
         hpack.field(block, b":scheme", self.origin.scheme.as_bytes(), false);
         hpack.field(block, b":authority", &self.origin.authority, false);
         hpack.field(block, b":path", &req.path, false);
+        if let Some(value) = req.content_type {
+            hpack.field(block, b"content-type", value.as_bytes(), false);
+        }
         for (name, value) in req.fields {
             hpack.field(block, name.as_bytes(), value.as_bytes(), false);
         }
@@ -1039,6 +1045,7 @@ mod tests {
     fn echo(seq: u64, payload: &[u8]) -> Request {
         Request {
             path: Bytes::from_static(b"/echo"),
+            content_type: None,
             fields: &[],
             seq: Some(seq),
             payload: Bytes::copy_from_slice(payload),
@@ -1277,7 +1284,12 @@ mod tests {
         let got = (kept.seq, kept.server, kept.grpc, kept.grpc_status);
         assert_eq!(
             got,
-            (Some(42), Some(Duration::from_micros(1500)), true, None)
+            (
+                Some(42),
+                Some(Duration::from_micros(1500).into()),
+                true,
+                None
+            )
         );
     }
 

@@ -423,7 +423,7 @@ pub(super) trait ReplyFields {
     /// The `grpc-status` of the trailers (of the head, in a trailers-only reply).
     fn grpc_status(&self) -> Option<u8>;
     /// The `server-timing` duration of the trailers (or the head).
-    fn server_timing(&self) -> Option<std::time::Duration>;
+    fn server_timing(&self) -> Option<super::ServerTime>;
 }
 
 impl ReplyFields for Replied {
@@ -438,7 +438,7 @@ impl ReplyFields for Replied {
         grpc_status(end.get(GRPC_STATUS)?.as_bytes())
     }
 
-    fn server_timing(&self) -> Option<std::time::Duration> {
+    fn server_timing(&self) -> Option<super::ServerTime> {
         super::http::server_timing(self.trailers.as_ref().unwrap_or(&self.head))
     }
 }

@@ -3,7 +3,7 @@
 //! hyper's errors. HTTP/1.1 (`http-keepalive`, `http-fresh`) speaks through the lean codec
 //! in `h1.rs`.
 
-use super::{CallError, OpenTransportError};
+use super::{CallError, OpenTransportError, ServerTime};
 use crate::wire::SEQ_HEADER;
 use hyper::header::HeaderMap;
 use std::time::Duration;
@@ -23,23 +23,48 @@ pub(super) fn header_seq(headers: &HeaderMap) -> Option<u64> {
 }
 
 /// The server time in a `server-timing: app;dur=<ms>` header.
-pub(super) fn server_timing(headers: &HeaderMap) -> Option<Duration> {
+pub(super) fn server_timing(headers: &HeaderMap) -> Option<ServerTime> {
     parse_server_timing(headers.get("server-timing")?.as_bytes())
 }
 
 /// Nanoseconds in a millisecond.
 const NS_PER_MS: u64 = 1_000_000;
 
-/// Parses `app;dur=<milliseconds>` (the first metric with a `dur`). Read on every call of
-/// every HTTP transport, so the usual form (digits, a point, digits) is read digit by
-/// digit, exact to the nanosecond; anything else (an exponent, say) goes through `f64`.
-pub fn parse_server_timing(value: &[u8]) -> Option<Duration> {
-    let at = value.windows(DUR.len()).position(|w| w == DUR)? + DUR.len();
-    let rest = &value[at..];
-    let end = rest
-        .iter()
-        .position(|&b| b == b',' || b == b';')
-        .unwrap_or(rest.len());
+/// Parses `app;dur=<milliseconds>` (the first metric with a `dur`) as the total, and the
+/// metrics `dec` and `enc` (an encoded call's decode and encode, rpcbench-echo's names)
+/// when present. Read on every call of every HTTP transport, so the usual form (digits, a
+/// point, digits) is read digit by digit, exact to the nanosecond; anything else (an
+/// exponent, say) goes through `f64`.
+pub fn parse_server_timing(value: &[u8]) -> Option<ServerTime> {
+    let mut time: Option<ServerTime> = None;
+    let (mut decode, mut encode) = (None, None);
+    for metric in value.split(|&b| b == b',') {
+        let name = metric
+            .split(|&b| b == b';')
+            .next()
+            .unwrap_or(&[])
+            .trim_ascii();
+        let Some(took) = metric_dur(metric) else {
+            continue;
+        };
+        match name {
+            b"dec" => decode = Some(took),
+            b"enc" => encode = Some(took),
+            _ => {}
+        }
+        time.get_or_insert(ServerTime::from(took));
+    }
+    let mut time = time?;
+    time.decode = decode;
+    time.encode = encode;
+    Some(time)
+}
+
+/// The `dur` of one `server-timing` metric.
+fn metric_dur(metric: &[u8]) -> Option<Duration> {
+    let at = metric.windows(DUR.len()).position(|w| w == DUR)? + DUR.len();
+    let rest = &metric[at..];
+    let end = rest.iter().position(|&b| b == b';').unwrap_or(rest.len());
     let ms = rest[..end].trim_ascii();
     decimal_ms(ms).or_else(|| {
         let ms: f64 = std::str::from_utf8(ms).ok()?.parse().ok()?;
@@ -98,7 +123,7 @@ mod tests {
 
     #[test]
     fn server_timing_values() {
-        let parse = |v: &str| parse_server_timing(v.as_bytes());
+        let parse = |v: &str| parse_server_timing(v.as_bytes()).map(|t| t.total);
         assert_eq!(parse("app;dur=1.500"), Some(Duration::from_micros(1500)));
         assert_eq!(parse("app; dur=0.001"), Some(Duration::from_micros(1)));
         assert_eq!(parse("app;dur=12"), Some(Duration::from_millis(12)));
@@ -111,5 +136,16 @@ mod tests {
         assert_eq!(parse("app"), None);
         assert_eq!(parse("app;dur=x"), None);
         assert_eq!(parse("app;dur=-1"), None);
+        let split = parse_server_timing(b"app;dur=0.030, dec;dur=0.004, enc;dur=0.002").unwrap();
+        assert_eq!(
+            (split.total, split.decode, split.encode),
+            (
+                Duration::from_micros(30),
+                Some(Duration::from_micros(4)),
+                Some(Duration::from_micros(2))
+            )
+        );
+        let alone = parse_server_timing(b"app;dur=0.030").unwrap();
+        assert_eq!((alone.decode, alone.encode), (None, None));
     }
 }

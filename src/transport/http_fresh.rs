@@ -39,6 +39,7 @@ impl Transport for HttpFresh {
         port: Port::Http,
         alpn: super::tls::Alpn::Http1,
         round_trips: Some(2.0),
+        encodings: crate::encoding::EncodingKind::ALL,
         ..Facts::DEFAULT
     };
 

@@ -42,6 +42,7 @@ impl Transport for HttpKeepalive {
         alpn: super::tls::Alpn::Http1,
         round_trips: Some(1.0),
         fresh_twin: Some(TransportKind::HttpFresh),
+        encodings: crate::encoding::EncodingKind::ALL,
         ..Facts::DEFAULT
     };
 

@@ -206,6 +206,9 @@ pub struct Facts {
     pub files_per_worker: u64,
     /// True when libcurl makes the calls: the heading names the libcurl linked.
     pub libcurl: bool,
+    /// The encodings its calls can carry (`--encoding`): every one over HTTP, none over
+    /// UDP.
+    pub encodings: &'static [crate::encoding::EncodingKind],
 }
 
 impl Facts {
@@ -223,6 +226,7 @@ impl Facts {
         unshared_twin: None,
         files_per_worker: 0,
         libcurl: false,
+        encodings: &[],
     };
 }
 
@@ -348,6 +352,11 @@ impl TransportKind {
     /// ([`Facts::unshared_twin`]).
     pub const fn unshared_twin(self) -> Option<TransportKind> {
         self.facts().unshared_twin
+    }
+
+    /// True when its calls can carry `encoding` (see [`Facts::encodings`]).
+    pub fn carries(self, encoding: crate::encoding::EncodingKind) -> bool {
+        self.facts().encodings.contains(&encoding)
     }
 }
 
@@ -643,17 +652,21 @@ impl Endpoint {
         self.names.host()
     }
 
-    /// The URL of the HTTP echo route, with the query a call needs.
+    /// The URL of the call's HTTP route, with the query a call needs.
     pub fn echo_url(&self, call: &Call) -> String {
         let host = crate::resolve::url_host(&self.host());
-        let mut url = format!("{}://{host}:{}/echo", self.scheme(), self.http_port);
-        push_query(&mut url, call);
+        let mut url = format!("{}://{host}:{}", self.scheme(), self.http_port);
+        url.push_str(&Endpoint::echo_path(call));
         url
     }
 
-    /// The path and query of the echo route (for hyper, which takes the host separately).
+    /// The path and query of the call's route (for hyper, which takes the host
+    /// separately): `/echo`, or the encoding's route for an encoded call.
     pub fn echo_path(call: &Call) -> String {
-        let mut path = String::from("/echo");
+        let mut path = match call.rpc {
+            None => String::from("/echo"),
+            Some(rpc) => rpc.path(),
+        };
         push_query(&mut path, call);
         path
     }
@@ -668,6 +681,28 @@ fn push_query(url: &mut String, call: &Call) {
     }
     if call.delay_us > 0 {
         let _ = write!(url, "{sep}delay_us={}", call.delay_us);
+    }
+}
+
+/// What an encoded call is (`--encoding`, `--message`): the transport sends the encoded
+/// body to the encoding's route, with its content type, and hands the reply back as it
+/// came; the runner encodes and decodes, so transports stay blind to encodings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rpc {
+    pub encoding: crate::encoding::EncodingKind,
+    pub operation: crate::encoding::Operation,
+}
+
+impl Rpc {
+    /// The HTTP path its calls go to: `/rpc/EchoStruct`, or `/rpc` where the body names
+    /// the operation.
+    pub fn path(self) -> String {
+        match self.encoding.facts().route {
+            crate::encoding::Route::Fixed(path) => path.to_string(),
+            crate::encoding::Route::PerOperation(prefix) => {
+                format!("{prefix}{}", self.operation.name())
+            }
+        }
     }
 }
 
@@ -687,9 +722,20 @@ pub struct Call<'a> {
     /// [`CallError::ReplyTooLarge`], so a broken or hostile server cannot make the client
     /// hold what it likes.
     pub max_reply: usize,
+    /// For an encoded call, its encoding and operation: `payload` is then the encoded
+    /// request, and the reply is judged by decoding it.
+    pub rpc: Option<Rpc>,
 }
 
 impl Call<'_> {
+    /// The request body's HTTP content type.
+    pub fn content_type(&self) -> &'static str {
+        match self.rpc {
+            None => "application/octet-stream",
+            Some(rpc) => rpc.encoding.facts().content_type,
+        }
+    }
+
     /// The payload this call asks for back: the pattern's length, or the echo's.
     pub fn expected_reply(&self) -> usize {
         self.reply_len.map_or(self.payload.len(), |n| n as usize)
@@ -710,7 +756,26 @@ pub struct Reply<'a> {
     /// The reply body.
     pub body: &'a [u8],
     /// Server-side time as the server reported it.
-    pub server: Option<Duration>,
+    pub server: Option<ServerTime>,
+}
+
+/// The time a server says it spent on a call: in all (`server-timing`'s `app`, a frame's
+/// `server_ns`), and, for an encoded call, its decode and encode within that.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServerTime {
+    pub total: Duration,
+    pub decode: Option<Duration>,
+    pub encode: Option<Duration>,
+}
+
+impl From<Duration> for ServerTime {
+    fn from(total: Duration) -> ServerTime {
+        ServerTime {
+            total,
+            decode: None,
+            encode: None,
+        }
+    }
 }
 
 /// Where the time of one call went, for the phases that exist on this transport.

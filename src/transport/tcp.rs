@@ -118,7 +118,7 @@ pub(super) fn reply_of(body: &[u8]) -> Result<Reply<'_>, CallError> {
     Ok(Reply {
         seq: Some(resp.seq),
         body: resp.payload,
-        server: Some(Duration::from_nanos(resp.server_ns)),
+        server: Some(Duration::from_nanos(resp.server_ns).into()),
     })
 }
 

@@ -22,8 +22,8 @@
 //! the request counter, the bytes in and out, and the idle and write timeouts (the
 //! watcher's counters are moved as hyper's path moves them).
 
+use super::params::EchoParams;
 use super::reply::{ECHO_CONTENT_TYPE, write_server_timing};
-use super::route::EchoParams;
 use super::{CloseReason, ConnState, CountingIo, HttpIo, InFlight, count_close, count_moved};
 use crate::server::stats::Reject;
 use crate::wire::SEQ_HEADER;

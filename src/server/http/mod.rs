@@ -11,6 +11,7 @@
 
 mod body;
 mod lean;
+mod params;
 pub(super) mod reply;
 mod route;
 mod rpc;

@@ -8,6 +8,7 @@
 //! whose rules (limits, statuses, `/stats` counters) `docs/transports.md` documents.
 
 use super::body::{HttpError, read_body};
+use super::params::EchoParams;
 use super::reply::{self, Body, SEQ_NAME};
 use crate::server::Shared;
 use crate::server::budget::ConnShare;
@@ -94,50 +95,6 @@ pub(super) fn over_budget(shared: &Shared) -> Response<Body> {
     reply::empty(StatusCode::SERVICE_UNAVAILABLE)
 }
 
-/// The parameters of `/echo`, from the query string and the seq header.
-#[derive(Debug, Default, PartialEq)]
-pub(super) struct EchoParams {
-    pub(super) seq: Option<u64>,
-    pub(super) reply_len: Option<u32>,
-    pub(super) delay_us: u32,
-}
-
-impl EchoParams {
-    /// Parses the query string; unknown keys are ignored, bad numbers are a 400.
-    ///
-    /// Splits on bytes rather than chars: `&` and `=` are ASCII, so every slice still
-    /// falls on a char boundary, and this runs for every request.
-    pub(super) fn parse(query: Option<&str>) -> Result<EchoParams, HttpError> {
-        let mut params = EchoParams::default();
-        let mut rest = query.unwrap_or("");
-        while !rest.is_empty() {
-            let (pair, tail) = split_at_byte(rest, b'&');
-            rest = tail;
-            let (key, value) = split_at_byte(pair, b'=');
-            let bad = |what: &str| HttpError::BadRequest(format!("{key}={value:?} is not {what}"));
-            match key {
-                "reply_len" => {
-                    params.reply_len = Some(value.parse().map_err(|_| bad("a byte count"))?)
-                }
-                "delay_us" => {
-                    params.delay_us = value.parse().map_err(|_| bad("a number of microseconds"))?
-                }
-                "seq" => params.seq = Some(value.parse().map_err(|_| bad("an unsigned integer"))?),
-                _ => {}
-            }
-        }
-        Ok(params)
-    }
-}
-
-/// `text` split at the first `sep` (which is dropped), or all of it and `""`.
-fn split_at_byte(text: &str, sep: u8) -> (&str, &str) {
-    match text.bytes().position(|b| b == sep) {
-        Some(i) => (&text[..i], &text[i + 1..]),
-        None => (text, ""),
-    }
-}
-
 /// `/echo`: checks the parameters against the limits, reads the body (at most the max
 /// frame, within the buffer budget), waits `delay_us` after `got_it`, and replies with the
 /// body or the pattern.
@@ -206,25 +163,4 @@ async fn echo(
         params.seq,
         got_it,
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn query_parsing() {
-        assert_eq!(
-            EchoParams::parse(Some("reply_len=10&delay_us=5&seq=7&x=1")).unwrap(),
-            EchoParams {
-                seq: Some(7),
-                reply_len: Some(10),
-                delay_us: 5
-            }
-        );
-        assert_eq!(EchoParams::parse(None).unwrap(), EchoParams::default());
-        assert!(EchoParams::parse(Some("reply_len=-1")).is_err());
-        assert!(EchoParams::parse(Some("delay_us=abc")).is_err());
-        assert!(EchoParams::parse(Some("reply_len")).is_err());
-    }
 }

@@ -14,7 +14,8 @@
 //!   is 415. JSON-RPC answers in its own error form (200, an error object with -32700,
 //!   -32601 or -32602); the binary encodings with 400 and a one-line reason.
 //! - **Timing.** `server-timing: app;dur=…, dec;dur=…, enc;dur=…` (milliseconds): the
-//!   whole request from having its head, and the decode and encode within it.
+//!   whole request from having its head, and the decode and encode within it. `?delay_us=N`
+//!   waits as on `/echo`, from having the head.
 
 use super::body::{HttpError, read_body};
 use super::reply::{self, Body};
@@ -46,6 +47,21 @@ pub(super) async fn call(
 ) -> Result<Response<Body>, HttpError> {
     let path = parts.uri.path();
     let encoding = encoding_of(parts).ok_or_else(|| unsupported(parts))?;
+    // `/echo`'s query: a delay before the reply, as there; a pattern reply has no
+    // meaning for a message that is echoed.
+    let params = super::params::EchoParams::parse(parts.uri.query())?;
+    if params.reply_len.is_some() {
+        return Err(HttpError::BadRequest(
+            "reply_len is /echo's: a WSTest call is echoed".into(),
+        ));
+    }
+    if u64::from(params.delay_us) > shared.config.max_delay.as_micros() as u64 {
+        return Err(HttpError::BadRequest(format!(
+            "delay_us={} is above the maximum of {} µs",
+            params.delay_us,
+            shared.config.max_delay.as_micros()
+        )));
+    }
     // The operation the path names, if the encoding's route has one there; an unknown one
     // is answered once the body is in, so the connection can serve the next request.
     let op = match encoding.facts().route {
@@ -104,6 +120,9 @@ pub(super) async fn call(
     counters.bytes_out.fetch_add(out.len() as u64, Relaxed);
     // The message is gone; its reply's bytes stay leased until sent.
     let held = Held::from_vec(lease, out).map_err(|_| HttpError::OverBudget)?;
+    if params.delay_us > 0 {
+        crate::server::sleep_until(got_it + Duration::from_micros(params.delay_us.into())).await;
+    }
     let mut resp = reply::bytes(held.freeze(), encoding.facts().content_type);
     let timing = format!(
         "app;dur={}, dec;dur={}, enc;dur={}",

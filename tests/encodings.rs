@@ -1,0 +1,325 @@
+//! Encoded calls from the client (`--encoding`, `--message`): every encoding through every
+//! transport that carries it, against the embedded server, each reply decoded and compared
+//! field by field; and against test servers that answer wrongly (one bit of `f` flipped,
+//! a JSON-RPC fault, bytes that are no encoding), whose every call must be counted under
+//! the right kind.
+
+mod common;
+
+use common::TestServer;
+use rpcbench::encoding::{CallId, EncodingKind, Message};
+use rpcbench::measure::Phase;
+use rpcbench::runner::{RpcConfig, RunConfig, TransportRun, run_transport};
+use rpcbench::transport::{Endpoint, TransportKind};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+const CALLS: u64 = 500;
+const WARMUP: u64 = 4;
+
+fn config(encoding: EncodingKind, message: Message) -> RunConfig {
+    RunConfig {
+        calls: CALLS,
+        warmup: WARMUP,
+        timeout: Duration::from_secs(5),
+        rpc: Some(RpcConfig { encoding, message }),
+        ..RunConfig::default()
+    }
+}
+
+fn run(kind: TransportKind, tcp: SocketAddr, http: SocketAddr, cfg: &RunConfig) -> TransportRun {
+    run_transport(
+        kind,
+        &Endpoint::new(tcp, http),
+        cfg,
+        Arc::new(AtomicU64::new(0)),
+    )
+}
+
+/// The body of call `seq` of `message` in `encoding`, as the client encodes it.
+fn body_len(encoding: EncodingKind, message: Message, seq: u64) -> u64 {
+    let mut out = Vec::new();
+    encoding
+        .encode_request(&message.request(seq), &CallId::of_call(seq), &mut out)
+        .unwrap();
+    out.len() as u64
+}
+
+/// Every encoding through every transport that carries it, five messages each: every
+/// call ok, nothing lost, mismatched or failed; the server decoded and encoded each call
+/// (warm-up included) once, and its body bytes are the calls' times one body's length (every
+/// call of a cell the same length); one encode, decode, server, server decode and server
+/// encode sample per ok call.
+#[test]
+fn every_encoding_through_every_carrying_transport() {
+    let server = TestServer::start_default();
+    let messages = [
+        Message::Void,
+        Message::Struct(1),
+        Message::Struct(100),
+        Message::List(64),
+        Message::Synthetic(64 << 10),
+    ];
+    let kinds: Vec<TransportKind> = TransportKind::ALL
+        .iter()
+        .copied()
+        .filter(|k| EncodingKind::ALL.iter().any(|&e| k.carries(e)))
+        .collect();
+    assert!(
+        kinds.len() >= 6,
+        "the HTTP transports carry encodings: {kinds:?}"
+    );
+    for &encoding in EncodingKind::ALL {
+        for &message in &messages {
+            for &kind in kinds.iter().filter(|k| k.carries(encoding)) {
+                let cell = format!("{kind} {encoding} {message}");
+                let before =
+                    server.stats().rpc[encoding.name()][message.operation().name()].clone();
+                let r = run(kind, server.tcp, server.http, &config(encoding, message));
+                let t = &r.tally;
+                assert_eq!(
+                    (t.ok, t.lost, t.mismatched, t.failed()),
+                    (CALLS, 0, 0, 0),
+                    "{cell}: {:?}",
+                    t.errors
+                );
+                for phase in [
+                    Phase::Encode,
+                    Phase::Decode,
+                    Phase::Server,
+                    Phase::ServerDecode,
+                    Phase::ServerEncode,
+                ] {
+                    assert_eq!(t.phase(phase).len(), CALLS, "{cell}: {phase:?}");
+                }
+                let after = server.stats().rpc[encoding.name()][message.operation().name()].clone();
+                let served = CALLS + warmup_of(&r);
+                assert_eq!(after.decoded - before.decoded, served, "{cell}");
+                assert_eq!(after.encoded - before.encoded, served, "{cell}");
+                let one = body_len(encoding, message, 1);
+                assert_eq!(
+                    one,
+                    body_len(encoding, message, 987_654),
+                    "{cell}: bodies of one cell differ in length"
+                );
+                assert_eq!(after.bytes_in - before.bytes_in, served * one, "{cell}");
+            }
+        }
+    }
+}
+
+/// The warm-up calls a run made: what it carried beyond its measured calls.
+fn warmup_of(r: &TransportRun) -> u64 {
+    r.calls_carried - r.tally.calls()
+}
+
+/// How a test server answers a call, given its decoded request.
+#[derive(Clone, Copy)]
+enum Answer {
+    /// The echo with one bit of the first struct's `f` flipped.
+    FlipF,
+    /// A JSON-RPC error object, code -32601, under 200.
+    Fault,
+    /// 200 with bytes that are no encoding's.
+    Garbage,
+}
+
+/// A keep-alive HTTP/1.1 server on a thread that answers every request as `answer` says,
+/// in JSON-RPC (`/rpc`), one connection at a time, until `stop` is set and a connection
+/// wakes it.
+fn wrong_server(
+    answer: Answer,
+    stop: Arc<AtomicBool>,
+) -> (SocketAddr, std::thread::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let handle = std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            if stop.load(Relaxed) {
+                return;
+            }
+            let Ok(stream) = stream else { return };
+            serve(stream, answer);
+        }
+    });
+    (addr, handle)
+}
+
+fn serve(stream: TcpStream, answer: Answer) {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut out = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    loop {
+        let mut length = 0usize;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            let lower = line.to_ascii_lowercase();
+            if let Some(v) = lower.strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap();
+            }
+            if line == "\r\n" {
+                break;
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        let (req, id) = EncodingKind::Json.decode_request(None, &body).unwrap();
+        let mut reply = Vec::new();
+        match answer {
+            Answer::FlipF => {
+                let mut back = req.into_reply();
+                if let rpcbench::encoding::Reply::EchoStruct(m) = &mut back {
+                    let f = &mut m.echo_struct_result[0].f;
+                    *f = f32::from_bits(f.to_bits() ^ 1);
+                }
+                EncodingKind::Json
+                    .encode_reply(&back, &id, &mut reply)
+                    .unwrap();
+            }
+            Answer::Fault => {
+                rpcbench::encoding::json::write_error(&mut reply, -32601, "no such method", &id);
+            }
+            Answer::Garbage => reply.extend_from_slice(b"{not json"),
+        }
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            reply.len()
+        );
+        if out.write_all(head.as_bytes()).is_err() || out.write_all(&reply).is_err() {
+            return;
+        }
+    }
+}
+
+/// A reply with one bit of one `f` flipped is `mism`, every call; a JSON-RPC error object
+/// is its fault's kind, `jsonrpc_-32601`; bytes no JSON parser takes are `decode_json`.
+/// The connection is dropped after each such call (as after any failed call), so each
+/// call, warm-up included, has one of its own.
+#[test]
+fn wrong_replies_are_counted_by_kind() {
+    let calls = 20;
+    for (answer, kind) in [
+        (Answer::FlipF, None),
+        (Answer::Fault, Some("jsonrpc_-32601")),
+        (Answer::Garbage, Some("decode_json")),
+    ] {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (addr, server) = wrong_server(answer, stop.clone());
+        let cfg = RunConfig {
+            calls,
+            warmup: 1,
+            ..config(EncodingKind::Json, Message::Struct(3))
+        };
+        let r = run(TransportKind::HttpKeepalive, addr, addr, &cfg);
+        let t = &r.tally;
+        assert_eq!(t.ok, 0, "{kind:?}");
+        assert_eq!(t.calls(), calls);
+        match kind {
+            None => assert_eq!(t.mismatched, calls),
+            Some(kind) => assert_eq!(t.errors_by_key().get(kind), Some(&calls), "{:?}", t.errors),
+        }
+        stop.store(true, Relaxed);
+        drop(TcpStream::connect(addr));
+        server.join().unwrap();
+    }
+}
+
+/// `rpcbench` with `args`, against the embedded server: its exit code, stdout and stderr.
+fn rpcbench(args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rpcbench"))
+        .args(args)
+        .args(["--no-progress", "--placement", "none"])
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The flags that cannot go together are usage errors (exit 2, one line naming them):
+/// a payload or pattern reply with an encoding, a message without one, a list longer than
+/// the cap, transports none of which carry the encoding.
+#[test]
+fn encoding_flags_refused_where_they_cannot_apply() {
+    for (args, says) in [
+        (&["--encoding", "json", "--payload", "10"][..], "--payload"),
+        (&["--encoding", "json", "--reply", "10"][..], "--reply"),
+        (&["--message", "echo-void"][..], "--encoding"),
+        (
+            &["--encoding", "json", "--message", "echo-list:65"][..],
+            "65",
+        ),
+        (&["--encoding", "yaml"][..], "yaml"),
+        (
+            &["--encoding", "json", "--transports", "tcp,udp"][..],
+            "carries",
+        ),
+    ] {
+        let (code, _, err) = rpcbench(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+/// A run with two encodings and two messages: a row per transport that carries them ×
+/// encoding × message, each with its encoding and message in the JSON and every call ok;
+/// tcp, which carries none yet, is left out with one stderr line.
+#[test]
+fn a_run_has_a_row_per_encoding_and_message() {
+    let (code, out, err) = rpcbench(&[
+        "--transports",
+        "http-keepalive,h2,tcp",
+        "--encoding",
+        "postcard,json",
+        "--message",
+        "echo-void,echo-list:8",
+        "--names",
+        "ip",
+        "-n",
+        "60",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("tcp not run with encoding json, postcard"),
+        "{err}"
+    );
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let runs = report["runs"].as_array().unwrap();
+    let mut cells: Vec<String> = runs
+        .iter()
+        .map(|r| {
+            assert_eq!(r["ok"], 60, "{r}");
+            assert!(r["phases_us"]["encode"].is_object(), "{r}");
+            format!(
+                "{} {} {}",
+                r["transport"].as_str().unwrap(),
+                r["encoding"].as_str().unwrap(),
+                r["message"].as_str().unwrap()
+            )
+        })
+        .collect();
+    cells.sort();
+    let mut want = Vec::new();
+    for t in ["h2", "http-keepalive"] {
+        for e in ["json", "postcard"] {
+            for m in ["echo-list:8", "echo-void"] {
+                want.push(format!("{t} {e} {m}"));
+            }
+        }
+    }
+    want.sort();
+    assert_eq!(cells, want);
+}
