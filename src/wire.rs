@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 /// client's preflight refuses a server whose wire differs, and only notes a server of
 /// another version on the same wire. Raise it with any change that makes an older client
 /// and a newer server misread each other.
-pub const WIRE_VERSION: u32 = 1;
+pub const WIRE_VERSION: u32 = 2;
 
 /// Size of the big-endian length prefix in front of every frame body.
 pub const LEN_PREFIX: usize = 4;
@@ -146,6 +146,60 @@ pub enum Status {
     /// The request frame did not fit in what was left of the server's buffer budget
     /// (`--max-buffered`): it was read and dropped. Try again later.
     OverBudget = 4,
+    /// An encoded call ([`RpcTrailer`]) whose body is no call of the server's, in a binary
+    /// encoding: the payload is one line saying why (a JSON-RPC body is answered with its
+    /// error object under status 0 instead, as over HTTP).
+    RpcRefused = 5,
+}
+
+/// The trailer after a request's fields that makes the frame an encoded call (wire 2): its
+/// encoding's code and its operation's (`EncodingKind::code`, `Operation::code`, from 1).
+/// The payload is then the call's body in that encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RpcTrailer {
+    pub encoding: u8,
+    pub operation: u8,
+}
+
+/// Bytes of a request's [`RpcTrailer`].
+pub const RPC_TRAILER_LEN: usize = 2;
+
+impl RpcTrailer {
+    /// Its bytes, appended after the request's payload.
+    pub fn bytes(self) -> [u8; RPC_TRAILER_LEN] {
+        [self.encoding, self.operation]
+    }
+
+    /// The trailer in the bytes after a request's fields: `None` for none (an echo),
+    /// an error for bytes that are not one.
+    pub fn of_request(rest: &[u8]) -> Result<Option<RpcTrailer>, DecodeFrameError> {
+        match rest {
+            [] => Ok(None),
+            &[encoding, operation] => Ok(Some(RpcTrailer {
+                encoding,
+                operation,
+            })),
+            _ => Err(DecodeFrameError::TrailingBytes(rest.len())),
+        }
+    }
+}
+
+/// The trailer of the reply to an encoded call: the request's [`RpcTrailer`], then the
+/// server's decode and encode in nanoseconds (postcard varints).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RpcReplyTrailer {
+    pub encoding: u8,
+    pub operation: u8,
+    pub dec_ns: u64,
+    pub enc_ns: u64,
+}
+
+impl RpcReplyTrailer {
+    /// Appends its bytes to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let buf = std::mem::take(out);
+        *out = postcard::to_extend(self, buf).expect("serialising into a Vec cannot fail");
+    }
 }
 
 /// Why bytes on the wire could not be turned into a message.
@@ -190,6 +244,19 @@ pub fn encode_response_head(
     payload_len: usize,
     out: &mut Vec<u8>,
 ) {
+    encode_response_head_with(seq, status, server_ns, payload_len, 0, out);
+}
+
+/// [`encode_response_head`] of a reply whose payload is followed by `trailer_len` bytes
+/// of trailer ([`RpcReplyTrailer`]), counted in the frame's length.
+pub fn encode_response_head_with(
+    seq: u64,
+    status: u8,
+    server_ns: u64,
+    payload_len: usize,
+    trailer_len: usize,
+    out: &mut Vec<u8>,
+) {
     let start = out.len();
     out.extend_from_slice(&[0; LEN_PREFIX]);
     let buf = std::mem::take(out);
@@ -206,7 +273,7 @@ pub fn encode_response_head(
         }
         out.push(byte | 0x80);
     }
-    let body_len = (out.len() - start - LEN_PREFIX + payload_len) as u32;
+    let body_len = (out.len() - start - LEN_PREFIX + payload_len + trailer_len) as u32;
     out[start..start + LEN_PREFIX].copy_from_slice(&body_len.to_be_bytes());
 }
 
@@ -230,6 +297,14 @@ pub fn check_len(prefix: [u8; LEN_PREFIX], max: u32) -> Result<usize, DecodeFram
         len if len > max => Err(DecodeFrameError::FrameTooLarge { len, max }),
         len => Ok(len as usize),
     }
+}
+
+/// Decodes the message at the start of a frame body, and returns the bytes after it (a
+/// wire-2 trailer, or nothing).
+pub fn decode_body_and_rest<'a, T: Deserialize<'a>>(
+    body: &'a [u8],
+) -> Result<(T, &'a [u8]), DecodeFrameError> {
+    Ok(postcard::take_from_bytes(body)?)
 }
 
 /// Decodes one frame body (without its prefix) into a message.
@@ -360,6 +435,49 @@ mod tests {
         assert_eq!(
             (borrowed.seq, borrowed.server_ns, borrowed.payload),
             (1, 1500, &b"hi"[..])
+        );
+    }
+
+    /// The encoded-call example in `docs/reference.md`: EchoVoid in postcard (an empty
+    /// body), its request trailer, and the reply's trailer with the codec's times.
+    #[test]
+    fn readme_encoded_call_example() {
+        let void = Request {
+            seq: 1,
+            reply_len: None,
+            delay_us: 0,
+            payload: Vec::new(),
+        };
+        let mut body = postcard::to_allocvec(&void).unwrap();
+        let trailer = RpcTrailer {
+            encoding: 1,
+            operation: 1,
+        };
+        body.extend_from_slice(&trailer.bytes());
+        assert_eq!(body, [0x01, 0x00, 0x00, 0x00, 0x01, 0x01]);
+        let (req, rest) = decode_body_and_rest::<RequestRef>(&body).unwrap();
+        assert_eq!(
+            (req.seq, RpcTrailer::of_request(rest).unwrap()),
+            (1, Some(trailer))
+        );
+        assert!(RpcTrailer::of_request(&[1, 2, 3]).is_err());
+
+        let mut out = Vec::new();
+        let mut tail = Vec::new();
+        RpcReplyTrailer {
+            encoding: 1,
+            operation: 1,
+            dec_ns: 300,
+            enc_ns: 200,
+        }
+        .encode(&mut tail);
+        encode_response_head_with(1, Status::Ok as u8, 1500, 0, tail.len(), &mut out);
+        out.extend_from_slice(&tail);
+        assert_eq!(
+            out,
+            [
+                0, 0, 0, 11, 0x01, 0x00, 0xdc, 0x0b, 0x00, 0x01, 0x01, 0xac, 0x02, 0xc8, 0x01
+            ]
         );
     }
 

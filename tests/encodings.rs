@@ -31,12 +31,32 @@ fn config(encoding: EncodingKind, message: Message) -> RunConfig {
 }
 
 fn run(kind: TransportKind, tcp: SocketAddr, http: SocketAddr, cfg: &RunConfig) -> TransportRun {
-    run_transport(
-        kind,
-        &Endpoint::new(tcp, http),
-        cfg,
-        Arc::new(AtomicU64::new(0)),
-    )
+    run_at(kind, Endpoint::new(tcp, http), cfg)
+}
+
+fn run_at(kind: TransportKind, endpoint: Endpoint, cfg: &RunConfig) -> TransportRun {
+    run_transport(kind, &endpoint, cfg, Arc::new(AtomicU64::new(0)))
+}
+
+/// A test server with a Unix socket too, in a directory of its own (removed on drop).
+fn server_with_unix() -> (TestServer, UnixDir) {
+    let dir = UnixDir(std::env::temp_dir().join(format!(
+        "rpcbench-encodings-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    )));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let mut config = common::config();
+    config.unix = Some(dir.0.join("echo.sock"));
+    (TestServer::start(config), dir)
+}
+
+struct UnixDir(std::path::PathBuf);
+
+impl Drop for UnixDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// The body of call `seq` of `message` in `encoding`, as the client encodes it.
@@ -55,7 +75,8 @@ fn body_len(encoding: EncodingKind, message: Message, seq: u64) -> u64 {
 /// encode sample per ok call.
 #[test]
 fn every_encoding_through_every_carrying_transport() {
-    let server = TestServer::start_default();
+    let (server, _dir) = server_with_unix();
+    let endpoint = || Endpoint::new(server.tcp, server.http).with_unix(server.unix_path());
     let messages = [
         Message::Void,
         Message::Struct(1),
@@ -78,7 +99,7 @@ fn every_encoding_through_every_carrying_transport() {
                 let cell = format!("{kind} {encoding} {message}");
                 let before =
                     server.stats().rpc[encoding.name()][message.operation().name()].clone();
-                let r = run(kind, server.tcp, server.http, &config(encoding, message));
+                let r = run_at(kind, endpoint(), &config(encoding, message));
                 let t = &r.tally;
                 assert_eq!(
                     (t.ok, t.lost, t.mismatched, t.failed()),
@@ -262,7 +283,7 @@ fn encoding_flags_refused_where_they_cannot_apply() {
         ),
         (&["--encoding", "yaml"][..], "yaml"),
         (
-            &["--encoding", "json", "--transports", "tcp,udp"][..],
+            &["--encoding", "json", "--transports", "udp"][..],
             "carries",
         ),
     ] {
@@ -274,12 +295,12 @@ fn encoding_flags_refused_where_they_cannot_apply() {
 
 /// A run with two encodings and two messages: a row per transport that carries them ×
 /// encoding × message, each with its encoding and message in the JSON and every call ok;
-/// tcp, which carries none yet, is left out with one stderr line.
+/// udp, which carries none, is left out with one stderr line.
 #[test]
 fn a_run_has_a_row_per_encoding_and_message() {
     let (code, out, err) = rpcbench(&[
         "--transports",
-        "http-keepalive,h2,tcp",
+        "http-keepalive,tcp,udp",
         "--encoding",
         "postcard,json",
         "--message",
@@ -293,7 +314,7 @@ fn a_run_has_a_row_per_encoding_and_message() {
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(
-        err.contains("tcp not run with encoding json, postcard"),
+        err.contains("udp not run with encoding json, postcard"),
         "{err}"
     );
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -313,7 +334,7 @@ fn a_run_has_a_row_per_encoding_and_message() {
         .collect();
     cells.sort();
     let mut want = Vec::new();
-    for t in ["h2", "http-keepalive"] {
+    for t in ["http-keepalive", "tcp"] {
         for e in ["json", "postcard"] {
             for m in ["echo-list:8", "echo-void"] {
                 want.push(format!("{t} {e} {m}"));
@@ -322,4 +343,97 @@ fn a_run_has_a_row_per_encoding_and_message() {
     }
     want.sort();
     assert_eq!(cells, want);
+}
+
+/// Sends one raw frame to the server's TCP port and reads one reply frame: its head, its
+/// payload, and the bytes after them (an encoded call's trailer).
+fn frame_exchange(stream: &mut TcpStream, body: &[u8]) -> (rpcbench::wire::Response, Vec<u8>) {
+    let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(body);
+    stream.write_all(&frame).unwrap();
+    let mut prefix = [0; 4];
+    stream.read_exact(&mut prefix).unwrap();
+    let mut reply = vec![0; u32::from_be_bytes(prefix) as usize];
+    stream.read_exact(&mut reply).unwrap();
+    let (resp, rest) =
+        rpcbench::wire::decode_body_and_rest::<rpcbench::wire::Response>(&reply).unwrap();
+    (resp, rest.to_vec())
+}
+
+/// The body of a request frame for call `seq` carrying `payload`, then `trailer`.
+fn request_body(seq: u64, payload: &[u8], trailer: &[u8]) -> Vec<u8> {
+    let req = rpcbench::wire::Request {
+        seq,
+        reply_len: None,
+        delay_us: 0,
+        payload: payload.to_vec(),
+    };
+    let mut body = postcard::to_allocvec(&req).unwrap();
+    body.extend_from_slice(trailer);
+    body
+}
+
+/// An encoded frame the server cannot take is answered on the same connection, counted
+/// once under its kind: an unknown encoding or operation code and a postcard body that is
+/// no message get status 5 and the reason; a JSON body that is no JSON gets status 0 and
+/// JSON-RPC's error object (-32700), as over HTTP; each reply ends with the trailer of
+/// the request's codes. A healthy encoded call on the same connection is then answered,
+/// and a frame with 3 bytes after its fields (no trailer of wire 2) closes the connection
+/// as any malformed frame does.
+#[test]
+fn encoded_frames_refused_in_the_encoding_s_form() {
+    use rpcbench::server::stats::Reject;
+    let server = TestServer::start_default();
+    let mut stream = TcpStream::connect(server.tcp).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let postcard = EncodingKind::Postcard.code();
+    let json = EncodingKind::Json.code();
+    let op = Message::Struct(1).operation().code();
+    for (seq, payload, trailer, status) in [
+        (1, &b"x"[..], [99, op], 5),
+        (2, &b"x"[..], [postcard, 99], 5),
+        (3, &b"\xff\xff\xff"[..], [postcard, op], 5),
+        (4, &b"{not json"[..], [json, op], 0),
+    ] {
+        let (resp, tail) = frame_exchange(&mut stream, &request_body(seq, payload, &trailer));
+        assert_eq!((resp.seq, resp.status), (seq, status), "{trailer:?}");
+        let tail: rpcbench::wire::RpcReplyTrailer = postcard::from_bytes(&tail).unwrap();
+        assert_eq!((tail.encoding, tail.operation), (trailer[0], trailer[1]));
+        if status == 0 {
+            let text = String::from_utf8(resp.payload).unwrap();
+            assert!(text.contains("-32700"), "{text}");
+        }
+    }
+    let mut body = Vec::new();
+    let message = Message::Struct(2);
+    EncodingKind::Postcard
+        .encode_request(&message.request(5), &CallId::of_call(5), &mut body)
+        .unwrap();
+    let (resp, tail) = frame_exchange(&mut stream, &request_body(5, &body, &[postcard, op]));
+    assert_eq!(resp.status, 0);
+    let (back, _) = EncodingKind::Postcard
+        .decode_reply(message.operation(), &resp.payload)
+        .unwrap();
+    assert!(back.echoes(&message.request(5)));
+    let tail: rpcbench::wire::RpcReplyTrailer = postcard::from_bytes(&tail).unwrap();
+    assert_eq!((tail.encoding, tail.operation), (postcard, op));
+    common::assert_rejects(
+        &server.stats(),
+        &[(Reject::RpcBadCall, 2), (Reject::RpcMalformed, 2)],
+    );
+    let mut frame = request_body(6, b"x", &[1, 2, 3]);
+    frame.splice(0..0, (frame.len() as u32).to_be_bytes());
+    stream.write_all(&frame).unwrap();
+    let mut rest = Vec::new();
+    assert_eq!(stream.read_to_end(&mut rest).unwrap_or(0), 0, "closed");
+    common::assert_rejects(
+        &server.stats(),
+        &[
+            (Reject::RpcBadCall, 2),
+            (Reject::RpcMalformed, 2),
+            (Reject::MalformedFrame, 1),
+        ],
+    );
 }

@@ -28,6 +28,7 @@ mod tcp;
 pub mod tls;
 mod udp;
 mod unix;
+mod wstest;
 
 pub use handle::{ServerHandle, StartHandleError};
 use stats::{ProtoCounters, Reject, Stats, StatsSnapshot};

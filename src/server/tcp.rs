@@ -36,11 +36,16 @@
 //! code: everything here is generic over a [`FrameStream`], implemented for TCP here and
 //! for Unix sockets in `unix.rs`; only accepting and parking differ.
 
+use super::budget::Held;
 use super::budget::Lease;
 use super::pool::ThreadPool;
 use super::stats::{ProtoCounters, Reject, Stats};
 use super::{ConnGuard, Shared};
-use crate::wire::{self, DecodeFrameError, LEN_PREFIX, Request, RequestRef, Response, Status};
+use crate::encoding::{EncodingKind, Operation};
+use crate::wire::{
+    self, DecodeFrameError, LEN_PREFIX, Request, RequestRef, Response, RpcReplyTrailer, RpcTrailer,
+    Status,
+};
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
@@ -629,7 +634,10 @@ where
             }
             return Ok(answered);
         }
-        let Ok(req) = wire::decode_body::<RequestRef>(&data[LEN_PREFIX..frame_len]) else {
+        let Ok((req, trailer)) =
+            wire::decode_body_and_rest::<RequestRef>(&data[LEN_PREFIX..frame_len])
+                .and_then(|(req, rest)| Ok((req, RpcTrailer::of_request(rest)?)))
+        else {
             out.flush(conn)?;
             return Err(Reject::MalformedFrame.into());
         };
@@ -656,6 +664,14 @@ where
             super::sleep_until_blocking(got_it + delay);
         }
         let largest = config.max_frame.saturating_sub(wire::RESPONSE_OVERHEAD) as usize;
+        if let Some(trailer) = trailer
+            && reply_len.is_none()
+            && status_of(0, delay_us, largest, None, shared) == Status::Ok
+        {
+            let call = (seq, got_it, trailer);
+            answer_rpc(out, conn, shared, call, echo, frame_len)?;
+            continue;
+        }
         let len = reply_len.map_or(echo.len(), |n| n as usize);
         let status = status_of(len, delay_us, largest, None, shared);
         let (payload, len) = match (status, reply_len) {
@@ -665,6 +681,89 @@ where
         };
         let server_ns = got_it.elapsed().as_nanos() as u64;
         owe_reply(out, conn, (seq, status, server_ns, len), payload, frame_len)?;
+    }
+}
+
+/// Answers an encoded call (a frame with an [`RpcTrailer`]) whose body is at `body` in the
+/// connection's buffer: decoded, echoed and encoded by [`super::wstest`], the reply's
+/// payload the encoded reply (or JSON-RPC's error object), followed by the reply's trailer
+/// with the codec's times; a binary body that is no call gets status 5 and the reason.
+fn answer_rpc<S: FrameStream>(
+    out: &Writer<'_, S>,
+    conn: &mut Conn,
+    shared: &Shared,
+    (seq, got_it, trailer): (u64, Instant, RpcTrailer),
+    body: std::ops::Range<usize>,
+    frame_len: usize,
+) -> Result<(), Halt>
+where
+    for<'a> &'a S: Read + Write,
+{
+    use super::wstest::{self, Refusal};
+    let request = &conn.inbuf.data()[body];
+    let encoding = EncodingKind::from_code(trailer.encoding);
+    let operation = Operation::from_code(trailer.operation);
+    let answered = match (encoding, operation) {
+        (Some(encoding), Some(op)) => wstest::answer(shared, None, encoding, Some(op), request),
+        (None, _) => {
+            shared.stats.reject(Reject::RpcBadCall);
+            Err(Refusal::NotACall {
+                json_error: None,
+                reason: format!("no encoding of code {}", trailer.encoding),
+            })
+        }
+        (_, None) => Err(wstest::no_such_operation(
+            shared,
+            &format!("of code {}", trailer.operation),
+        )),
+    };
+    let (status, payload, times) = match answered {
+        Ok(a) => (Status::Ok, Reply::Held(a.reply), (a.decode, a.encode)),
+        Err(Refusal::OverBudget) => {
+            shared.stats.reject(Reject::OverBudgetFrame);
+            (
+                Status::OverBudget,
+                Reply::Bytes(Vec::new()),
+                Default::default(),
+            )
+        }
+        Err(Refusal::NotACall {
+            json_error: Some(error),
+            ..
+        }) => (Status::Ok, Reply::Bytes(error), Default::default()),
+        Err(Refusal::NotACall { reason, .. } | Refusal::Unencodable(reason)) => (
+            Status::RpcRefused,
+            Reply::Bytes(reason.into_bytes()),
+            Default::default(),
+        ),
+    };
+    let mut tail = Vec::new();
+    RpcReplyTrailer {
+        encoding: trailer.encoding,
+        operation: trailer.operation,
+        dec_ns: times.0.as_nanos() as u64,
+        enc_ns: times.1.as_nanos() as u64,
+    }
+    .encode(&mut tail);
+    let server_ns = got_it.elapsed().as_nanos() as u64;
+    let len = payload.as_ref().len();
+    let payload = Some(Source::Reply(payload, tail));
+    owe_reply(out, conn, (seq, status, server_ns, len), payload, frame_len)
+}
+
+/// An encoded call's reply payload: leased while it waits to be sent, or a refusal's few
+/// bytes.
+enum Reply {
+    Held(Held),
+    Bytes(Vec<u8>),
+}
+
+impl AsRef<[u8]> for Reply {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Reply::Held(held) => held.as_ref(),
+            Reply::Bytes(bytes) => bytes,
+        }
     }
 }
 
@@ -679,7 +778,7 @@ fn bad_prefix(e: DecodeFrameError, data: &[u8]) -> Reject {
 }
 
 /// Owes the reply to a frame of `frame_len` bytes: its head in the batch, then its
-/// payload. A small one is copied into the batch and the frame consumed; a large one is
+/// payload (and an encoded call's trailer, which follows it). A small one is copied into the batch and the frame consumed; a large one is
 /// written from where it is, after the batch, and the frame consumed when all of it has
 /// gone.
 #[inline]
@@ -694,7 +793,11 @@ where
     for<'a> &'a S: Read + Write,
 {
     let owed = &mut conn.owed;
-    wire::encode_response_head(seq, status as u8, server_ns, len, &mut owed.batch);
+    let tail = match &payload {
+        Some(Source::Reply(_, tail)) => tail.len(),
+        _ => 0,
+    };
+    wire::encode_response_head_with(seq, status as u8, server_ns, len, tail, &mut owed.batch);
     match payload {
         Some(payload) if len > INLINE => {
             // Written after the batch from where it is; the frame is consumed when
@@ -713,6 +816,10 @@ where
                 }
                 Some(Source::Pattern(seq, len)) => {
                     wire::pattern_runs(seq, len).for_each(|run| owed.batch.extend(run));
+                }
+                Some(Source::Reply(reply, tail)) => {
+                    owed.batch.extend_from_slice(reply.as_ref());
+                    owed.batch.extend_from_slice(&tail);
                 }
                 None => {}
             }
@@ -750,6 +857,8 @@ enum Source {
     Echo(std::ops::Range<usize>),
     /// `len` bytes of the pattern for `seq`, from the static table.
     Pattern(u64, usize),
+    /// An encoded call's reply, then its trailer.
+    Reply(Reply, Vec<u8>),
 }
 
 /// Writes what a connection owes, on its busy thread.
@@ -793,19 +902,11 @@ where
                     }
                 }
                 &Source::Pattern(seq, len) => {
-                    let mut skip = large.sent;
-                    for run in wire::pattern_runs(seq, len) {
-                        let Some(rest) = run.get(skip..) else {
-                            skip -= run.len();
-                            continue;
-                        };
-                        skip = 0;
-                        let sent = self.send(rest, stalled)?;
-                        large.sent += sent;
-                        if sent < rest.len() {
-                            return Err(Halt::Stalled);
-                        }
-                    }
+                    self.send_runs(wire::pattern_runs(seq, len), &mut large.sent, stalled)?;
+                }
+                Source::Reply(reply, tail) => {
+                    let runs = [reply.as_ref(), tail.as_slice()];
+                    self.send_runs(runs.into_iter(), &mut large.sent, stalled)?;
                 }
             }
             conn.inbuf.consume(large.frame_len);
@@ -818,6 +919,30 @@ where
             Err(e) if is_timeout(&e) => Err(self.stall(stalled)),
             Err(_) => Err(Reject::IoError.into()),
         }
+    }
+
+    /// Writes `runs` one after the other from `sent` bytes into them, counting what goes
+    /// in `sent`; [`Halt::Stalled`] when the client stopped taking them.
+    fn send_runs<'r>(
+        &self,
+        runs: impl Iterator<Item = &'r [u8]>,
+        sent: &mut usize,
+        stalled: &mut Option<Instant>,
+    ) -> Result<(), Halt> {
+        let mut skip = *sent;
+        for run in runs {
+            let Some(rest) = run.get(skip..) else {
+                skip -= run.len();
+                continue;
+            };
+            skip = 0;
+            let took = self.send(rest, stalled)?;
+            *sent += took;
+            if took < rest.len() {
+                return Err(Halt::Stalled);
+            }
+        }
+        Ok(())
     }
 
     /// Writes as much of `bytes` as the client takes, counted: all of it, or less when it

@@ -10,9 +10,11 @@ use super::buf::RecvBuf;
 use super::tls::{Alpn, AsyncSock, BlockingIo, BlockingSock};
 use super::{
     AsyncTransport, Call, CallError, CallTimer, Endpoint, Facts, OpenTransportError, Phases, Port,
-    Reply, Secure, Took, Transport, TransportKind, connect_nodelay, opened, remaining,
+    Reply, Secure, ServerTime, Took, Transport, TransportKind, connect_nodelay, opened, remaining,
 };
-use crate::wire::{self, LEN_PREFIX, RESPONSE_OVERHEAD, Request, ResponseRef, Status};
+use crate::wire::{
+    self, LEN_PREFIX, RESPONSE_OVERHEAD, Request, ResponseRef, RpcReplyTrailer, RpcTrailer, Status,
+};
 use std::cell::Cell;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -28,7 +30,8 @@ const INITIAL_BUFFER: usize = 16 * 1024;
 /// default reply is under 100 bytes; it grows like a worker's.
 const ASYNC_INITIAL_BUFFER: usize = 4 * 1024;
 
-/// Encodes `call` as a request frame into `out` (cleared first).
+/// Encodes `call` as a request frame into `out` (cleared first): an encoded call's frame
+/// ends with its [`RpcTrailer`] (wire 2), counted in the length prefix.
 #[inline]
 fn encode_request(call: &Call, out: &mut Vec<u8>) {
     out.clear();
@@ -41,6 +44,19 @@ fn encode_request(call: &Call, out: &mut Vec<u8>) {
         },
         out,
     );
+    if let Some(rpc) = call.rpc {
+        out.extend_from_slice(&trailer_of(rpc).bytes());
+        let body_len = (out.len() - LEN_PREFIX) as u32;
+        out[..LEN_PREFIX].copy_from_slice(&body_len.to_be_bytes());
+    }
+}
+
+/// The frame trailer of an encoded call.
+fn trailer_of(rpc: super::Rpc) -> RpcTrailer {
+    RpcTrailer {
+        encoding: rpc.encoding.code(),
+        operation: rpc.operation.code(),
+    }
 }
 
 /// Encodes `call` as a request body without the length prefix into `out` (cleared
@@ -102,23 +118,41 @@ fn next_frame(inbuf: &mut RecvBuf, max_body: usize) -> Result<Framed, CallError>
 /// (a duplicate: our seqs only grow on a connection, so an older one was already had).
 #[inline]
 fn is_reply_to(body: &[u8], call: &Call) -> Result<bool, CallError> {
-    let resp: ResponseRef = wire::decode_body(body).map_err(|_| CallError::Protocol)?;
+    let (resp, _): (ResponseRef, _) =
+        wire::decode_body_and_rest(body).map_err(|_| CallError::Protocol)?;
     Ok(resp.seq >= call.seq)
 }
 
 /// The reply in a frame body. Decoded a second time (headers only; the payload is
 /// borrowed) after [`is_reply_to`], so the reply can borrow the buffer: the borrow checker
-/// cannot see that the loop that skipped duplicates has ended.
+/// cannot see that the loop that skipped duplicates has ended. The reply to an encoded
+/// call (`rpc`) must end with the trailer of the same encoding and operation, whose codec
+/// times join the server's; any other reply must end with its payload.
 #[inline]
-pub(super) fn reply_of(body: &[u8]) -> Result<Reply<'_>, CallError> {
-    let resp: ResponseRef = wire::decode_body(body).map_err(|_| CallError::Protocol)?;
+pub(super) fn reply_of(body: &[u8], rpc: Option<super::Rpc>) -> Result<Reply<'_>, CallError> {
+    let (resp, rest): (ResponseRef, &[u8]) =
+        wire::decode_body_and_rest(body).map_err(|_| CallError::Protocol)?;
+    let mut server = ServerTime::from(Duration::from_nanos(resp.server_ns));
+    match rpc {
+        None if rest.is_empty() => {}
+        None => return Err(CallError::Protocol),
+        Some(rpc) => {
+            let tail: RpcReplyTrailer = wire::decode_body(rest).map_err(|_| CallError::Protocol)?;
+            let sent = trailer_of(rpc);
+            if (tail.encoding, tail.operation) != (sent.encoding, sent.operation) {
+                return Err(CallError::Protocol);
+            }
+            server.decode = Some(Duration::from_nanos(tail.dec_ns));
+            server.encode = Some(Duration::from_nanos(tail.enc_ns));
+        }
+    }
     if resp.status != Status::Ok as u8 {
         return Err(CallError::FrameStatus(resp.status));
     }
     Ok(Reply {
         seq: Some(resp.seq),
         body: resp.payload,
-        server: Some(Duration::from_nanos(resp.server_ns).into()),
+        server: Some(server),
     })
 }
 
@@ -353,7 +387,7 @@ impl<S: BlockingSocket> FrameConn<S> {
             }
             *duplicates += 1;
         };
-        reply_of(self.bufs.inbuf.get(body))
+        reply_of(self.bufs.inbuf.get(body), call.rpc)
     }
 
     /// Reads until a whole frame, of a body at most `max_body` bytes, is buffered; returns
@@ -467,7 +501,7 @@ impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> AsyncFrameConn<S> 
             }
             *duplicates += 1;
         };
-        reply_of(self.inbuf.get(body))
+        reply_of(self.inbuf.get(body), call.rpc)
     }
 }
 
@@ -661,6 +695,7 @@ impl Dial for TcpDial {
         port: Port::Tcp,
         round_trips: Some(1.0),
         fresh_twin: Some(TransportKind::TcpConnect),
+        encodings: crate::encoding::EncodingKind::ALL,
         ..Facts::DEFAULT
     };
 

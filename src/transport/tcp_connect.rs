@@ -27,6 +27,7 @@ impl Transport for TcpConnect {
         persistent: false,
         port: Port::Tcp,
         round_trips: Some(2.0),
+        encodings: crate::encoding::EncodingKind::ALL,
         ..Facts::DEFAULT
     };
 

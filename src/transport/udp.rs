@@ -204,7 +204,7 @@ impl Transport for Udp {
             }
         })();
         self.socket = Some(socket);
-        reply_of(&self.inbuf[..exchanged?])
+        reply_of(&self.inbuf[..exchanged?], None)
     }
 
     fn reset(&mut self) {
@@ -320,7 +320,7 @@ impl AsyncTransport for AsyncUdp {
                 }
             })
             .await?;
-        reply_of(&self.inbuf[..n])
+        reply_of(&self.inbuf[..n], None)
     }
 
     fn reset(&mut self) {

@@ -46,6 +46,7 @@ impl Dial for UnixDial {
         port: Port::Unix,
         round_trips: None,
         tls: Tls::None,
+        encodings: crate::encoding::EncodingKind::ALL,
         ..Facts::DEFAULT
     };
 

@@ -4,31 +4,27 @@
 //! decoded into the typed message, and the reply encoded from it, so a call costs what the
 //! encoding costs.
 //!
-//! - **Memory.** The body is read within the buffer budget as `/echo`'s is; before it is
-//!   decoded, the budget also lends what the decoded message can hold at most (the body's
-//!   length times the codec's [`expansion`](crate::encoding::Facts::expansion)), and the
-//!   encoded reply stays leased until it is sent.
-//! - **Refusals**, each counted (`/stats`): a body the codec cannot read is
-//!   `rpc_malformed`, one nested too deep `rpc_too_deep`, one that is not a call this
-//!   server has `rpc_bad_call`; a content type that no encoding has, or another route's,
-//!   is 415. JSON-RPC answers in its own error form (200, an error object with -32700,
-//!   -32601 or -32602); the binary encodings with 400 and a one-line reason.
+//! - **Memory.** The body is read within the buffer budget as `/echo`'s is; the decoded
+//!   message and its reply are leased as `crate::server::wstest` says.
+//! - **Refusals**, each counted (`/stats`): those of `wstest` (`rpc_malformed`,
+//!   `rpc_too_deep`, `rpc_bad_call`), JSON-RPC's as its error object under 200, the binary
+//!   encodings' as 400 and a one-line reason; a content type that no encoding has, or
+//!   another route's, is 415.
 //! - **Timing.** `server-timing: app;dur=…, dec;dur=…, enc;dur=…` (milliseconds): the
 //!   whole request from having its head, and the decode and encode within it. `?delay_us=N`
 //!   waits as on `/echo`, from having the head.
 
 use super::body::{HttpError, read_body};
 use super::reply::{self, Body};
-use crate::encoding::{CallId, DecodeError, EncodingKind, Operation, Route, json};
+use crate::encoding::{EncodingKind, Operation, Route};
 use crate::server::Shared;
-use crate::server::budget::{ConnShare, Held, Lease};
-use crate::server::stats::Reject;
+use crate::server::budget::ConnShare;
+use crate::server::wstest::{self, Refusal};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::http::request::Parts;
 use hyper::{Response, StatusCode};
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 /// True for a path this module answers.
@@ -81,54 +77,35 @@ pub(super) async fn call(
         return Err(HttpError::PayloadTooLarge(shared.config.max_frame));
     }
     let request = read_body(body, declared, shared, share).await?;
-    let op = match op {
-        Ok(op) => op,
-        Err(name) => {
-            shared.stats.reject(Reject::RpcBadCall);
-            let reason =
-                format!("no operation {name:?}: EchoVoid, EchoStruct, EchoList or EchoSynthetic");
+    let answered = match op {
+        Ok(op) => wstest::answer(shared, Some(share), encoding, op, &request),
+        Err(name) => Err(wstest::no_such_operation(shared, name)),
+    };
+    drop(request);
+    let answer = match answered {
+        Ok(answer) => answer,
+        Err(Refusal::OverBudget) => return Err(HttpError::OverBudget),
+        Err(Refusal::NotACall {
+            json_error: Some(error),
+            ..
+        }) => return Ok(reply::bytes(error.into(), encoding.facts().content_type)),
+        Err(Refusal::NotACall { reason, .. }) => {
             return Ok(reply::text(StatusCode::BAD_REQUEST, &format!("{reason}\n")));
         }
+        Err(Refusal::Unencodable(reason)) => {
+            let reason = format!("{reason}\n");
+            return Ok(reply::text(StatusCode::INTERNAL_SERVER_ERROR, &reason));
+        }
     };
-    // What the decoded message may hold, lent before it is made.
-    let bound = request.len().saturating_mul(encoding.facts().expansion) as u64;
-    let mut lease = Lease::new(&shared.stats.budget, Some(share), bound);
-    if !lease.grow_to(bound) {
-        return Err(HttpError::OverBudget);
-    }
-    let started = Instant::now();
-    let decoded = encoding.decode_request(op, &request);
-    let dec = started.elapsed();
-    let (req, id) = match decoded {
-        Ok(call) => call,
-        Err(e) => return Ok(refusal(shared, encoding, &e, &request)),
-    };
-    let counters = shared.stats.rpc(encoding, req.operation());
-    counters.decoded.fetch_add(1, Relaxed);
-    counters.bytes_in.fetch_add(request.len() as u64, Relaxed);
-    drop(request);
-    let started = Instant::now();
-    let mut out = Vec::new();
-    let encoded = encoding.encode_reply(&req.into_reply(), &id, &mut out);
-    let enc = started.elapsed();
-    if let Err(e) = encoded {
-        // Only a message too large for the encoding's lengths: the server's fault.
-        let reason = format!("cannot encode the reply: {e}\n");
-        return Ok(reply::text(StatusCode::INTERNAL_SERVER_ERROR, &reason));
-    }
-    counters.encoded.fetch_add(1, Relaxed);
-    counters.bytes_out.fetch_add(out.len() as u64, Relaxed);
-    // The message is gone; its reply's bytes stay leased until sent.
-    let held = Held::from_vec(lease, out).map_err(|_| HttpError::OverBudget)?;
     if params.delay_us > 0 {
         crate::server::sleep_until(got_it + Duration::from_micros(params.delay_us.into())).await;
     }
-    let mut resp = reply::bytes(held.freeze(), encoding.facts().content_type);
+    let mut resp = reply::bytes(answer.reply.freeze(), encoding.facts().content_type);
     let timing = format!(
         "app;dur={}, dec;dur={}, enc;dur={}",
         millis(got_it.elapsed()),
-        millis(dec),
-        millis(enc)
+        millis(answer.decode),
+        millis(answer.encode)
     );
     if let Ok(value) = HeaderValue::from_str(&timing) {
         resp.headers_mut()
@@ -174,30 +151,4 @@ fn unsupported(parts: &Parts) -> HttpError {
         parts.uri.path(),
         takes.join(", ")
     ))
-}
-
-/// The answer to a body the codec refused, in the encoding's own error form, counted.
-fn refusal(
-    shared: &Shared,
-    encoding: EncodingKind,
-    e: &DecodeError,
-    body: &[u8],
-) -> Response<Body> {
-    let (kind, code) = match e {
-        DecodeError::Malformed(..) => (Reject::RpcMalformed, -32700),
-        DecodeError::TooDeep(_) => (Reject::RpcTooDeep, -32602),
-        DecodeError::BadCall(text) if text.starts_with("no method") => (Reject::RpcBadCall, -32601),
-        DecodeError::BadCall(_) | DecodeError::Fault(..) => (Reject::RpcBadCall, -32602),
-    };
-    shared.stats.reject(kind);
-    if encoding == EncodingKind::Json {
-        let mut out = Vec::new();
-        let id = match e {
-            DecodeError::Malformed(..) => CallId::None,
-            _ => json::request_id(body),
-        };
-        json::write_error(&mut out, code, &e.to_string(), &id);
-        return reply::bytes(out.into(), encoding.facts().content_type);
-    }
-    reply::text(StatusCode::BAD_REQUEST, &format!("{e}\n"))
 }

@@ -1,0 +1,122 @@
+//! A WSTest call, whatever carries it (HTTP's `/rpc` routes, an encoded raw frame): the
+//! body really decoded into the typed message within the buffer budget, echoed, encoded
+//! again and counted; a body that cannot be decoded refused in the encoding's own form and
+//! counted once under its kind. The listeners only frame what this returns.
+//!
+//! - **Memory.** Before a body is decoded, the budget lends what the decoded message can
+//!   hold at most (the body's length times the codec's
+//!   [`expansion`](crate::encoding::Facts::expansion)); the encoded reply is made whole and
+//!   stays leased ([`Held`]) until it is sent.
+//! - **Refusals**: a body the codec cannot read is `rpc_malformed`, one nested too deep
+//!   `rpc_too_deep`, one that is not a call of this server's `rpc_bad_call`. JSON-RPC
+//!   answers in its own error form (an error object with -32700, -32601 or -32602); the
+//!   binary encodings with a one-line reason.
+
+use super::Shared;
+use super::budget::{ConnShare, Held, Lease};
+use super::stats::Reject;
+use crate::encoding::{CallId, DecodeError, EncodingKind, Operation, json};
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+/// A call answered: its encoded reply, and the codec's time each way.
+pub(super) struct Answer {
+    pub reply: Held,
+    pub decode: Duration,
+    pub encode: Duration,
+}
+
+/// Why a call got no reply of its own.
+pub(super) enum Refusal {
+    /// The budget cannot lend what the decoded message may hold, or its reply.
+    OverBudget,
+    /// The body is no call of this server's, counted: JSON-RPC's error object for a JSON
+    /// body (answered as a reply), and one line saying why.
+    NotACall {
+        json_error: Option<Vec<u8>>,
+        reason: String,
+    },
+    /// The reply could not be encoded: only a message too large for the encoding's
+    /// lengths can make it, the server's fault.
+    Unencodable(String),
+}
+
+/// Answers one call of `encoding` whose body is `body`; `op` is the operation the route or
+/// frame named (`None` where the body names its own: JSON-RPC over `/rpc`). `share` is the
+/// connection's share of the budget, where it has one.
+pub(super) fn answer(
+    shared: &Shared,
+    share: Option<&Arc<ConnShare>>,
+    encoding: EncodingKind,
+    op: Option<Operation>,
+    body: &[u8],
+) -> Result<Answer, Refusal> {
+    // What the decoded message may hold, lent before it is made.
+    let bound = body.len().saturating_mul(encoding.facts().expansion) as u64;
+    let mut lease = Lease::new(&shared.stats.budget, share, bound);
+    if !lease.grow_to(bound) {
+        return Err(Refusal::OverBudget);
+    }
+    let started = Instant::now();
+    let decoded = encoding.decode_request(op, body);
+    let decode = started.elapsed();
+    let (req, id) = match decoded {
+        Ok(call) => call,
+        Err(e) => return Err(refuse(shared, encoding, &e, body)),
+    };
+    let counters = shared.stats.rpc(encoding, req.operation());
+    counters.decoded.fetch_add(1, Relaxed);
+    counters.bytes_in.fetch_add(body.len() as u64, Relaxed);
+    let started = Instant::now();
+    let mut out = Vec::new();
+    let encoded = encoding.encode_reply(&req.into_reply(), &id, &mut out);
+    let encode = started.elapsed();
+    if let Err(e) = encoded {
+        return Err(Refusal::Unencodable(format!(
+            "cannot encode the reply: {e}"
+        )));
+    }
+    counters.encoded.fetch_add(1, Relaxed);
+    counters.bytes_out.fetch_add(out.len() as u64, Relaxed);
+    // The message is gone; its reply's bytes stay leased until sent.
+    let reply = Held::from_vec(lease, out).map_err(|_| Refusal::OverBudget)?;
+    Ok(Answer {
+        reply,
+        decode,
+        encode,
+    })
+}
+
+/// The refusal of a body the codec would not take, counted under its kind.
+fn refuse(shared: &Shared, encoding: EncodingKind, e: &DecodeError, body: &[u8]) -> Refusal {
+    let (kind, code) = match e {
+        DecodeError::Malformed(..) => (Reject::RpcMalformed, -32700),
+        DecodeError::TooDeep(_) => (Reject::RpcTooDeep, -32602),
+        DecodeError::BadCall(text) if text.starts_with("no method") => (Reject::RpcBadCall, -32601),
+        DecodeError::BadCall(_) | DecodeError::Fault(..) => (Reject::RpcBadCall, -32602),
+    };
+    shared.stats.reject(kind);
+    let json_error = (encoding == EncodingKind::Json).then(|| {
+        let mut out = Vec::new();
+        let id = match e {
+            DecodeError::Malformed(..) => CallId::None,
+            _ => json::request_id(body),
+        };
+        json::write_error(&mut out, code, &e.to_string(), &id);
+        out
+    });
+    Refusal::NotACall {
+        json_error,
+        reason: e.to_string(),
+    }
+}
+
+/// The refusal of a call naming an operation this server does not have, counted.
+pub(super) fn no_such_operation(shared: &Shared, name: &str) -> Refusal {
+    shared.stats.reject(Reject::RpcBadCall);
+    Refusal::NotACall {
+        json_error: None,
+        reason: format!("no operation {name:?}: EchoVoid, EchoStruct, EchoList or EchoSynthetic"),
+    }
+}
