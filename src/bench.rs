@@ -1111,7 +1111,13 @@ fn run_jobs(
             let responder_before = (mode != AddrMode::Ip)
                 .then(|| session.responder_queries(spec.run.timeout))
                 .flatten();
+            // An encoded run's server cost, from the server's counters around it.
+            let stats_before = rpc.and_then(|_| session.server_stats(spec.run.timeout));
             let mut run = try_run_transport(kind, &endpoint, config, done)?;
+            run.server_use = stats_before.and_then(|before| {
+                let after = session.server_stats(spec.run.timeout)?;
+                Some(crate::server::stats::ServerUse::between(&before, &after))
+            });
             run.dns_responder_queries = responder_before.and_then(|before| {
                 session
                     .responder_queries(spec.run.timeout)

@@ -291,6 +291,10 @@ pub struct Tally {
     pub error_seqs: Vec<u64>,
     /// Calls started more than one interval after they were due under `--rate`.
     pub late: u64,
+    /// Request and reply body bytes of the ok calls (the payload, or an encoded call's
+    /// body): what the application sent and got back, without headers or framing.
+    pub body_bytes_sent: u64,
+    pub body_bytes_received: u64,
     /// CPU time of the worker threads during the measured calls.
     pub cpu_user: Duration,
     pub cpu_sys: Duration,
@@ -385,6 +389,8 @@ impl AddAssign<&Tally> for Tally {
         self.late_replies += other.late_replies;
         self.reordered += other.reordered;
         self.late += other.late;
+        self.body_bytes_sent += other.body_bytes_sent;
+        self.body_bytes_received += other.body_bytes_received;
         for (kind, n) in &other.errors {
             *self.errors.entry(*kind).or_default() += n;
         }

@@ -27,7 +27,6 @@ pub use crate::report::sweep::{
 use crate::report::{Environment, RunRecord, rfc3339_now};
 use crate::resolve::AddrMode;
 use crate::runner::{RunConfig, TransportRun};
-use crate::server::stats::StatsSnapshot;
 use std::time::Duration;
 
 /// The search ramps from this share of the closed-loop throughput: low enough that the
@@ -161,23 +160,6 @@ pub struct SweepSpec {
     pub slo: Option<Slo>,
     /// How long each step runs.
     pub step_duration: Duration,
-}
-
-impl ServerCost {
-    /// The cost of a step from the server's counters before (`b`) and after (`a`) it.
-    fn between(b: &StatsSnapshot, a: &StatsSnapshot) -> ServerCost {
-        let requests = echo_requests(a).saturating_sub(echo_requests(b));
-        let per_call = |after: f64, before: f64| {
-            (requests > 0).then(|| (after - before).max(0.0) * 1e6 / requests as f64)
-        };
-        let (ta, tb) = (&a.threads_cpu, &b.threads_cpu);
-        ServerCost {
-            requests,
-            cpu_user_us_per_call: per_call(ta.cpu_user_s, tb.cpu_user_s),
-            cpu_system_us_per_call: per_call(ta.cpu_system_s, tb.cpu_system_s),
-            rss_bytes: a.process.rss_bytes,
-        }
-    }
 }
 
 /// Runs the sweep; prints nothing.
@@ -399,11 +381,6 @@ fn step_label(number: usize, config: &RunConfig) -> String {
         ),
     };
     format!("step {number} · {what}")
-}
-
-/// Echo requests the server has answered, over the protocols a transport calls.
-fn echo_requests(s: &StatsSnapshot) -> u64 {
-    s.tcp.requests + s.http.requests
 }
 
 /// The step record of `run`, judged against `slo`.

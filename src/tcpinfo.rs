@@ -123,6 +123,14 @@ pub struct TcpInfoRecord {
     pub timeouts: u64,
     /// Segments sent (`tcpi_segs_out`, summed), retransmits included.
     pub segs_out: u64,
+    /// Bytes sent and acknowledged (`tcpi_bytes_acked`, summed): the wire's payload
+    /// bytes this side sent (headers, framing and TLS included), plus one for each SYN
+    /// (read before the connection closes, so no FIN).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bytes_acked: u64,
+    /// Bytes received (`tcpi_bytes_received`, summed): the peer's SYN is not counted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bytes_received: u64,
     /// Smallest smoothed RTT (`tcpi_rtt`) at close, µs.
     pub rtt_us_min: Option<f64>,
     /// Mean smoothed RTT at close over the connections, µs.
@@ -155,6 +163,8 @@ impl TcpInfoRecord {
         self.lost += u64::from(info.lost);
         self.timeouts += u64::from(info.total_rto.unwrap_or(0));
         self.segs_out += u64::from(info.segs_out.unwrap_or(0));
+        self.bytes_acked += info.bytes_acked.unwrap_or(0);
+        self.bytes_received += info.bytes_received.unwrap_or(0);
         self.rtt_us_min = min_some(self.rtt_us_min, Some(rtt));
         self.min_rtt_us = min_some(self.min_rtt_us, info.min_rtt_us.map(f64::from));
     }
@@ -214,6 +224,8 @@ impl std::ops::AddAssign<&TcpInfoRecord> for TcpInfoRecord {
         self.lost += o.lost;
         self.timeouts += o.timeouts;
         self.segs_out += o.segs_out;
+        self.bytes_acked += o.bytes_acked;
+        self.bytes_received += o.bytes_received;
         self.rtt_us_min = min_some(self.rtt_us_min, o.rtt_us_min);
         self.min_rtt_us = min_some(self.min_rtt_us, o.min_rtt_us);
     }

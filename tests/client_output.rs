@@ -231,8 +231,8 @@ fn markdown_rows_match_the_report() {
     let n = report.runs.len();
     assert_eq!(
         summary.headers.len(),
-        SummaryColumn::ALL.len() - SummaryColumn::START.len(),
-        "every column but the start latency, which only a paced run has"
+        SummaryColumn::ALL.len() - SummaryColumn::START.len() - SummaryColumn::ENCODED.len(),
+        "every column but the start latency, which only a paced run has, and an encoded run's"
     );
     assert_eq!(rows[0], summary.headers);
     assert_eq!(rows[1..=n], summary.rows[..]);
@@ -320,7 +320,7 @@ fn the_table_fits_80_100_and_120_columns_and_names_its_units() {
     );
     assert_eq!(
         wide.headers.len(),
-        SummaryColumn::ALL.len() - SummaryColumn::START.len()
+        SummaryColumn::ALL.len() - SummaryColumn::START.len() - SummaryColumn::ENCODED.len()
     );
     let mut out = Vec::new();
     render(
@@ -639,7 +639,10 @@ fn paced_tables_lead_with_the_corrected_latency() {
         grid.headers
     );
     let wide = summary_grid(&paced, &RenderOptions::WIDE);
-    assert_eq!(wide.headers.len(), SummaryColumn::ALL.len());
+    assert_eq!(
+        wide.headers.len(),
+        SummaryColumn::ALL.len() - SummaryColumn::ENCODED.len()
+    );
     for start in ["start mean", "start p50", "start p99"] {
         assert!(wide.headers.iter().any(|h| h.starts_with(start)), "{start}");
     }

@@ -437,3 +437,49 @@ fn encoded_frames_refused_in_the_encoding_s_form() {
         ],
     );
 }
+
+/// The wire bytes of encoded tcp calls are exact: what the client's connections had
+/// acknowledged (`tcpi_bytes_acked`, summed at close) is what the server read (`/stats`
+/// tcp `bytes_in`), plus one sequence number per connection for its SYN; what they
+/// received (`tcpi_bytes_received`, which counts no SYN) is what the server wrote. The
+/// readings are taken before each connection closes, so no FIN is in them. The server's
+/// bytes less the
+/// bodies it decoded and encoded are the frames' heads and trailers: at most 26 and 8
+/// bytes a frame each way, at least 8 and 5.
+#[test]
+fn tcp_wire_bytes_are_the_server_s_bytes_exactly() {
+    let server = TestServer::start_default();
+    let message = Message::Struct(10);
+    let cfg = RunConfig {
+        concurrency: 3,
+        ..config(EncodingKind::Postcard, message)
+    };
+    let before = server.stats();
+    let r = run(TransportKind::Tcp, server.tcp, server.http, &cfg);
+    let after = server.stats();
+    assert_eq!(r.tally.ok, CALLS);
+    let tcp = &r.tcp_info;
+    let conns = tcp.connections_sampled;
+    assert_eq!(conns, r.tally.connects);
+    let read = after.tcp.bytes_in - before.tcp.bytes_in;
+    let written = after.tcp.bytes_out - before.tcp.bytes_out;
+    assert_eq!(tcp.bytes_acked, read + conns, "client sent, server read");
+    assert_eq!(tcp.bytes_received, written, "server wrote, client got");
+    let rpc = |s: &rpcbench::server::stats::StatsSnapshot| {
+        s.rpc["postcard"][message.operation().name()].clone()
+    };
+    let (b, a) = (rpc(&before), rpc(&after));
+    let frames = r.calls_carried;
+    let (heads_in, heads_out) = (
+        read - (a.bytes_in - b.bytes_in),
+        written - (a.bytes_out - b.bytes_out),
+    );
+    assert!(
+        (8 * frames..=26 * frames).contains(&heads_in),
+        "{heads_in} for {frames}"
+    );
+    assert!(
+        (5 * frames..=8 * frames + 26 * frames).contains(&heads_out),
+        "{heads_out} for {frames}"
+    );
+}

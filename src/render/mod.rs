@@ -176,7 +176,19 @@ pub enum SummaryColumn {
     CpuUser,
     /// Client CPU time in the kernel.
     CpuSys,
+    /// An encoded run's request and reply body bytes per call.
+    BodyBytes,
+    /// An encoded run's bytes on the wire per call, both ways (`TCP_INFO`).
+    WireBytes,
+    /// An encoded run's client CPU per call, user and system.
+    CpuPerCall,
+    /// An encoded run's server CPU per request (`-` below 100 clock ticks).
+    ServerCpuPerCall,
 }
+
+/// Clock ticks a server CPU figure must rest on to be shown: below 100 (1 s of CPU at
+/// 10 ms a tick) a tick more or less moves it by more than a per cent.
+const MIN_TICKS: u64 = 100;
 
 /// A column's value for one run, before the column's unit is known.
 enum Cell {
@@ -189,7 +201,7 @@ enum Cell {
 impl SummaryColumn {
     /// Every column, in the order they stand; `--wide`, markdown and HTML show them all
     /// (the [`SummaryColumn::START`] columns only for a report with a paced run).
-    pub const ALL: [SummaryColumn; 25] = [
+    pub const ALL: [SummaryColumn; 29] = [
         SummaryColumn::Transport,
         SummaryColumn::Mode,
         SummaryColumn::Calls,
@@ -215,6 +227,18 @@ impl SummaryColumn {
         SummaryColumn::Fastest,
         SummaryColumn::CpuUser,
         SummaryColumn::CpuSys,
+        SummaryColumn::BodyBytes,
+        SummaryColumn::WireBytes,
+        SummaryColumn::CpuPerCall,
+        SummaryColumn::ServerCpuPerCall,
+    ];
+
+    /// What an encoded call costs: left out of a report without an encoded run.
+    pub const ENCODED: [SummaryColumn; 4] = [
+        SummaryColumn::BodyBytes,
+        SummaryColumn::WireBytes,
+        SummaryColumn::CpuPerCall,
+        SummaryColumn::ServerCpuPerCall,
     ];
 
     /// The latency from each call's actual start, beside the corrected figures the other
@@ -230,7 +254,7 @@ impl SummaryColumn {
     /// The default set, most important first: on a terminal too narrow for all of them
     /// (80 columns and three address modes), the last ones give way first. The answer
     /// (mean, p99, failed calls) stays; connects and p50 are the detail.
-    pub const COMPACT: [SummaryColumn; 11] = [
+    pub const COMPACT: [SummaryColumn; 13] = [
         SummaryColumn::Transport,
         SummaryColumn::Mode,
         SummaryColumn::Mean,
@@ -242,11 +266,13 @@ impl SummaryColumn {
         SummaryColumn::Fastest,
         SummaryColumn::P50,
         SummaryColumn::Connects,
+        SummaryColumn::BodyBytes,
+        SummaryColumn::CpuPerCall,
     ];
 
     /// Columns added beyond the compact set while they fit, in this order; a group is
     /// added whole or not at all (the split of failed calls by kind reads only together).
-    const EXTRAS: [&[SummaryColumn]; 7] = [
+    const EXTRAS: [&[SummaryColumn]; 8] = [
         &[SummaryColumn::CallsPerS],
         &[SummaryColumn::P90],
         &[SummaryColumn::P999],
@@ -259,15 +285,18 @@ impl SummaryColumn {
         ],
         &[SummaryColumn::CpuUser, SummaryColumn::CpuSys],
         &[SummaryColumn::Total],
+        &[SummaryColumn::WireBytes, SummaryColumn::ServerCpuPerCall],
     ];
 
     /// The columns a report can show: [`SummaryColumn::ALL`], less the
     /// [`SummaryColumn::START`] columns when no run was paced.
     pub fn shown(report: &Report) -> Vec<SummaryColumn> {
         let paced = report.paced();
+        let encoded = report.runs.iter().any(|r| r.encoding.is_some());
         SummaryColumn::ALL
             .into_iter()
             .filter(|c| paced || !SummaryColumn::START.contains(c))
+            .filter(|c| encoded || !SummaryColumn::ENCODED.contains(c))
             .collect()
     }
 
@@ -299,6 +328,10 @@ impl SummaryColumn {
             SummaryColumn::Fastest => "× fastest",
             SummaryColumn::CpuUser => "cpu user",
             SummaryColumn::CpuSys => "cpu sys",
+            SummaryColumn::BodyBytes => "B/call",
+            SummaryColumn::WireBytes => "wire B/call",
+            SummaryColumn::CpuPerCall => "cpu/call",
+            SummaryColumn::ServerCpuPerCall => "server cpu/call",
         }
     }
 
@@ -344,6 +377,22 @@ impl SummaryColumn {
             }),
             SummaryColumn::CpuUser => Cell::Duration(Some(r.cpu_user_s * 1e6)),
             SummaryColumn::CpuSys => Cell::Duration(Some(r.cpu_sys_s * 1e6)),
+            SummaryColumn::BodyBytes => Cell::Text(r.bytes_per_call.map_or("-".into(), |b| {
+                format!("{:.0}+{:.0}", b.request_body, b.reply_body)
+            })),
+            SummaryColumn::WireBytes => Cell::Text(
+                r.bytes_per_call
+                    .and_then(|b| Some(format!("{:.0}+{:.0}", b.wire_sent?, b.wire_received?)))
+                    .unwrap_or_else(|| "-".into()),
+            ),
+            SummaryColumn::CpuPerCall => {
+                Cell::Duration(r.cpu_us_per_call.map(|c| c.client_user + c.client_system))
+            }
+            SummaryColumn::ServerCpuPerCall => Cell::Duration(
+                r.cpu_us_per_call
+                    .filter(|c| c.server_ticks.is_some_and(|t| t >= MIN_TICKS))
+                    .and_then(|c| Some(c.server_user? + c.server_system?)),
+            ),
         }
     }
 }

@@ -198,6 +198,12 @@ pub struct RunRecord {
     /// The WSTest message of an encoded run (`echo-struct:10`); left out for the echo.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<crate::encoding::Message>,
+    /// Bytes per call, exact: the bodies and the wire; absent from reports from before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_per_call: Option<BytesPerCall>,
+    /// CPU per call on each side; absent from reports from before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_us_per_call: Option<CpuPerCall>,
     /// The engine that made the calls: `blocking` (a thread per worker) or `evloop` (a few
     /// event-loop threads, many connections each). `null` in reports from before it.
     #[serde(default)]
@@ -369,11 +375,73 @@ impl PhasesRecord {
     }
 }
 
+/// Bytes per call of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BytesPerCall {
+    /// The request body (the payload, or an encoded call's body), mean over ok calls.
+    pub request_body: f64,
+    /// The reply body, mean over ok calls.
+    pub reply_body: f64,
+    /// What the client's connections sent on the wire per call (`tcpi_bytes_acked` over
+    /// the calls they carried, warm-up included: headers, framing and TLS, and one byte
+    /// per SYN); `null` where the kernel was not asked (libcurl's, gRPC's and UDP's
+    /// sockets).
+    pub wire_sent: Option<f64>,
+    /// What they received (`tcpi_bytes_received`, no SYN), per call.
+    pub wire_received: Option<f64>,
+}
+
+/// CPU per call of a run, in µs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CpuPerCall {
+    /// The client's worker threads (`getrusage`), user and system, per measured call.
+    pub client_user: f64,
+    pub client_system: f64,
+    /// The server's own threads (`/stats` `threads_cpu` before and after the run), per
+    /// request it took in (warm-up included); `null` where it was not read (runs without
+    /// an encoding, or a server that cannot be asked).
+    pub server_user: Option<f64>,
+    pub server_system: Option<f64>,
+    /// The 10 ms clock ticks the server's figures rest on: below 100, read them as rough.
+    pub server_ticks: Option<u64>,
+}
+
 /// A run's achieved concurrency may fall this far below its workers (a tenth) before the
 /// table says so: start-up and shutdown of the workers alone cost a few per cent of a short
 /// run, and a tenth is well past that, while a paced run that leaves workers idle most of
 /// the time is far below it.
 pub const CONCURRENCY_SHORTFALL: f64 = 0.9;
+
+/// A run's bytes per call: `None` without an ok call.
+fn bytes_per_call(run: &TransportRun) -> Option<BytesPerCall> {
+    let t = &run.tally;
+    let ok = (t.ok > 0).then_some(t.ok as f64)?;
+    let tcp = &run.tcp_info;
+    let carried = run.calls_carried as f64;
+    let wire =
+        |bytes: u64| (tcp.connections_sampled > 0 && bytes > 0).then(|| bytes as f64 / carried);
+    Some(BytesPerCall {
+        request_body: t.body_bytes_sent as f64 / ok,
+        reply_body: t.body_bytes_received as f64 / ok,
+        wire_sent: wire(tcp.bytes_acked),
+        wire_received: wire(tcp.bytes_received),
+    })
+}
+
+/// A run's CPU per call: `None` without a call.
+fn cpu_per_call(run: &TransportRun) -> Option<CpuPerCall> {
+    let t = &run.tally;
+    let calls = (t.calls() > 0).then_some(t.calls() as f64)?;
+    let server = run.server_use;
+    let per = |cpu_s: f64| crate::report::sweep::per_request(cpu_s, server?.requests);
+    Some(CpuPerCall {
+        client_user: t.cpu_user.as_secs_f64() * 1e6 / calls,
+        client_system: t.cpu_sys.as_secs_f64() * 1e6 / calls,
+        server_user: server.and_then(|s| per(s.cpu_user_s)),
+        server_system: server.and_then(|s| per(s.cpu_system_s)),
+        server_ticks: server.map(|s| ((s.cpu_user_s + s.cpu_system_s) * 100.0).round() as u64),
+    })
+}
 
 impl RunRecord {
     /// The address mode, and the security mode after it when that is not `plain`
@@ -407,6 +475,8 @@ impl RunRecord {
             mux_comparison: false,
             encoding: run.rpc.map(|r| r.encoding),
             message: run.rpc.map(|r| r.message),
+            bytes_per_call: bytes_per_call(run),
+            cpu_us_per_call: cpu_per_call(run),
             engine: Some(run.engine),
             threads: run.threads,
             concurrency_achieved: run.achieved_concurrency(),

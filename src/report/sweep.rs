@@ -5,6 +5,7 @@
 
 use super::{Environment, RunRecord};
 use crate::resolve::AddrMode;
+use crate::server::stats::{ServerUse, StatsSnapshot};
 use crate::transport::TransportKind;
 use serde::{Deserialize, Serialize};
 
@@ -51,6 +52,24 @@ pub struct ServerCost {
     /// The server process's resident memory after the step, bytes. With the server
     /// embedded in `rpcbench` (no target), that process holds the client too.
     pub rss_bytes: u64,
+}
+
+impl ServerCost {
+    /// The cost of a step from the server's counters before (`b`) and after (`a`) it.
+    pub fn between(b: &StatsSnapshot, a: &StatsSnapshot) -> ServerCost {
+        let used = ServerUse::between(b, a);
+        ServerCost {
+            requests: used.requests,
+            cpu_user_us_per_call: per_request(used.cpu_user_s, used.requests),
+            cpu_system_us_per_call: per_request(used.cpu_system_s, used.requests),
+            rss_bytes: a.process.rss_bytes,
+        }
+    }
+}
+
+/// `cpu_s` per request in µs; `None` without a request.
+pub fn per_request(cpu_s: f64, requests: u64) -> Option<f64> {
+    (requests > 0).then(|| cpu_s * 1e6 / requests as f64)
 }
 
 /// One step of a sweep.

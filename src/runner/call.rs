@@ -43,6 +43,8 @@ pub(crate) struct Judged {
     server: Option<ServerTime>,
     /// Decoding an encoded call's reply.
     decode: Option<Duration>,
+    /// The reply body's bytes, when there was a reply.
+    reply_bytes: usize,
 }
 
 impl Judged {
@@ -70,6 +72,8 @@ pub(crate) struct Ended {
     pub codec: Option<(Duration, Duration)>,
     /// Time spent inside the call, every outcome.
     pub busy: Duration,
+    /// The request's and the reply's body bytes, for an ok call.
+    pub body_bytes: (usize, usize),
 }
 
 impl<'p> Attempt<'p> {
@@ -148,12 +152,14 @@ impl<'p> Attempt<'p> {
                     outcome: verify(&self.call, reply.seq, reply.body),
                     server: reply.server,
                     decode: None,
+                    reply_bytes: reply.body.len(),
                 },
             },
             Err(e) if e.is_lost() => Judged {
                 outcome: Outcome::Lost,
                 server: None,
                 decode: None,
+                reply_bytes: 0,
             },
             Err(e) => {
                 let kind = e.kind();
@@ -164,6 +170,7 @@ impl<'p> Attempt<'p> {
                     outcome: Outcome::Error(kind),
                     server: None,
                     decode: None,
+                    reply_bytes: 0,
                 }
             }
         }
@@ -202,6 +209,8 @@ impl<'p> Attempt<'p> {
             }
         }
         tally.busy += ended.busy;
+        tally.body_bytes_sent += ended.body_bytes.0 as u64;
+        tally.body_bytes_received += ended.body_bytes.1 as u64;
         tally.count(seq, ended.outcome);
     }
 
@@ -217,6 +226,11 @@ impl<'p> Attempt<'p> {
             latency: ok.then_some(busy),
             phases: if ok { self.phases } else { Phases::default() },
             server: judged.server,
+            body_bytes: if ok {
+                (self.call.payload.len(), judged.reply_bytes)
+            } else {
+                (0, 0)
+            },
             codec: match (&self.sent, judged.decode) {
                 (Some(sent), Some(decode)) if ok => sent.encode.map(|e| (e, decode)),
                 _ => None,
@@ -266,6 +280,7 @@ fn judge_encoded(call: &Call, rpc: Rpc, sent: &Sent, reply: &Reply) -> Judged {
         outcome,
         server: reply.server,
         decode: Some(decode),
+        reply_bytes: reply.body.len(),
     }
 }
 

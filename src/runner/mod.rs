@@ -248,6 +248,9 @@ pub struct TransportRun {
     pub round_means_us: Vec<f64>,
     /// The encoding and message of an encoded run (`--encoding`); `None` for the echo.
     pub rpc: Option<RpcConfig>,
+    /// What the server's own threads spent over the run (warm-up included), when the
+    /// caller read its counters around it (encoded runs).
+    pub server_use: Option<crate::server::stats::ServerUse>,
 }
 
 impl TransportRun {
@@ -271,6 +274,13 @@ impl TransportRun {
         self.tcp_info += &other.tcp_info;
         self.calls_carried += other.calls_carried;
         self.round_means_us.extend_from_slice(&other.round_means_us);
+        self.server_use = match (self.server_use, other.server_use) {
+            (Some(mut mine), Some(theirs)) => {
+                mine += theirs;
+                Some(mine)
+            }
+            _ => None,
+        };
         self.dns_lookups += other.dns_lookups;
         self.dns_responder_queries = self
             .dns_responder_queries
@@ -426,6 +436,7 @@ pub fn try_run_transport(
         threads,
         tcp_info: Default::default(),
         rpc: config.rpc,
+        server_use: None,
     };
     // The workers' connections closed with their threads; a connection the workers
     // shared (h2-mux, grpc-mux) lives in the run's shared state, closed by dropping it,

@@ -656,6 +656,36 @@ pub struct GrpcSnapshot {
     pub messages: u64,
 }
 
+/// What the server's own threads spent between two snapshots, and the requests (frames
+/// and HTTP requests) they took in meanwhile: a run's server cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ServerUse {
+    pub requests: u64,
+    pub cpu_user_s: f64,
+    pub cpu_system_s: f64,
+}
+
+impl ServerUse {
+    /// The use between the snapshots `before` and `after`.
+    pub fn between(before: &StatsSnapshot, after: &StatsSnapshot) -> ServerUse {
+        let requests = |s: &StatsSnapshot| s.tcp.requests + s.http.requests;
+        let (a, b) = (&after.threads_cpu, &before.threads_cpu);
+        ServerUse {
+            requests: requests(after).saturating_sub(requests(before)),
+            cpu_user_s: (a.cpu_user_s - b.cpu_user_s).max(0.0),
+            cpu_system_s: (a.cpu_system_s - b.cpu_system_s).max(0.0),
+        }
+    }
+}
+
+impl std::ops::AddAssign for ServerUse {
+    fn add_assign(&mut self, o: ServerUse) {
+        self.requests += o.requests;
+        self.cpu_user_s += o.cpu_user_s;
+        self.cpu_system_s += o.cpu_system_s;
+    }
+}
+
 /// What `GET /stats` returns and what the server prints when it stops.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StatsSnapshot {

@@ -27,6 +27,12 @@ pub struct TcpInfo {
     /// `tcpi_total_retrans`: segments retransmitted over the connection's life, the SYN
     /// (a connect's retried SYN counts here) and data alike.
     pub total_retrans: u32,
+    /// `tcpi_bytes_acked`: bytes sent and acknowledged over the connection's life, the
+    /// SYN's sequence number included (Linux 4.1+).
+    pub bytes_acked: Option<u64>,
+    /// `tcpi_bytes_received`: bytes received in order, the peer's SYN not counted (Linux
+    /// 4.1+).
+    pub bytes_received: Option<u64>,
     /// `tcpi_segs_out`: segments sent, retransmits included (Linux 4.2+).
     pub segs_out: Option<u32>,
     /// `tcpi_min_rtt`: the smallest RTT sample over a windowed filter, in microseconds
@@ -42,6 +48,8 @@ pub struct TcpInfo {
 const _: () = {
     use std::mem::offset_of;
     assert!(offset_of!(libc::tcp_info, tcpi_total_retrans) == 100);
+    assert!(offset_of!(libc::tcp_info, tcpi_bytes_acked) == 120);
+    assert!(offset_of!(libc::tcp_info, tcpi_bytes_received) == 128);
     assert!(offset_of!(libc::tcp_info, tcpi_segs_out) == 136);
     assert!(offset_of!(libc::tcp_info, tcpi_min_rtt) == 148);
     assert!(offset_of!(libc::tcp_info, tcpi_total_rto) == 240);
@@ -80,6 +88,10 @@ pub fn tcp_info(fd: BorrowedFd<'_>) -> std::io::Result<TcpInfo> {
         rttvar_us: raw.tcpi_rttvar,
         lost: raw.tcpi_lost,
         total_retrans: raw.tcpi_total_retrans,
+        bytes_acked: has(offset_of!(libc::tcp_info, tcpi_bytes_acked), 8)
+            .then_some(raw.tcpi_bytes_acked),
+        bytes_received: has(offset_of!(libc::tcp_info, tcpi_bytes_received), 8)
+            .then_some(raw.tcpi_bytes_received),
         segs_out: has(offset_of!(libc::tcp_info, tcpi_segs_out), 4).then_some(raw.tcpi_segs_out),
         min_rtt_us: has(offset_of!(libc::tcp_info, tcpi_min_rtt), 4).then_some(raw.tcpi_min_rtt),
         total_rto: has(offset_of!(libc::tcp_info, tcpi_total_rto), 2).then_some(raw.tcpi_total_rto),
