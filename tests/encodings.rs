@@ -483,3 +483,105 @@ fn tcp_wire_bytes_are_the_server_s_bytes_exactly() {
         "{heads_out} for {frames}"
     );
 }
+
+/// One gRPC call of `path` with `msg` (length-prefixed here) on a fresh HTTP/2 connection;
+/// returns the `grpc-status` it ended with.
+fn grpc_status(http: SocketAddr, path: &str, msg: &[u8]) -> String {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(10), async {
+            let tcp = tokio::net::TcpStream::connect(http).await.unwrap();
+            let (client, conn) = h2::client::handshake(tcp).await.unwrap();
+            tokio::spawn(async move {
+                let _ = conn.await;
+            });
+            let mut client = client.ready().await.unwrap();
+            let req = hyper::Request::post(format!("http://{http}{path}"))
+                .header("content-type", "application/grpc")
+                .header("te", "trailers")
+                .body(())
+                .unwrap();
+            let (resp, mut body) = client.send_request(req, false).unwrap();
+            let mut frame = vec![0];
+            frame.extend_from_slice(&(msg.len() as u32).to_be_bytes());
+            frame.extend_from_slice(msg);
+            body.send_data(frame.into(), true).unwrap();
+            let resp = resp.await.unwrap();
+            if let Some(status) = resp.headers().get("grpc-status") {
+                return status.to_str().unwrap().to_string();
+            }
+            let mut recv = resp.into_body();
+            while let Some(data) = recv.data().await {
+                let _ = data.unwrap();
+            }
+            let trailers = recv.trailers().await.unwrap().expect("trailers");
+            trailers["grpc-status"].to_str().unwrap().to_string()
+        })
+        .await
+        .expect("the server answered in time")
+    })
+}
+
+/// `rpcbench.v1.WsTest` with the stubs tonic generates from `proto/wstest.proto` (not our
+/// transports): an EchoStruct of 3 and an EchoList of 64 come back value for value, with
+/// the codec's times in `server-timing`. Bytes that are no EchoStruct are INVALID_ARGUMENT
+/// (and `rpc_malformed`), a method WSTest lacks UNIMPLEMENTED.
+#[test]
+fn the_generated_wstest_client_calls_the_server() {
+    use rpcbench::proto::ws_test_client::WsTestClient;
+    use rpcbench::server::stats::Reject;
+    let server = TestServer::start_default();
+    let url = format!("http://{}", server.http);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let structs = Message::Struct(3).request(7);
+    let list = Message::List(64).request(8);
+    let (timing, back_structs, back_list) = rt.block_on(async {
+        let channel = tonic::transport::Endpoint::from_shared(url)
+            .unwrap()
+            .connect()
+            .await
+            .expect("connect");
+        let mut client = WsTestClient::new(channel);
+        let rpcbench::encoding::Request::EchoStruct(s) = structs.clone() else {
+            unreachable!()
+        };
+        let resp = client.echo_struct(s).await.expect("a reply");
+        let timing = resp
+            .metadata()
+            .get("server-timing")
+            .map(|v| v.to_str().unwrap().to_string());
+        let rpcbench::encoding::Request::EchoList(l) = list.clone() else {
+            unreachable!()
+        };
+        let back_list = client.echo_list(l).await.expect("a reply").into_inner();
+        (timing, resp.into_inner(), back_list)
+    });
+    assert!(rpcbench::encoding::Reply::EchoStruct(back_structs).echoes(&structs));
+    assert!(rpcbench::encoding::Reply::EchoList(back_list).echoes(&list));
+    let timing = timing.expect("server-timing");
+    assert!(
+        timing.contains("dec;dur=") && timing.contains("enc;dur="),
+        "{timing}"
+    );
+    let status = grpc_status(server.http, "/rpcbench.v1.WsTest/EchoStruct", &[0x0a, 0xff]);
+    assert_eq!(status, "3", "INVALID_ARGUMENT");
+    let status = grpc_status(server.http, "/rpcbench.v1.WsTest/GetOrder", &[]);
+    assert_eq!(status, "12", "UNIMPLEMENTED");
+    let stats = server.stats();
+    assert_eq!(stats.rpc["protobuf"]["EchoStruct"].decoded, 1);
+    assert_eq!(stats.rpc["protobuf"]["EchoList"].encoded, 1);
+    common::assert_rejects(
+        &stats,
+        &[
+            (Reject::RpcMalformed, 1),
+            (Reject::GrpcInvalidArgument, 1),
+            (Reject::GrpcUnimplemented, 1),
+        ],
+    );
+}

@@ -1,5 +1,5 @@
-//! gRPC on the HTTP port: `rpcbench.v1.Echo` (`proto/rpcbench.proto`) and server
-//! reflection, for the HTTP/2 requests whose `content-type` is `application/grpc`.
+//! gRPC on the HTTP port: `rpcbench.v1.Echo` (`proto/rpcbench.proto`), WSTest's
+//! `rpcbench.v1.WsTest` (`proto/wstest.proto`, [`grpc_wstest`]) and server reflection, for the HTTP/2 requests whose `content-type` is `application/grpc`.
 //!
 //! On the HTTP port rather than on a `--grpc` port of its own: gRPC is HTTP/2, which that
 //! port already speaks with prior knowledge, so the HTTP listener hands the request to
@@ -17,8 +17,8 @@
 use super::Shared;
 use super::budget::ConnShare;
 use super::grpc_body::{CallNote, RequestBody};
-use super::grpc_echo;
 use super::stats::Reject;
+use super::{grpc_echo, grpc_wstest};
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::HeaderMap;
@@ -134,6 +134,9 @@ pub(super) async fn serve(
     } else if path == grpc_echo::CALL || path == grpc_echo::STREAM {
         let stream = path == grpc_echo::STREAM;
         grpc_echo::serve(req, stream, shared, share).await
+    } else if let Some(method) = path.strip_prefix(grpc_wstest::SERVICE) {
+        let method = method.to_string();
+        grpc_wstest::serve(req, &method, shared, share).await
     } else {
         // An unknown service or method, as tonic's generated router answers it.
         grpc_echo::refuse(Status::unimplemented(""))

@@ -39,10 +39,10 @@ pub(super) const CALL: &str = "/rpcbench.v1.Echo/Call";
 pub(super) const STREAM: &str = "/rpcbench.v1.Echo/Stream";
 
 /// A gRPC message's prefix: the compressed flag, then the length (4 bytes, big-endian).
-const PREFIX: usize = 5;
+pub(super) const PREFIX: usize = 5;
 
 /// The `server-timing` trailer, in the format of the HTTP replies' header (`app;dur=<ms>`).
-static SERVER_TIMING: HeaderName = HeaderName::from_static("server-timing");
+pub(super) static SERVER_TIMING: HeaderName = HeaderName::from_static("server-timing");
 
 /// The `content-type` of every reply.
 const GRPC_CONTENT_TYPE: HeaderValue = HeaderValue::from_static("application/grpc");
@@ -58,13 +58,8 @@ pub(super) async fn serve(
     shared: &Arc<Shared>,
     share: &Arc<ConnShare>,
 ) -> hyper::Response<ReplyBody> {
-    if let Some(encoding) = req.headers().get("grpc-encoding")
-        && encoding.as_bytes() != b"identity"
-    {
-        return refuse(Status::unimplemented(format!(
-            "Content is compressed with `{}` which isn't supported",
-            String::from_utf8_lossy(encoding.as_bytes())
-        )));
+    if let Some(status) = compressed(&req) {
+        return refuse(status);
     }
     let messages = Messages::new(req.into_body(), shared.clone(), share.clone());
     if stream {
@@ -76,13 +71,25 @@ pub(super) async fn serve(
     }
 }
 
+/// UNIMPLEMENTED for a request whose messages are compressed (tonic's words), which this
+/// server does not take.
+pub(super) fn compressed<B>(req: &hyper::Request<B>) -> Option<Status> {
+    let encoding = req.headers().get("grpc-encoding")?;
+    (encoding.as_bytes() != b"identity").then(|| {
+        Status::unimplemented(format!(
+            "Content is compressed with `{}` which isn't supported",
+            String::from_utf8_lossy(encoding.as_bytes())
+        ))
+    })
+}
+
 /// A reply of headers only, with `status` (gRPC's "trailers-only" reply).
 pub(super) fn refuse(status: Status) -> hyper::Response<ReplyBody> {
     status.into_http()
 }
 
 /// The reply of a call that goes on: headers, then `body`.
-fn reply(
+pub(super) fn reply(
     body: impl Body<Data = Bytes, Error = Status> + Send + 'static,
 ) -> hyper::Response<ReplyBody> {
     let mut resp = hyper::Response::new(ReplyBody::new(body));
@@ -93,7 +100,7 @@ fn reply(
 
 /// Why a request was not answered.
 #[derive(Debug)]
-enum Refusal {
+pub(super) enum Refusal {
     /// Its message did not fit in the buffer budget: RESOURCE_EXHAUSTED, counted as
     /// `over_budget_grpc` (the request body noted it).
     OverBudget,
@@ -141,7 +148,7 @@ async fn call(mut messages: Messages, shared: &Shared) -> Result<UnaryReply, Ref
 }
 
 /// The trailers of a call that ended well.
-fn ok_trailers() -> HeaderMap {
+pub(super) fn ok_trailers() -> HeaderMap {
     let mut trailers = HeaderMap::with_capacity(2);
     trailers.insert(Status::GRPC_STATUS, HeaderValue::from_static("0"));
     trailers
@@ -246,10 +253,10 @@ fn message_head(fields: &EchoReply, payload_len: usize) -> Bytes {
 }
 
 /// The body of a `Call` reply: the message's start, its payload in chunks, the trailers.
-struct UnaryReply {
-    head: Option<Bytes>,
-    payload: Payload,
-    trailers: Option<HeaderMap>,
+pub(super) struct UnaryReply {
+    pub(super) head: Option<Bytes>,
+    pub(super) payload: Payload,
+    pub(super) trailers: Option<HeaderMap>,
 }
 
 impl Body for UnaryReply {
@@ -391,7 +398,7 @@ impl Body for StreamReply {
 
 /// The request messages of one call, read one at a time from its body, each into a
 /// buffer leased from the budget for its declared length.
-struct Messages {
+pub(super) struct Messages {
     body: RequestBody,
     /// What is left of the last DATA frame read: the start of the next message.
     rest: Bytes,
@@ -400,7 +407,7 @@ struct Messages {
 }
 
 impl Messages {
-    fn new(body: RequestBody, shared: Arc<Shared>, share: Arc<ConnShare>) -> Messages {
+    pub(super) fn new(body: RequestBody, shared: Arc<Shared>, share: Arc<ConnShare>) -> Messages {
         Messages {
             body,
             rest: Bytes::new(),
@@ -428,7 +435,7 @@ impl Messages {
     }
 
     /// The next whole message; `None` when the body ended between messages.
-    async fn next(&mut self) -> Result<Option<Bytes>, Refusal> {
+    pub(super) async fn next(&mut self) -> Result<Option<Bytes>, Refusal> {
         let eof = || Status::internal("Unexpected EOF decoding stream.");
         let mut prefix = [0u8; PREFIX];
         for (i, byte) in prefix.iter_mut().enumerate() {

@@ -16,6 +16,7 @@ pub mod dns;
 mod grpc;
 mod grpc_body;
 mod grpc_echo;
+mod grpc_wstest;
 mod handle;
 mod http;
 pub(crate) mod memory;

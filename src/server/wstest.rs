@@ -112,6 +112,19 @@ fn refuse(shared: &Shared, encoding: EncodingKind, e: &DecodeError, body: &[u8])
     }
 }
 
+/// The `server-timing` value of an answered call that took `total` from having its
+/// request: `app;dur=…, dec;dur=…, enc;dur=…` in milliseconds, the codec's own times within.
+pub(super) fn server_timing(total: Duration, answer: &Answer) -> hyper::header::HeaderValue {
+    let ms = |d: Duration| format!("{:.3}", d.as_secs_f64() * 1e3);
+    let value = format!(
+        "app;dur={}, dec;dur={}, enc;dur={}",
+        ms(total),
+        ms(answer.decode),
+        ms(answer.encode)
+    );
+    hyper::header::HeaderValue::from_str(&value).expect("digits, letters and `;=,. ` are valid")
+}
+
 /// The refusal of a call naming an operation this server does not have, counted.
 pub(super) fn no_such_operation(shared: &Shared, name: &str) -> Refusal {
     shared.stats.reject(Reject::RpcBadCall);

@@ -60,6 +60,7 @@ impl Transport for Grpc {
         alpn: super::tls::Alpn::H2,
         round_trips: Some(1.0),
         files_per_worker: super::FILES_PER_RUNTIME,
+        encodings: &[crate::encoding::EncodingKind::Protobuf],
         ..Facts::DEFAULT
     };
 
@@ -72,8 +73,11 @@ impl Transport for Grpc {
     }
 
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
-        let req = unary_request(self.conn.origin.uri(CALL_PATH)?, call)?;
+        let req = unary_request(self.conn.origin.uri(unary_path(call))?, call)?;
         let replied = self.conn.call_blocking(&self.rt, req, phases)?;
+        if call.rpc.is_some() {
+            return wstest_reply(&replied, &self.conn.body);
+        }
         let (reply, server) = unary_reply(&replied, &self.conn.body)?;
         self.body = reply.payload;
         Ok(Reply {
@@ -116,9 +120,27 @@ pub(super) fn unary_request(uri: hyper::Uri, call: &Call<'_>) -> Result<Outgoing
     })
 }
 
+/// The path of `call`'s unary method: `rpcbench.v1.Echo/Call`, or for an encoded call
+/// (protobuf) WSTest's method of its operation.
+pub(super) fn unary_path(call: &Call<'_>) -> &'static str {
+    match call.rpc {
+        None => CALL_PATH,
+        Some(rpc) => crate::proto::wstest_path(rpc.operation),
+    }
+}
+
 /// The length-prefixed `EchoRequest` of `call`, encoded straight from the call: what
-/// [`request`]'s message encodes to, without first copying the payload into it.
+/// [`request`]'s message encodes to, without first copying the payload into it. An
+/// encoded call's payload is its message already (WSTest's, in protobuf): it goes as is.
 pub(super) fn unary_message(call: &Call<'_>) -> Result<Bytes, CallError> {
+    if call.rpc.is_some() {
+        let len = u32::try_from(call.payload.len()).map_err(|_| CallError::Protocol)?;
+        let mut buf = bytes::BytesMut::with_capacity(PREFIX + call.payload.len());
+        buf.put_u8(0);
+        buf.put_u32(len);
+        buf.put_slice(call.payload);
+        return Ok(buf.freeze());
+    }
     use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
     // Proto3: a field at its default is left out; `reply_len` is `optional`, so it is
     // sent whenever present. Negative numbers are not a call's: every varint is a u64.
@@ -161,6 +183,30 @@ pub(super) fn unary_reply(
     replied: &impl ReplyFields,
     body: &[u8],
 ) -> Result<(EchoReply, Option<super::ServerTime>), CallError> {
+    let msg = reply_message(replied, body)?;
+    let reply = EchoReply::decode(msg).map_err(|_| CallError::Protocol)?;
+    checked(reply).map(|r| (r, replied.server_timing()))
+}
+
+/// The reply of an encoded call (WSTest's, in protobuf): its one message as it came, for
+/// the runner to decode and compare, and the server's time with its codec's. No seq: the
+/// message's values carry it.
+pub(super) fn wstest_reply<'b>(
+    replied: &impl ReplyFields,
+    body: &'b [u8],
+) -> Result<Reply<'b>, CallError> {
+    Ok(Reply {
+        seq: None,
+        body: reply_message(replied, body)?,
+        server: replied.server_timing(),
+    })
+}
+
+/// The one message of a unary reply. The status is the trailers' (or, in a
+/// trailers-only reply, the head's); an error status is the call's error; a reply that
+/// is not gRPC, has no status, or has other than one uncompressed message breaks the
+/// protocol.
+fn reply_message<'b>(replied: &impl ReplyFields, body: &'b [u8]) -> Result<&'b [u8], CallError> {
     if !replied.grpc() {
         return Err(CallError::Protocol);
     }
@@ -174,8 +220,7 @@ pub(super) fn unary_reply(
     if prefix[0] != 0 || msg.len() as u64 != u64::from(len) {
         return Err(CallError::Protocol);
     }
-    let reply = EchoReply::decode(msg).map_err(|_| CallError::Protocol)?;
-    checked(reply).map(|r| (r, replied.server_timing()))
+    Ok(msg)
 }
 
 /// Connections a transport opened, counted by [`connect`].

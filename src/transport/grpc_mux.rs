@@ -10,11 +10,12 @@
 //! that grpc-mux against h2-mux is gRPC's cost on a shared connection, and grpc-mux
 //! against grpc is sharing's, neither of them a difference of client libraries.
 
-use super::grpc::{REPLY_OVERHEAD, REQUEST_FIELDS, unary_message, unary_reply};
+use super::grpc::{
+    REPLY_OVERHEAD, REQUEST_FIELDS, unary_message, unary_path, unary_reply, wstest_reply,
+};
 use super::h2_mux_wire::{Done, Request};
 use super::mux::{AsyncMux, BlockingMux, MuxProtocol};
 use super::{Call, CallError, Facts, Port, Reply, TransportKind};
-use crate::proto::CALL_PATH;
 use bytes::Bytes;
 
 /// The `grpc-mux` transport on the blocking engine.
@@ -31,6 +32,9 @@ pub(super) struct UnaryStream {
     buf: Vec<u8>,
     /// The last reply's payload.
     payload: Bytes,
+    /// True while the calls are encoded (WSTest's, in protobuf): their replies are the
+    /// message as it came.
+    encoded: bool,
 }
 
 impl MuxProtocol for UnaryStream {
@@ -43,14 +47,16 @@ impl MuxProtocol for UnaryStream {
         alpn: super::tls::Alpn::H2,
         round_trips: Some(1.0),
         unshared_twin: Some(TransportKind::Grpc),
+        encodings: &[crate::encoding::EncodingKind::Protobuf],
         ..Facts::DEFAULT
     };
 
     const THREAD: &'static str = "rpcbench-grpc-mux";
 
     fn request(&mut self, call: &Call<'_>) -> Result<Request, CallError> {
+        self.encoded = call.rpc.is_some();
         Ok(Request {
-            path: Bytes::from_static(CALL_PATH.as_bytes()),
+            path: Bytes::from_static(unary_path(call).as_bytes()),
             content_type: None,
             fields: REQUEST_FIELDS,
             seq: None,
@@ -60,6 +66,10 @@ impl MuxProtocol for UnaryStream {
     }
 
     fn reply(&mut self, done: Done) -> Result<Reply<'_>, CallError> {
+        if self.encoded {
+            self.buf = done.body;
+            return wstest_reply(&done.replied, &self.buf);
+        }
         let (reply, server) = unary_reply(&done.replied, &done.body)?;
         self.buf = done.body;
         self.payload = reply.payload;

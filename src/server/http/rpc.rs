@@ -21,7 +21,7 @@ use crate::server::Shared;
 use crate::server::budget::ConnShare;
 use crate::server::wstest::{self, Refusal};
 use hyper::body::Incoming;
-use hyper::header::{self, HeaderValue};
+use hyper::header;
 use hyper::http::request::Parts;
 use hyper::{Response, StatusCode};
 use std::sync::Arc;
@@ -100,23 +100,11 @@ pub(super) async fn call(
     if params.delay_us > 0 {
         crate::server::sleep_until(got_it + Duration::from_micros(params.delay_us.into())).await;
     }
+    let timing = wstest::server_timing(got_it.elapsed(), &answer);
     let mut resp = reply::bytes(answer.reply.freeze(), encoding.facts().content_type);
-    let timing = format!(
-        "app;dur={}, dec;dur={}, enc;dur={}",
-        millis(got_it.elapsed()),
-        millis(answer.decode),
-        millis(answer.encode)
-    );
-    if let Ok(value) = HeaderValue::from_str(&timing) {
-        resp.headers_mut()
-            .insert(reply::SERVER_TIMING.clone(), reply::unindexed(value));
-    }
+    resp.headers_mut()
+        .insert(reply::SERVER_TIMING.clone(), reply::unindexed(timing));
     Ok(resp)
-}
-
-/// `d` in milliseconds with microseconds, as `server-timing` carries `app`.
-fn millis(d: Duration) -> String {
-    format!("{:.3}", d.as_secs_f64() * 1e3)
 }
 
 /// The encoding whose content type the request names (its media type, parameters such
