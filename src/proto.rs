@@ -21,16 +21,5 @@ pub const FILE_DESCRIPTOR_SET: &[u8] =
 /// The path of the unary method, `/rpcbench.v1.Echo/Call`.
 pub const CALL_PATH: &str = "/rpcbench.v1.Echo/Call";
 
-/// The path of WSTest's unary method for `op`: `/rpcbench.v1.WsTest/EchoStruct`.
-pub fn wstest_path(op: crate::encoding::Operation) -> &'static str {
-    use crate::encoding::Operation;
-    match op {
-        Operation::EchoVoid => "/rpcbench.v1.WsTest/EchoVoid",
-        Operation::EchoStruct => "/rpcbench.v1.WsTest/EchoStruct",
-        Operation::EchoList => "/rpcbench.v1.WsTest/EchoList",
-        Operation::EchoSynthetic => "/rpcbench.v1.WsTest/EchoSynthetic",
-    }
-}
-
 /// The path of the bidirectional method, `/rpcbench.v1.Echo/Stream`.
 pub const STREAM_PATH: &str = "/rpcbench.v1.Echo/Stream";

@@ -125,7 +125,19 @@ pub(super) fn unary_request(uri: hyper::Uri, call: &Call<'_>) -> Result<Outgoing
 pub(super) fn unary_path(call: &Call<'_>) -> &'static str {
     match call.rpc {
         None => CALL_PATH,
-        Some(rpc) => crate::proto::wstest_path(rpc.operation),
+        Some(rpc) => wstest_path(rpc.operation),
+    }
+}
+
+/// The path of WSTest's unary method for `op`: `/rpcbench.v1.WsTest/EchoStruct`
+/// (`proto/wstest.proto`).
+fn wstest_path(op: crate::encoding::Operation) -> &'static str {
+    use crate::encoding::Operation;
+    match op {
+        Operation::EchoVoid => "/rpcbench.v1.WsTest/EchoVoid",
+        Operation::EchoStruct => "/rpcbench.v1.WsTest/EchoStruct",
+        Operation::EchoList => "/rpcbench.v1.WsTest/EchoList",
+        Operation::EchoSynthetic => "/rpcbench.v1.WsTest/EchoSynthetic",
     }
 }
 
