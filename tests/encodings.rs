@@ -585,3 +585,26 @@ fn the_generated_wstest_client_calls_the_server() {
         ],
     );
 }
+
+/// Two encodings of one message on one transport make a finding that sets each against
+/// the one with the least mean: its latency, its bytes.
+#[test]
+fn two_encodings_make_a_finding() {
+    let (code, out, err) = rpcbench(&[
+        "--transports",
+        "tcp",
+        "--encoding",
+        "postcard,json",
+        "--message",
+        "echo-list:8",
+        "--names",
+        "ip",
+        "-n",
+        "200",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let text = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(text.contains("Encodings at echo-list:8 on tcp, "), "{out}");
+    assert!(text.contains("× its bytes"), "{out}");
+    assert!(text.contains("postcard") && text.contains("json"), "{out}");
+}

@@ -31,6 +31,30 @@ pub enum Delta {
     NoDifference,
 }
 
+/// The encodings of one transport and message, each against the one with the least mean.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncodingCosts {
+    pub transport: TransportKind,
+    pub message: crate::encoding::Message,
+    /// The encoding with the least mean, its mean (µs) and its bytes per call (request and
+    /// reply bodies).
+    pub least: (crate::encoding::EncodingKind, f64, f64),
+    /// The others, from the least mean up.
+    pub others: Vec<EncodingCost>,
+}
+
+/// One encoding against the one with the least mean, on the same transport and message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncodingCost {
+    pub encoding: crate::encoding::EncodingKind,
+    /// Its mean over the least, or no difference beyond the noise.
+    pub latency: Versus,
+    /// Its request and reply body bytes over the least's.
+    pub bytes: f64,
+    /// Its server CPU per request over the least's, where both rest on 100 ticks or more.
+    pub server_cpu: Option<f64>,
+}
+
 /// A run named as the findings name it: its transport, and its security mode when that
 /// is not `plain`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,6 +195,9 @@ pub enum Finding {
     AtLinkRtt { rtt_us: f64, finding: Box<Finding> },
     /// Lost calls over every input: none (all `calls` came back), or the runs that failed.
     Lost { calls: u64, failed: Vec<Failed> },
+    /// What the encodings cost against each other, per transport, at the largest message
+    /// that ran in two or more encodings (`--encoding`).
+    Encodings(Vec<EncodingCosts>),
     /// rpcbench beside established tools: the worst ratio, and the pairs above the limit.
     Peers {
         placement: String,
@@ -227,6 +254,7 @@ pub fn findings(base: &Report, others: &[&Report], peers: Option<&Peers>) -> Vec
             out.extend(at_rtt.and_then(|r| Some(at(r, pick(r)?))));
         }
     }
+    out.extend(encodings(all_base));
     out.push(lost(all_base, all_others));
     out.extend(peers.and_then(peer_finding));
     out
@@ -295,6 +323,88 @@ fn of_one_run(base: &Report, others: &[&Report]) -> Vec<Finding> {
             .map(Finding::SynRetries),
     );
     out
+}
+
+/// Clock ticks a server CPU figure must rest on to be compared.
+const MIN_SERVER_TICKS: u64 = 100;
+
+/// What each encoding costs against the cheapest, per transport (each address mode,
+/// security mode and worker count apart) at its largest message (by body bytes) that ran
+/// in two or more encodings without a failed call.
+fn encodings(report: &Report) -> Option<Finding> {
+    let healthy = |r: &&RunRecord| r.failed() == 0 && r.latency_us.is_some();
+    let body = |r: &RunRecord| {
+        r.bytes_per_call
+            .map_or(0.0, |b| b.request_body + b.reply_body)
+    };
+    let same_cell = |a: &RunRecord, b: &RunRecord| {
+        a.transport == b.transport
+            && a.addr_mode == b.addr_mode
+            && a.security == b.security
+            && a.workers == b.workers
+            && a.message == b.message
+    };
+    let mut cells: Vec<Vec<&RunRecord>> = Vec::new();
+    for r in report
+        .runs
+        .iter()
+        .filter(|r| r.encoding.is_some())
+        .filter(healthy)
+    {
+        match cells.iter_mut().find(|c| same_cell(c[0], r)) {
+            Some(cell) => cell.push(r),
+            None => cells.push(vec![r]),
+        }
+    }
+    cells.retain(|c| c.len() > 1);
+    // One cell per transport and modes: its largest message.
+    let mut largest: Vec<Vec<&RunRecord>> = Vec::new();
+    for cell in cells {
+        let same_runs = |o: &Vec<&RunRecord>| {
+            let (a, b) = (o[0], cell[0]);
+            a.transport == b.transport
+                && a.addr_mode == b.addr_mode
+                && a.security == b.security
+                && a.workers == b.workers
+        };
+        match largest.iter_mut().find(|o| same_runs(o)) {
+            Some(o) if body(o[0]) < body(cell[0]) => *o = cell,
+            Some(_) => {}
+            None => largest.push(cell),
+        }
+    }
+    let server_cpu = |r: &RunRecord| {
+        let c = r.cpu_us_per_call?;
+        (c.server_ticks? >= MIN_SERVER_TICKS).then_some(c.server_user? + c.server_system?)
+    };
+    let costs: Vec<EncodingCosts> = largest
+        .into_iter()
+        .filter_map(|mut cell| {
+            cell.sort_by(|a, b| mean_of(a).total_cmp(&mean_of(b)));
+            let least = cell[0];
+            let others = cell[1..]
+                .iter()
+                .filter_map(|r| {
+                    Some(EncodingCost {
+                        encoding: r.encoding?,
+                        latency: versus(r, least),
+                        bytes: body(r) / body(least).max(1.0),
+                        server_cpu: server_cpu(r)
+                            .zip(server_cpu(least))
+                            .filter(|&(_, l)| l > 0.0)
+                            .map(|(a, l)| a / l),
+                    })
+                })
+                .collect();
+            Some(EncodingCosts {
+                transport: least.transport,
+                message: least.message?,
+                least: (least.encoding?, mean_of(least), body(least)),
+                others,
+            })
+        })
+        .collect();
+    (!costs.is_empty()).then_some(Finding::Encodings(costs))
 }
 
 /// The run of `transport` under `mode` without TLS in `report`, when it has a mean.
