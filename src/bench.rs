@@ -1071,6 +1071,8 @@ fn run_jobs(
                 workers,
                 rpc,
             } = jobs[i];
+            // A job's encoded call, or the one the caller set (a sweep's step).
+            let rpc = rpc.or(config.rpc);
             // This round's share of the calls, or of the time.
             let config = &RunConfig {
                 concurrency: workers,

@@ -110,6 +110,8 @@ pub enum Axis {
     Concurrency(Vec<usize>),
     /// Request payload sizes in bytes (the reply echoes them unless `--reply` is set).
     Payloads(Vec<u32>),
+    /// WSTest messages, in each encoding of the run (`--messages`, with `--encoding`).
+    Messages(Vec<crate::encoding::Message>),
 }
 
 impl Axis {
@@ -119,6 +121,7 @@ impl Axis {
             Axis::Rates(_) => SweepAxis::Rate,
             Axis::Concurrency(_) => SweepAxis::Concurrency,
             Axis::Payloads(_) => SweepAxis::Payload,
+            Axis::Messages(_) => SweepAxis::Message,
         }
     }
 
@@ -134,7 +137,17 @@ impl Axis {
             Axis::Rates(v) => v.clone(),
             Axis::Concurrency(v) => v.iter().map(|&c| c as f64).collect(),
             Axis::Payloads(v) => v.iter().map(|&p| f64::from(p)).collect(),
+            // In the order of the operations, each one's size increasing.
+            Axis::Messages(v) => (0..v.len()).map(|i| i as f64).collect(),
         };
+        if let Axis::Messages(v) = self
+            && let Some(w) = v.windows(2).find(|w| w[0] >= w[1])
+        {
+            return Err(format!(
+                "the message steps must increase, each once: {} is followed by {}",
+                w[0], w[1]
+            ));
+        }
         if values.is_empty() {
             return Err(format!("the {} list is empty", self.name()));
         }
@@ -174,12 +187,36 @@ pub fn run(spec: &SweepSpec, observer: &mut dyn Observer) -> Result<SweepReport,
             if !session.runs(kind, mode) {
                 continue;
             }
-            let one = BenchSpec {
-                transports: vec![kind],
-                names: Some(vec![mode]),
-                ..spec.bench.clone()
-            };
-            series.push(sweep_one(&session, &one, mode, spec, observer)?);
+            // A series per encoding the transport carries (one, the echo, without any):
+            // the steps set the message, the series its encoding.
+            let mut encodings: Vec<Option<crate::encoding::EncodingKind>> = Vec::new();
+            for rpc in &spec.bench.rpcs {
+                if kind.carries(rpc.encoding) && !encodings.contains(&Some(rpc.encoding)) {
+                    encodings.push(Some(rpc.encoding));
+                }
+            }
+            if spec.bench.rpcs.is_empty() {
+                encodings.push(None);
+            }
+            for encoding in encodings {
+                let rpc = encoding
+                    .zip(spec.bench.rpcs.first())
+                    .map(|(encoding, first)| crate::runner::RpcConfig {
+                        encoding,
+                        message: first.message,
+                    });
+                let one = BenchSpec {
+                    transports: vec![kind],
+                    names: Some(vec![mode]),
+                    rpcs: Vec::new(),
+                    run: RunConfig {
+                        rpc,
+                        ..spec.bench.run.clone()
+                    },
+                    ..spec.bench.clone()
+                };
+                series.push(sweep_one(&session, &one, mode, spec, observer)?);
+            }
         }
     }
     let target = session.label().to_string();
@@ -249,11 +286,22 @@ fn sweep_one(
                 })?;
             }
         }
+        Some(Axis::Messages(messages)) => {
+            for &message in messages {
+                stepper.step(RunConfig {
+                    rpc: base
+                        .rpc
+                        .map(|rpc| crate::runner::RpcConfig { message, ..rpc }),
+                    ..base.clone()
+                })?;
+            }
+        }
         None => capacity = search(&mut stepper, &base)?,
     }
     Ok(Series {
         transport: one.transports[0],
         addr_mode: mode,
+        encoding: base.rpc.map(|rpc| rpc.encoding),
         steps: stepper.steps,
         capacity_per_s: capacity,
     })
@@ -372,9 +420,13 @@ impl Stepper<'_, '_> {
 /// offers, `step 3 · 5,000/s` (or `· closed loop`, `· -c 4`, `· 16 KiB`), so a long sweep
 /// shows where it is. The number counts every step, retries of the search included.
 fn step_label(number: usize, config: &RunConfig) -> String {
-    let what = match config.rate {
-        Some(rate) => format!("{}/s", crate::units::rate(rate)),
-        None => format!(
+    let what = match (config.rate, config.rpc) {
+        (Some(rate), _) => format!("{}/s", crate::units::rate(rate)),
+        (None, Some(rpc)) => format!(
+            "closed loop -c {} · {} {}",
+            config.concurrency, rpc.encoding, rpc.message
+        ),
+        (None, None) => format!(
             "closed loop -c {} · {}",
             config.concurrency,
             crate::units::bytes(config.payload)
@@ -394,7 +446,14 @@ fn judge(
     let wall = run.elapsed.as_secs_f64();
     let per_s = |n: f64| if wall > 0.0 { n / wall } else { 0.0 };
     let achieved = per_s(t.calls() as f64);
-    let reply = config.reply.unwrap_or(config.payload);
+    // An encoded call's payload is its body, as sent and as it came back.
+    let (payload, reply) = match (config.rpc, t.ok) {
+        (Some(_), ok) if ok > 0 => (
+            (t.body_bytes_sent / ok) as u32,
+            (t.body_bytes_received / ok) as u32,
+        ),
+        _ => (config.payload, config.reply.unwrap_or(config.payload)),
+    };
     // Under an offered rate the objective reads the latency from when calls were due.
     let hist = match (&t.latency_intended, config.rate) {
         (Some(h), Some(_)) => h,
@@ -407,9 +466,9 @@ fn judge(
         offered_per_s: config.rate,
         achieved_per_s: achieved,
         concurrency: config.concurrency,
-        payload_bytes: config.payload,
+        payload_bytes: payload,
         reply_bytes: reply,
-        goodput_out_mb_s: per_s(t.ok as f64 * f64::from(config.payload)) / 1e6,
+        goodput_out_mb_s: per_s(t.ok as f64 * f64::from(payload)) / 1e6,
         goodput_in_mb_s: per_s(t.ok as f64 * f64::from(reply)) / 1e6,
         slo_latency_us,
         meets_slo: None,

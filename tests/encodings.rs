@@ -608,3 +608,63 @@ fn two_encodings_make_a_finding() {
     assert!(text.contains("× its bytes"), "{out}");
     assert!(text.contains("postcard") && text.contains("json"), "{out}");
 }
+
+/// `rpcbench sweep --messages`: a series per transport and encoding it carries (udp, which
+/// carries none, has none), a step per message (a bare size takes the operation before
+/// it), every call ok, the step's payload the encoded body; a list that starts with a size
+/// is a usage error.
+#[test]
+fn a_sweep_over_messages_has_a_series_per_encoding() {
+    let dir = UnixDir(std::env::temp_dir().join(format!("rpcbench-sweep-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let out = dir.0.join("sweep.json");
+    let (code, _, err) = rpcbench(&[
+        "sweep",
+        "--transports",
+        "tcp,udp",
+        "--encoding",
+        "postcard,json",
+        "--messages",
+        "echo-struct:1,10,echo-list:4",
+        "--step-duration",
+        "100ms",
+        "--names",
+        "ip",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(report["axis"], "message");
+    let series = report["series"].as_array().unwrap();
+    let names: Vec<String> = series
+        .iter()
+        .map(|s| format!("{} {}", s["transport"], s["encoding"]))
+        .collect();
+    assert_eq!(names, ["\"tcp\" \"postcard\"", "\"tcp\" \"json\""]);
+    for s in series {
+        let steps: Vec<String> = s["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|step| {
+                let run = &step["run"];
+                assert_eq!(run["ok"], run["calls"], "{run}");
+                assert!(run["ok"].as_u64().unwrap() > 0, "{run}");
+                assert_eq!(
+                    step["payload_bytes"].as_f64().unwrap(),
+                    run["bytes_per_call"]["request_body"]
+                        .as_f64()
+                        .unwrap()
+                        .floor()
+                );
+                run["message"].as_str().unwrap().to_string()
+            })
+            .collect();
+        assert_eq!(steps, ["echo-struct:1", "echo-struct:10", "echo-list:4"]);
+    }
+    let (code, _, err) = rpcbench(&["sweep", "--encoding", "json", "--messages", "10"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("name its message first"), "{err}");
+}

@@ -32,9 +32,13 @@ pub struct CapacityRow {
 /// A series' name in a chart or a sentence: the transport, and the mode when it is not
 /// `ip`.
 pub(crate) fn label(s: &Series) -> String {
+    let name = match s.encoding {
+        Some(encoding) => format!("{} {encoding}", s.transport),
+        None => s.transport.to_string(),
+    };
     match s.addr_mode {
-        AddrMode::Ip => s.transport.to_string(),
-        mode => format!("{} ({mode})", s.transport),
+        AddrMode::Ip => name,
+        mode => format!("{name} ({mode})"),
     }
 }
 
@@ -209,6 +213,10 @@ pub fn findings(sweeps: &[&SweepReport]) -> Vec<SweepFinding> {
     for sw in sweeps {
         if sw.axis == SweepAxis::Payload {
             out.extend(payload(sw));
+            continue;
+        }
+        if sw.axis == SweepAxis::Message {
+            // A message's size is its body's, which the table and chart show.
             continue;
         }
         if let Some(slo) = &sw.slo {

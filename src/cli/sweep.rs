@@ -40,6 +40,15 @@ pub struct SweepArgs {
     /// Request payload sizes, increasing (e.g. 64,1k,16k,256k,1m).
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_bytes)]
     pub payloads: Option<Vec<u32>>,
+    /// WSTest messages, increasing (e.g. echo-struct:1,10,100,1000), with --encoding: a
+    /// series per transport and encoding, a step per message.
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        requires = "encoding"
+    )]
+    pub messages: Option<Vec<String>>,
     /// Latency objective, pNN=DURATION (e.g. p99=2ms). With --rates, the capacity is the
     /// highest listed rate that meets it; without an axis, the rate is searched for.
     #[arg(long, value_name = "pNN=DURATION")]
@@ -65,6 +74,9 @@ impl SweepArgs {
         if let Some(p) = &self.payloads {
             axes.push(Axis::Payloads(p.clone()));
         }
+        if let Some(m) = &self.messages {
+            axes.push(Axis::Messages(parse_messages(m)?));
+        }
         if levels.len() > 1 {
             axes.push(Axis::Concurrency(
                 levels.iter().map(|&c| c.into()).collect(),
@@ -72,13 +84,14 @@ impl SweepArgs {
         }
         if axes.len() > 1 {
             return Err(
-                "a sweep varies one thing: give one of --rates, --payloads or a -c list".into(),
+                "a sweep varies one thing: give one of --rates, --payloads, --messages or a -c list"
+                    .into(),
             );
         }
         let axis = axes.pop();
         if axis.is_none() && self.slo.is_none() {
             return Err(
-                "a sweep needs --rates, --payloads, a -c list, or --slo to search for the capacity"
+                "a sweep needs --rates, --payloads, --messages, a -c list, or --slo to search for the capacity"
                     .into(),
             );
         }
@@ -159,6 +172,29 @@ fn passed(report: &SweepReport, with_slo: bool) -> bool {
             s.steps.iter().all(|st| st.run.failed() == 0)
         }
     })
+}
+
+/// `--messages`: each entry a message (`echo-struct:10`), or a bare size that takes the
+/// operation of the entry before it (`echo-struct:1,10,100`).
+fn parse_messages(steps: &[String]) -> Result<Vec<crate::encoding::Message>, String> {
+    let mut out: Vec<crate::encoding::Message> = Vec::new();
+    for step in steps {
+        let text = match (step.trim().parse::<u64>(), out.last()) {
+            (Ok(_), Some(last)) => {
+                let name = last.to_string();
+                let op = name.split(':').next().unwrap_or_default();
+                format!("{op}:{}", step.trim())
+            }
+            (Ok(_), None) => {
+                return Err(format!(
+                    "--messages starts with a size ({step}): name its message first, e.g. echo-struct:{step}"
+                ));
+            }
+            (Err(_), _) => step.clone(),
+        };
+        out.push(text.parse().map_err(|e| format!("--messages: {e}"))?);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -81,7 +81,7 @@ impl Column {
     fn sets(axis: SweepAxis) -> (&'static [Column], &'static [&'static [Column]]) {
         use Column::*;
         match axis {
-            SweepAxis::Payload => (
+            SweepAxis::Payload | SweepAxis::Message => (
                 &[
                     Transport, Mode, Payload, P50, P99, MbOut, MbIn, Achieved, Failed, Objective,
                     Meets,
@@ -163,12 +163,19 @@ impl Column {
         let text = |t: String| Cell::Text(t);
         match self {
             Column::Transport => text(series.transport.to_string()),
-            Column::Mode => text(series.addr_mode.to_string()),
+            Column::Mode => text(match series.encoding {
+                Some(encoding) => format!("{} {encoding}", series.addr_mode),
+                None => series.addr_mode.to_string(),
+            }),
             Column::Offered => text(step.offered_per_s.map_or("closed".into(), units::rate)),
             Column::Achieved => text(units::rate(step.achieved_per_s)),
             Column::Workers => text(step.concurrency.to_string()),
             Column::InFlight => text(units::significant(run.concurrency_achieved, 2)),
-            Column::Payload => text(step.payload_bytes.to_string()),
+            Column::Payload => text(match run.message {
+                // An encoded call's payload is its message's body.
+                Some(message) => format!("{message} {}", step.payload_bytes),
+                None => step.payload_bytes.to_string(),
+            }),
             Column::P50 => Cell::Duration(run.latency_shown().map(|l| l.p50)),
             Column::P99 => Cell::Duration(run.latency_shown().map(|l| l.p99)),
             Column::StartP99 => Cell::Duration(

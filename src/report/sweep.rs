@@ -108,6 +108,9 @@ pub struct Series {
     pub transport: TransportKind,
     /// The address mode, as in the run records (`ip`, `system`, …).
     pub addr_mode: AddrMode,
+    /// The encoding of a series of encoded calls; left out for the echo.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<crate::encoding::EncodingKind>,
     pub steps: Vec<Step>,
     /// The highest offered rate that met the objective; `null` without an objective, a
     /// rate axis or search, or when no rate met it.
@@ -142,6 +145,8 @@ pub enum SweepAxis {
     Concurrency,
     /// A list of request payload sizes.
     Payload,
+    /// A list of WSTest messages, in one encoding per series (`--messages`).
+    Message,
     /// Offered rates the capacity search chose.
     Search,
 }
@@ -153,6 +158,7 @@ impl SweepAxis {
             SweepAxis::Rate => "rate",
             SweepAxis::Concurrency => "concurrency",
             SweepAxis::Payload => "payload",
+            SweepAxis::Message => "message",
             SweepAxis::Search => "search",
         }
     }

@@ -408,7 +408,7 @@ fn sweep_charts(sweeps: &[&SweepReport]) -> Vec<sweep::Chart> {
     sweeps
         .iter()
         .flat_map(|sw| {
-            let payload = sw.axis == SweepAxis::Payload;
+            let payload = matches!(sw.axis, SweepAxis::Payload | SweepAxis::Message);
             seen.push(payload);
             let n = seen.iter().filter(|&&p| p == payload).count();
             let suffix = if n == 1 {

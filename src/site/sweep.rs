@@ -61,7 +61,7 @@ pub fn charts(sweep: &SweepReport, suffix: &str) -> Vec<Chart> {
             })
             .collect()
     };
-    if sweep.axis == SweepAxis::Payload {
+    if matches!(sweep.axis, SweepAxis::Payload | SweepAxis::Message) {
         let lines = lines(|s| f64::from(s.payload_bytes));
         return vec![Chart {
             file: format!("payload{suffix}.svg"),
