@@ -295,6 +295,11 @@ pub struct Tally {
     /// body): what the application sent and got back, without headers or framing.
     pub body_bytes_sent: u64,
     pub body_bytes_received: u64,
+    /// Bytes the ok calls sent and received, headers included, as an HTTP library counted
+    /// them (libcurl's transports, whose sockets the kernel is not asked about); zero
+    /// where the transport does not count them.
+    pub wire_bytes_sent: u64,
+    pub wire_bytes_received: u64,
     /// CPU time of the worker threads during the measured calls.
     pub cpu_user: Duration,
     pub cpu_sys: Duration,
@@ -391,6 +396,8 @@ impl AddAssign<&Tally> for Tally {
         self.late += other.late;
         self.body_bytes_sent += other.body_bytes_sent;
         self.body_bytes_received += other.body_bytes_received;
+        self.wire_bytes_sent += other.wire_bytes_sent;
+        self.wire_bytes_received += other.wire_bytes_received;
         for (kind, n) in &other.errors {
             *self.errors.entry(*kind).or_default() += n;
         }

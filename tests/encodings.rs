@@ -668,3 +668,27 @@ fn a_sweep_over_messages_has_a_series_per_encoding() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("name its message first"), "{err}");
 }
+
+/// libcurl's own counts stand in for the kernel's where rpcbench cannot ask the kernel:
+/// an encoded reply over HTTP/1.1 is the same bytes whoever reads it, so curl-reuse's
+/// wire bytes received per call (`CURLINFO_HEADER_SIZE` + `CURLINFO_SIZE_DOWNLOAD`) equal
+/// http-keepalive's (`tcpi_bytes_received`), and what each sent holds the body.
+#[test]
+fn curl_wire_bytes_match_the_kernel_s() {
+    let server = TestServer::start_default();
+    let cfg = config(EncodingKind::Msgpack, Message::Struct(10));
+    let per_call = |kind| {
+        let r = run(kind, server.tcp, server.http, &cfg);
+        assert_eq!(r.tally.ok, CALLS, "{kind}");
+        rpcbench::report::RunRecord::new(&r)
+            .bytes_per_call
+            .expect("an ok call")
+    };
+    let kernel = per_call(TransportKind::HttpKeepalive);
+    let curl = per_call(TransportKind::CurlReuse);
+    assert_eq!(curl.wire_received, kernel.wire_received);
+    for b in [kernel, curl] {
+        assert!(b.wire_sent.unwrap() > b.request_body, "{b:?}");
+        assert!(b.wire_received.unwrap() > b.reply_body, "{b:?}");
+    }
+}

@@ -384,8 +384,8 @@ pub struct BytesPerCall {
     pub reply_body: f64,
     /// What the client's connections sent on the wire per call (`tcpi_bytes_acked` over
     /// the calls they carried, warm-up included: headers, framing and TLS, and one byte
-    /// per SYN); `null` where the kernel was not asked (libcurl's, gRPC's and UDP's
-    /// sockets).
+    /// per SYN); for the libcurl transports libcurl's count over the ok calls; `null`
+    /// where neither is had (`unix`, `udp`).
     pub wire_sent: Option<f64>,
     /// What they received (`tcpi_bytes_received`, no SYN), per call.
     pub wire_received: Option<f64>,
@@ -418,13 +418,20 @@ fn bytes_per_call(run: &TransportRun) -> Option<BytesPerCall> {
     let ok = (t.ok > 0).then_some(t.ok as f64)?;
     let tcp = &run.tcp_info;
     let carried = run.calls_carried as f64;
-    let wire =
-        |bytes: u64| (tcp.connections_sampled > 0 && bytes > 0).then(|| bytes as f64 / carried);
+    // The kernel's count over every call the connections carried, else the HTTP
+    // library's over the ok calls.
+    let wire = |kernel: u64, library: u64| {
+        if tcp.connections_sampled > 0 && kernel > 0 {
+            Some(kernel as f64 / carried)
+        } else {
+            (library > 0).then(|| library as f64 / ok)
+        }
+    };
     Some(BytesPerCall {
         request_body: t.body_bytes_sent as f64 / ok,
         reply_body: t.body_bytes_received as f64 / ok,
-        wire_sent: wire(tcp.bytes_acked),
-        wire_received: wire(tcp.bytes_received),
+        wire_sent: wire(tcp.bytes_acked, t.wire_bytes_sent),
+        wire_received: wire(tcp.bytes_received, t.wire_bytes_received),
     })
 }
 

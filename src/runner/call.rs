@@ -190,6 +190,10 @@ impl<'p> Attempt<'p> {
                 hist.record(at.saturating_duration_since(due));
             }
             let phases = ended.phases;
+            if let Some((sent, received)) = phases.wire_bytes {
+                tally.wire_bytes_sent += sent;
+                tally.wire_bytes_received += received;
+            }
             let server = ended.server.unwrap_or_default();
             let (encode, decode) = ended.codec.unzip();
             for (phase, took) in [

@@ -162,6 +162,15 @@ pub(super) fn perform(
     if let (Ok(pre), Ok(start)) = (easy.pretransfer_time(), easy.starttransfer_time()) {
         phases.first_byte = Some(start.saturating_sub(pre));
     }
+    // CURLINFO_REQUEST_SIZE: the request as sent, its body included; CURLINFO_HEADER_SIZE
+    // and CURLINFO_SIZE_DOWNLOAD: the reply's head and body.
+    if let (Ok(sent), Ok(head), Ok(body)) = (
+        easy.request_size(),
+        easy.header_size(),
+        easy.download_size(),
+    ) {
+        phases.wire_bytes = Some((sent, head + body as u64));
+    }
     match easy.response_code() {
         Ok(200) => Ok(()),
         // No status line: an HTTP/0.9 reply (allowed on plain handles, see

@@ -789,6 +789,9 @@ pub struct Phases {
     pub tls: Option<Duration>,
     /// From starting to send the request to the first byte of the reply.
     pub first_byte: Option<Duration>,
+    /// The bytes the call sent and received, headers included, as the HTTP library counted
+    /// them: for a transport whose sockets the kernel is not asked about (libcurl's).
+    pub wire_bytes: Option<(u64, u64)>,
 }
 
 /// Why a call did not produce a reply.
