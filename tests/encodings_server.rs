@@ -292,3 +292,83 @@ fn bad_calls_are_answered_counted_and_survived() {
     counts.push((Reject::HttpMethodNotAllowed, 1));
     assert_rejects(&http_stats(addr), &counts);
 }
+
+/// Lengths that claim more than the body holds are refused without allocating them, and a
+/// body whose decoded message could hold more than the buffer budget is refused before it
+/// is decoded: a protobuf field of 2 GiB in 12 bytes, a postcard array of 2^32 structs, a
+/// MessagePack array32 of 2^32-1 are `rpc_malformed` (400); 2 MiB of empty protobuf
+/// TestStructs, which decode to 16 times that, are 503 (`over_budget_http`) against an
+/// 8 MiB budget. Each is counted once, and a healthy call is answered after it on the same
+/// connection.
+#[test]
+fn lengths_past_the_body_and_expansion_past_the_budget_are_refused() {
+    let mut config = common::config();
+    config.max_buffered = 8 << 20;
+    let server = TestServer::start(config);
+    let addr = server.http;
+    let protobuf = EncodingKind::Protobuf.facts().content_type;
+    let postcard = EncodingKind::Postcard.facts().content_type;
+    let msgpack = EncodingKind::Msgpack.facts().content_type;
+    // Field 1 (array), length-delimited, length 2^31 - 1, then 6 bytes.
+    let mut claim = vec![0x0a, 0xff, 0xff, 0xff, 0xff, 0x07];
+    claim.extend_from_slice(&[0; 6]);
+    // 2 MiB of `0a 00`: one empty TestStruct each, 32 bytes held for 2 on the wire.
+    let empties = [0x0a, 0x00].repeat(1 << 20);
+    type Case<'a> = (&'a str, Vec<u8>, StatusCode, Reject);
+    let cases: Vec<Case> = vec![
+        (
+            protobuf,
+            claim,
+            StatusCode::BAD_REQUEST,
+            Reject::RpcMalformed,
+        ),
+        (
+            postcard,
+            vec![0x80, 0x80, 0x80, 0x80, 0x10, 0],
+            StatusCode::BAD_REQUEST,
+            Reject::RpcMalformed,
+        ),
+        (
+            msgpack,
+            vec![
+                0x81, 0xa5, b'a', b'r', b'r', b'a', b'y', 0xdd, 0xff, 0xff, 0xff, 0xff,
+            ],
+            StatusCode::BAD_REQUEST,
+            Reject::RpcMalformed,
+        ),
+        (
+            protobuf,
+            empties,
+            StatusCode::SERVICE_UNAVAILABLE,
+            Reject::OverBudgetHttp,
+        ),
+    ];
+    let mut counts: Vec<(Reject, u64)> = Vec::new();
+    server.block_on(async {
+        let mut h1 = hyper_http1(addr).await;
+        for (content_type, body, status, kind) in cases {
+            let len = body.len();
+            let (got, _, text) =
+                hyper_send1(&mut h1, post(addr, "/rpc/EchoStruct", content_type, body)).await;
+            assert_eq!(
+                got,
+                status,
+                "{content_type} of {len} bytes: {}",
+                String::from_utf8_lossy(&text)
+            );
+            match counts.iter_mut().find(|(k, _)| *k == kind) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((kind, 1)),
+            }
+            let msg: Message = "echo-struct:2".parse().unwrap();
+            let (status, _, body) =
+                hyper_send1(&mut h1, call(addr, EncodingKind::Protobuf, msg, 9)).await;
+            assert_eq!(status, StatusCode::OK);
+            let (reply, _) = EncodingKind::Protobuf
+                .decode_reply(msg.operation(), &body)
+                .unwrap();
+            assert!(reply.echoes(&msg.request(9)));
+        }
+    });
+    assert_rejects(&http_stats(addr), &counts);
+}
