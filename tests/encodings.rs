@@ -456,7 +456,13 @@ fn tcp_wire_bytes_are_the_server_s_bytes_exactly() {
     };
     let before = server.stats();
     let r = run(TransportKind::Tcp, server.tcp, server.http, &cfg);
-    let after = server.stats();
+    // A server thread counts what it wrote after the write, which the client may have
+    // read first: the counts are final once it has closed every connection.
+    let after = server.wait_stats(
+        Duration::from_secs(10),
+        "every tcp connection closed",
+        |s| s.tcp.connections_open == 0,
+    );
     assert_eq!(r.tally.ok, CALLS);
     let tcp = &r.tcp_info;
     let conns = tcp.connections_sampled;

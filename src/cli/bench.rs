@@ -268,7 +268,7 @@ impl BenchArgs {
             return Err(format!(
                 "none of the transports asked for carries {}: the encodings run over HTTP \
                  (http-keepalive, http-fresh, curl-reuse, curl-fresh, h2, h2-mux), the \
-                 raw frames (tcp, tcp-connect, unix) and, protobuf only, grpc and grpc-mux",
+                 raw frames (tcp, tcp-connect, unix) and, protobuf only, the gRPC ones",
                 names(&self.encoding)
             ));
         }

@@ -299,26 +299,41 @@ enum Out {
     End(HeaderMap),
 }
 
-/// `Stream`: the headers at once, then one reply per request message, answered by a task
-/// of its own that reads the next request only once the body has taken the previous reply
-/// (a channel of one), until the client ends its side (status OK) or a request is refused
-/// (its status ends the stream, as gRPC has no status per message).
-fn answer_stream(mut messages: Messages, shared: Arc<Shared>) -> hyper::Response<ReplyBody> {
+/// `Stream`: each request message answered as `Call` answers one, with its reply's start
+/// and payload, by [`answer_each`].
+fn answer_stream(messages: Messages, shared: Arc<Shared>) -> hyper::Response<ReplyBody> {
+    answer_each(messages, move |msg| {
+        let shared = shared.clone();
+        async move {
+            let got_it = Instant::now();
+            let req = decode(msg).and_then(|req| check(req, &shared))?;
+            Ok(answer(req, got_it, &shared).await)
+        }
+    })
+}
+
+/// A streaming method's reply: the headers at once, then one reply per request message
+/// (`answer`'s), from a task of its own that reads the next request only once the body
+/// has taken the previous reply (a channel of one), until the client ends its side
+/// (status OK) or a request is refused (its status ends the stream, as gRPC has no status
+/// per message).
+pub(super) fn answer_each<F, Fut>(
+    mut messages: Messages,
+    mut answer: F,
+) -> hyper::Response<ReplyBody>
+where
+    F: FnMut(Bytes) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<(Bytes, Payload), Status>> + Send,
+{
     let (tx, rx) = tokio::sync::mpsc::channel(1);
     tokio::spawn(async move {
         loop {
             let out = match messages.next().await {
                 Ok(None) => Out::End(ok_trailers()),
-                Ok(Some(msg)) => {
-                    let got_it = Instant::now();
-                    match decode(msg).and_then(|req| check(req, &shared)) {
-                        Ok(req) => {
-                            let (head, payload) = answer(req, got_it, &shared).await;
-                            Out::Reply(head, payload)
-                        }
-                        Err(status) => Out::End(status_trailers(&status)),
-                    }
-                }
+                Ok(Some(msg)) => match answer(msg).await {
+                    Ok((head, payload)) => Out::Reply(head, payload),
+                    Err(status) => Out::End(status_trailers(&status)),
+                },
                 Err(refusal) => Out::End(status_trailers(&refusal.into())),
             };
             let last = matches!(out, Out::End(_));

@@ -1,6 +1,6 @@
 //! `rpcbench.v1.WsTest` (`proto/wstest.proto`): WSTest's operations as unary gRPC methods,
 //! `/rpcbench.v1.WsTest/{Operation}`, the request and reply messages protobuf as on
-//! `/rpc/{Operation}`. The message is read within the buffer budget as `Echo`'s is
+//! `/rpc/{Operation}`, and `Stream`, the same calls on one long-lived stream. The message is read within the buffer budget as `Echo`'s is
 //! ([`Messages`]), then decoded, echoed and encoded by [`super::wstest`], as every carrier
 //! of a WSTest call is; `server-timing` in the trailers holds the codec's times as over
 //! HTTP.
@@ -13,7 +13,8 @@ use super::Shared;
 use super::budget::ConnShare;
 use super::grpc_body::RequestBody;
 use super::grpc_echo::{
-    Messages, PREFIX, ReplyBody, SERVER_TIMING, UnaryReply, compressed, ok_trailers, refuse, reply,
+    Messages, PREFIX, ReplyBody, SERVER_TIMING, UnaryReply, answer_each, compressed, ok_trailers,
+    refuse, reply,
 };
 use super::payload::Payload;
 use super::wstest::{self, Refusal};
@@ -34,12 +35,16 @@ pub(super) async fn serve(
     shared: &Arc<Shared>,
     share: &Arc<ConnShare>,
 ) -> hyper::Response<ReplyBody> {
-    let Some(op) = Operation::from_name(method) else {
-        return refuse(Status::unimplemented(""));
-    };
     if let Some(status) = compressed(&req) {
         return refuse(status);
     }
+    if method == "Stream" {
+        let messages = Messages::new(req.into_body(), shared.clone(), share.clone());
+        return answer_stream(messages, shared.clone(), share.clone());
+    }
+    let Some(op) = Operation::from_name(method) else {
+        return refuse(Status::unimplemented(""));
+    };
     let mut messages = Messages::new(req.into_body(), shared.clone(), share.clone());
     let msg = match messages.next().await {
         Ok(Some(msg)) => msg,
@@ -73,4 +78,68 @@ pub(super) async fn serve(
         payload: Payload::Bytes(body),
         trailers: Some(trailers),
     })
+}
+
+/// `Stream`: one [`StreamReply`](crate::proto::StreamReply) per
+/// [`StreamCall`](crate::proto::StreamCall), in order, by
+/// [`answer_each`](super::grpc_echo::answer_each); a call that is no call ends the stream
+/// with INVALID_ARGUMENT.
+fn answer_stream(
+    messages: Messages,
+    shared: Arc<Shared>,
+    share: Arc<ConnShare>,
+) -> hyper::Response<ReplyBody> {
+    answer_each(messages, move |msg| {
+        let reply = stream_reply(msg, &shared, &share);
+        async move { reply.map(|head| (head, Payload::Bytes(Bytes::new()))) }
+    })
+}
+
+/// The reply message, length-prefixed, to one call of the stream.
+fn stream_reply(msg: Bytes, shared: &Shared, share: &Arc<ConnShare>) -> Result<Bytes, Status> {
+    use prost::Message as _;
+    let got_it = Instant::now();
+    let call = crate::proto::StreamCall::decode(msg)
+        .map_err(|e| Status::internal(format!("failed to decode: {e}")))?;
+    let op = u8::try_from(call.operation)
+        .ok()
+        .and_then(Operation::from_code)
+        .ok_or_else(|| {
+            let refusal = wstest::no_such_operation(shared, &format!("of code {}", call.operation));
+            refusal_status(refusal)
+        })?;
+    let answer = wstest::answer(
+        shared,
+        Some(share),
+        EncodingKind::Protobuf,
+        Some(op),
+        &call.body,
+    )
+    .map_err(refusal_status)?;
+    shared.stats.grpc.messages.fetch_add(1, Relaxed);
+    let reply = crate::proto::StreamReply {
+        seq: call.seq,
+        server_ns: got_it.elapsed().as_nanos() as u64,
+        dec_ns: answer.decode.as_nanos() as u64,
+        enc_ns: answer.encode.as_nanos() as u64,
+        body: answer.reply.freeze(),
+    };
+    let mut out = Vec::with_capacity(PREFIX + reply.encoded_len());
+    out.push(0);
+    out.extend_from_slice(&(reply.encoded_len() as u32).to_be_bytes());
+    reply
+        .encode(&mut out)
+        .expect("a Vec grows to take any message");
+    Ok(Bytes::from(out))
+}
+
+/// The status of a call [`wstest::answer`] refused.
+fn refusal_status(refusal: Refusal) -> Status {
+    match refusal {
+        Refusal::OverBudget => {
+            Status::resource_exhausted("the server's buffer budget is spent; try again later")
+        }
+        Refusal::NotACall { reason, .. } => Status::invalid_argument(reason),
+        Refusal::Unencodable(reason) => Status::internal(reason),
+    }
 }
