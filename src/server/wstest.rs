@@ -113,9 +113,14 @@ fn refuse(shared: &Shared, encoding: EncodingKind, e: &DecodeError, body: &[u8])
 }
 
 /// The `server-timing` value of an answered call that took `total` from having its
-/// request: `app;dur=…, dec;dur=…, enc;dur=…` in milliseconds, the codec's own times within.
+/// request: `app;dur=…, dec;dur=…, enc;dur=…` in milliseconds to the nanosecond (six
+/// decimals: a small message's decode takes well under a microsecond, which three would
+/// round to 0 or 1).
 pub(super) fn server_timing(total: Duration, answer: &Answer) -> hyper::header::HeaderValue {
-    let ms = |d: Duration| format!("{:.3}", d.as_secs_f64() * 1e3);
+    let ms = |d: Duration| {
+        let ns = d.as_nanos();
+        format!("{}.{:06}", ns / 1_000_000, ns % 1_000_000)
+    };
     let value = format!(
         "app;dur={}, dec;dur={}, enc;dur={}",
         ms(total),
