@@ -71,6 +71,8 @@ pub struct ErrorObject {
 impl Codec for JsonRpc {
     const FACTS: Facts = Facts {
         content_type: "application/json",
+        // The older JSON-RPC-over-HTTP drafts' types, which jsonrpclib-pelix still sends.
+        also_accepted: &["application/json-rpc", "application/jsonrequest"],
         route: Route::Fixed("/rpc"),
         // `[0,0,""],` is 9 bytes for the 32 a TestStruct holds.
         expansion: 4,

@@ -25,6 +25,9 @@ pub use wstest::{Message, Operation, Reply, Request};
 pub struct Facts {
     /// The body's `Content-Type` over HTTP.
     pub content_type: &'static str,
+    /// Other content types a server takes for it, as clients in the field send them
+    /// (jsonrpclib-pelix sends `application/json-rpc`); replies carry `content_type`.
+    pub also_accepted: &'static [&'static str],
     /// Where its calls go over HTTP.
     pub route: Route,
     /// The most heap a decoded message holds per byte of its body, measured on the

@@ -18,6 +18,7 @@ const DEEP: &[&str] = &["depth limit exceeded"];
 impl Codec for Msgpack {
     const FACTS: Facts = Facts {
         content_type: "application/msgpack",
+        also_accepted: &[],
         route: Route::PerOperation("/rpc/"),
         // serde's derive also takes a struct written as an array: `[0, 0.0, ""]` is
         // 8 bytes (a float is 5) for the 32 a TestStruct holds.

@@ -12,6 +12,7 @@ pub struct Postcard;
 impl Codec for Postcard {
     const FACTS: Facts = Facts {
         content_type: "application/x-postcard",
+        also_accepted: &[],
         route: Route::PerOperation("/rpc/"),
         // A TestStruct of `i` 0, `f` 0.0 and no `s` is 6 bytes (a 1-byte varint, 4 bytes
         // of float, a 1-byte length) for the 32 it holds in its Vec: 5.3.

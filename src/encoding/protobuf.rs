@@ -16,6 +16,7 @@ pub struct Protobuf;
 impl Codec for Protobuf {
     const FACTS: Facts = Facts {
         content_type: "application/x-protobuf",
+        also_accepted: &[],
         route: Route::PerOperation("/rpc/"),
         // An empty TestStruct in a repeated field is 2 bytes (its tag and a zero length)
         // for the 32 its Vec holds.

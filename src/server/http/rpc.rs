@@ -112,10 +112,12 @@ pub(super) async fn call(
 fn encoding_of(parts: &Parts) -> Option<EncodingKind> {
     let value = parts.headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
     let media = value.split(';').next()?.trim();
-    EncodingKind::ALL
-        .iter()
-        .copied()
-        .find(|e| e.facts().content_type.eq_ignore_ascii_case(media))
+    EncodingKind::ALL.iter().copied().find(|e| {
+        let facts = e.facts();
+        std::iter::once(&facts.content_type)
+            .chain(facts.also_accepted)
+            .any(|t| t.eq_ignore_ascii_case(media))
+    })
 }
 
 /// 415, naming what each route takes.
