@@ -3,7 +3,10 @@
 //! `/rpc/{Operation}`, and a grpcio client of `rpcbench.v1.WsTest`, each calling
 //! rpcbench-echo with WSTest's messages (echo-void, echo-struct:100, echo-list:64,
 //! echo-synthetic:64KiB) and checking every reply value for value on the Python side
-//! (`tests/fixtures/interop/client.py`).
+//! (`tests/fixtures/interop/client.py`); and the other way, rpcbench's transports calling
+//! Python servers of the same (`tests/fixtures/interop/server.py`: `http.server` with
+//! msgpack and protobuf, jsonrpclib-pelix's SimpleJSONRPCServer, a grpcio WsTest server),
+//! every reply judged by rpcbench's own comparison.
 //!
 //! Needs `python3 -m pip install jsonrpclib-pelix msgpack grpcio grpcio-tools` (`.ci/run`
 //! does it); fails, saying so, without them.
@@ -47,6 +50,107 @@ fn python_stacks_call_the_wstest_routes() {
                 (counts.decoded, counts.encoded),
                 (calls, calls),
                 "{encoding} {op}"
+            );
+        }
+    }
+}
+
+/// The Python servers of `tests/fixtures/interop/server.py`, killed by their PID when
+/// dropped: their HTTP, JSON-RPC and gRPC ports.
+struct PyServers {
+    child: std::process::Child,
+    ports: [u16; 3],
+}
+
+impl PyServers {
+    fn start() -> PyServers {
+        use std::io::BufRead;
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/interop/server.py");
+        let mut child = Command::new("python3")
+            .arg(script)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 is needed for the interop tests");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .unwrap_or_default();
+        let ports: Vec<u16> = line
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect();
+        let Ok(ports) = <[u16; 3]>::try_from(ports) else {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "the Python servers did not print their ports: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        PyServers { child, ports }
+    }
+}
+
+impl Drop for PyServers {
+    fn drop(&mut self) {
+        // Child::kill signals this child's PID.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// rpcbench's transports against the Python servers: msgpack and protobuf over
+/// http-keepalive to an `http.server`, JSON-RPC to jsonrpclib-pelix's
+/// SimpleJSONRPCServer, protobuf over grpc and grpc-mux to a grpcio WsTest server; every
+/// message, every reply decoded and compared field by field by rpcbench, all ok.
+#[test]
+fn rpcbench_calls_python_wstest_servers() {
+    use rpcbench::encoding::{EncodingKind, Message};
+    use rpcbench::runner::{RpcConfig, RunConfig, run_transport};
+    use rpcbench::transport::{Endpoint, TransportKind};
+    let servers = PyServers::start();
+    let [http, jsonrpc, grpc] = servers.ports;
+    let messages = [
+        Message::Void,
+        Message::Struct(100),
+        Message::List(64),
+        Message::Synthetic(64 << 10),
+    ];
+    let cells = [
+        (TransportKind::HttpKeepalive, EncodingKind::Msgpack, http),
+        (TransportKind::HttpKeepalive, EncodingKind::Protobuf, http),
+        (TransportKind::HttpKeepalive, EncodingKind::Json, jsonrpc),
+        (TransportKind::Grpc, EncodingKind::Protobuf, grpc),
+        (TransportKind::GrpcMux, EncodingKind::Protobuf, grpc),
+    ];
+    for (kind, encoding, port) in cells {
+        for message in messages {
+            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+            let config = RunConfig {
+                calls: CALLS * 4,
+                warmup: 1,
+                rpc: Some(RpcConfig { encoding, message }),
+                ..RunConfig::default()
+            };
+            let r = run_transport(
+                kind,
+                &Endpoint::new(addr, addr),
+                &config,
+                std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            );
+            let t = &r.tally;
+            assert_eq!(
+                (t.ok, t.lost, t.mismatched),
+                (CALLS * 4, 0, 0),
+                "{kind} {encoding} {message}: {:?}",
+                t.errors
             );
         }
     }
