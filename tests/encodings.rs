@@ -13,6 +13,7 @@ use rpcbench::runner::{RpcConfig, RunConfig, TransportRun, run_transport};
 use rpcbench::transport::{Endpoint, TransportKind};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
@@ -697,4 +698,38 @@ fn curl_wire_bytes_match_the_kernel_s() {
         assert!(b.wire_sent.unwrap() > b.request_body, "{b:?}");
         assert!(b.wire_received.unwrap() > b.reply_body, "{b:?}");
     }
+}
+
+/// `report/encodings.sh --scale small` prints the whole WSTest table: a row for every
+/// transport × encoding it carries × message (tcp and http-keepalive four encodings, grpc
+/// protobuf; two messages), every cell filled (`-` only for server CPU resting on fewer
+/// than 100 clock ticks), and exits 0 with every call ok.
+#[test]
+fn the_encodings_report_prints_a_complete_table() {
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_rpcbench")).parent().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("report/encodings.sh");
+    let out = std::process::Command::new("bash")
+        .arg(script)
+        .args(["--scale", "small", "--seconds", "0.1"])
+        .env("RPCBENCH_BIN_DIR", bin_dir)
+        .output()
+        .expect("run report/encodings.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 18, "{stdout}");
+    for row in &rows {
+        assert_eq!(row.len(), 16, "{row:?}");
+        for (i, cell) in row.iter().enumerate() {
+            // Column 11 is the server's CPU, `-` below 100 clock ticks.
+            assert!(i == 11 || *cell != "-", "{row:?}");
+        }
+    }
+    assert!(stdout.contains("G1 linear growth"), "{stdout}");
 }
