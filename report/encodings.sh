@@ -8,16 +8,22 @@
 #            --duration S --rounds 3 --names ip
 #
 # (grpc carries protobuf only.) Messages: echo-void, echo-struct:1,2,5,10,100,1000,
-# echo-list:1,8,64, echo-synthetic:1KiB,64KiB,1MiB; with --scale small, echo-struct:1 and
-# echo-struct:100 at 0.2 s a cell (what tests/encodings.rs runs in CI).
+# echo-list:1,8,64, echo-synthetic:1KiB,64KiB,1MiB; with --scale small, echo-void,
+# echo-struct:1 and echo-struct:100 at 0.2 s a cell (what tests/encodings.rs runs in CI).
 #
 # It prints one row per transport × encoding × message: calls/s, mean and p99 µs, the
 # client's encode and decode µs, the server's decode and encode µs (from its
 # server-timing or the frame trailer), client and server CPU µs per call (the server's
 # from /stats threads_cpu: `-` below 100 clock ticks), request and reply body bytes, and
-# wire bytes per call both ways (TCP_INFO). Then goal G1 (linear growth): per transport and
-# encoding, server CPU per call at echo-struct:1000 over echo-struct:100, between 5 and 15,
-# printed PASS or MISS, never judged by the exit status.
+# wire bytes per call both ways (TCP_INFO). Then the goals, each printed PASS or MISS and
+# never judged by the exit status:
+#   G1 linear growth: per transport and encoding, server CPU per call at echo-struct:1000
+#      over echo-struct:100, between 5 and 15;
+#   G3 envelope cost: per encoding, echo-void's mean over http-keepalive within 1.15 times
+#      that of /echo with an empty payload (one more run, the same way);
+#   G4 no hidden copies: per encoding and message, the client's encode + decode in the
+#      call (tcp) within 1.5 times the same codec timed alone in-process
+#      (examples/codec_time.rs, 10,000 iterations).
 #
 # Usage: report/encodings.sh [--scale small|full] [--seconds S] [--json FILE] [--no-build]
 # (RPCBENCH_BIN_DIR=DIR: use the binaries in DIR, built already.)
@@ -63,7 +69,7 @@ while (($# > 0)); do
 done
 case "$scale" in
 small)
-    messages=echo-struct:1,echo-struct:100
+    messages=echo-void,echo-struct:1,echo-struct:100
     secs=${secs:-0.2}
     ;;
 full)
@@ -89,11 +95,12 @@ if [[ -z $bin_dir ]]; then
     bin_dir="$root/target/release"
     if ((build)); then
         echo "building (release) ..." >&2
-        cargo build --release --quiet --bin rpcbench --bin rpcbench-echo
+        cargo build --release --quiet --bin rpcbench --bin rpcbench-echo --example codec_time
     fi
 fi
 rb_bin="$bin_dir/rpcbench"
 echo_bin="$bin_dir/rpcbench-echo"
+codec_bin="$bin_dir/examples/codec_time"
 for b in "$rb_bin" "$echo_bin"; do
     [[ -x $b ]] || die "$b is missing: build it (or drop --no-build)"
 done
@@ -119,11 +126,29 @@ taskset -c "$cpu_client" "$rb_bin" --target 127.0.0.1 --tcp-port "${tcp_addr##*:
     --format json --out "$tmp/run.json" >/dev/null 2>"$tmp/run.err" || rc=$?
 grep -v '^rpcbench: .* not run with encoding' "$tmp/run.err" >&2 || true
 [[ -s $tmp/run.json ]] || die "rpcbench wrote no report (exit $rc)"
+# G3's baseline: /echo with an empty payload, the same way.
+taskset -c "$cpu_client" "$rb_bin" --target 127.0.0.1 --tcp-port "${tcp_addr##*:}" \
+    --http-port "${http_addr##*:}" --transports http-keepalive --payload 0 \
+    --duration "${secs}s" --rounds 3 --names ip --placement none --no-progress \
+    --format json --out "$tmp/echo.json" >/dev/null 2>>"$tmp/run.err" || rc=$?
+# G4's in-process figures: each codec alone, on the client's CPU.
+: >"$tmp/codec.txt"
+if [[ -x $codec_bin ]]; then
+    for encoding in postcard protobuf json msgpack; do
+        for message in ${messages//,/ }; do
+            printf '%s %s ' "$encoding" "$message" >>"$tmp/codec.txt"
+            taskset -c "$cpu_client" "$codec_bin" "$encoding" "$message" >>"$tmp/codec.txt" ||
+                die "codec_time $encoding $message failed"
+        done
+    done
+else
+    echo "encodings.sh: $codec_bin is missing: G4 is not measured" >&2
+fi
 if [[ -n $json_out ]]; then
     cp "$tmp/run.json" "$json_out"
 fi
 
-python3 - "$tmp/run.json" <<'PY' || rc=1
+python3 - "$tmp/run.json" "$tmp/echo.json" "$tmp/codec.txt" <<'PY' || rc=1
 import json, math, sys
 
 r = json.load(open(sys.argv[1]))
@@ -190,6 +215,31 @@ for (t, e, m), run in sorted(by.items()):
         continue
     ratio = a / s
     print(f"  {t} {e}: {ratio:.2f}  {'PASS' if 5 <= ratio <= 15 else 'MISS'}")
+print("G3 envelope cost: echo-void's mean over http-keepalive against /echo of 0 bytes, goal at most 1.15")
+try:
+    echo = json.load(open(sys.argv[2]))["runs"][0]["latency_us"]["mean"]
+except (OSError, ValueError, KeyError, IndexError, TypeError):
+    echo = None
+voids = [(e, x) for (t, e, m), x in sorted(by.items()) if t == "http-keepalive" and m == "echo-void"]
+if echo is None or not voids:
+    print("  - (no echo-void cell, or the /echo run failed)")
+for e, run in voids:
+    ratio = run["latency_us"]["mean"] / echo
+    print(f"  {e}: {ratio:.2f} ({num(run['latency_us']['mean'])} against {num(echo)} µs)  {'PASS' if ratio <= 1.15 else 'MISS'}")
+print("G4 no hidden copies: encode + decode in the call (tcp) over the codec alone, goal at most 1.5")
+alone = {}
+for line in open(sys.argv[3]):
+    parts = line.split()
+    if len(parts) == 6:
+        alone[(parts[0], parts[1])] = float(parts[3]) + float(parts[5])
+if not alone:
+    print("  - (examples/codec_time was not run)")
+for (t, e, m), run in sorted(by.items()):
+    if t != "tcp" or (e, m) not in alone or alone[(e, m)] <= 0:
+        continue
+    in_call = (phase(run, "encode") or 0) + (phase(run, "decode") or 0)
+    ratio = in_call / alone[(e, m)]
+    print(f"  {e} {m}: {ratio:.2f} ({num(in_call)} against {num(alone[(e, m)])} µs)  {'PASS' if ratio <= 1.5 else 'MISS'}")
 if failed:
     print(f"{failed} calls were not ok", file=sys.stderr)
     sys.exit(1)

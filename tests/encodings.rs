@@ -702,7 +702,7 @@ fn curl_wire_bytes_match_the_kernel_s() {
 
 /// `report/encodings.sh --scale small` prints the whole WSTest table: a row for every
 /// transport × encoding it carries × message (tcp and http-keepalive four encodings, grpc
-/// protobuf; two messages), every cell filled (`-` only for server CPU resting on fewer
+/// protobuf; three messages), every cell filled (`-` only for server CPU resting on fewer
 /// than 100 clock ticks), and exits 0 with every call ok.
 #[test]
 fn the_encodings_report_prints_a_complete_table() {
@@ -723,7 +723,7 @@ fn the_encodings_report_prints_a_complete_table() {
         .take_while(|l| !l.is_empty())
         .map(|l| l.split_whitespace().collect())
         .collect();
-    assert_eq!(rows.len(), 18, "{stdout}");
+    assert_eq!(rows.len(), 27, "{stdout}");
     for row in &rows {
         assert_eq!(row.len(), 16, "{row:?}");
         for (i, cell) in row.iter().enumerate() {
@@ -731,5 +731,15 @@ fn the_encodings_report_prints_a_complete_table() {
             assert!(i == 11 || *cell != "-", "{row:?}");
         }
     }
-    assert!(stdout.contains("G1 linear growth"), "{stdout}");
+    for goal in [
+        "G1 linear growth",
+        "G3 envelope cost",
+        "G4 no hidden copies",
+    ] {
+        assert!(stdout.contains(goal), "{stdout}");
+    }
+    assert!(
+        stdout.contains("  json echo-struct:100: "),
+        "G4 measured: {stdout}"
+    );
 }
