@@ -33,7 +33,9 @@ fn main() {
         eprintln!("codec_time: {e}");
         std::process::exit(2)
     });
-    let iterations: u32 = args.get(2).map_or(10_000, |n| n.parse().unwrap_or_else(|_| usage()));
+    let iterations: u32 = args
+        .get(2)
+        .map_or(10_000, |n| n.parse().unwrap_or_else(|_| usage()));
     let request = message.request(1);
     let id = CallId::of_call(1);
     let mut reply_body = Vec::new();
