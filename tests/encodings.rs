@@ -743,3 +743,25 @@ fn the_encodings_report_prints_a_complete_table() {
         "G4 measured: {stdout}"
     );
 }
+
+/// A healthy large protobuf call is leased what it holds, not protobuf's worst case: 1 MiB
+/// Synthetics over http-keepalive and grpc, whose 16-times bound (16 MiB) was past a
+/// connection's share of the budget and answered 503 / RESOURCE_EXHAUSTED, all ok.
+#[test]
+fn large_protobuf_calls_are_leased_what_they_hold() {
+    let server = TestServer::start_default();
+    for kind in [TransportKind::HttpKeepalive, TransportKind::Grpc] {
+        let cfg = RunConfig {
+            calls: 20,
+            warmup: 1,
+            ..config(EncodingKind::Protobuf, Message::Synthetic(1 << 20))
+        };
+        let r = run(kind, server.tcp, server.http, &cfg);
+        assert_eq!(
+            (r.tally.ok, r.tally.failed()),
+            (20, 0),
+            "{kind}: {:?}",
+            r.tally.errors
+        );
+    }
+}

@@ -68,6 +68,55 @@ impl Codec for Protobuf {
         };
         reply.map(|r| (r, CallId::None)).map_err(error)
     }
+
+    /// Strings and bytes hold at most the body's own bytes; what holds them is counted:
+    /// an EchoStruct's structs from its top-level entries (a scan that allocates
+    /// nothing, stopping where the body stops being protobuf, as prost's decode would),
+    /// twice over for the growth of their Vec; a list's nodes up to prost's nesting
+    /// limit of 100; a Synthetic holds nothing else.
+    fn heap_bound(op: Option<Operation>, body: &[u8]) -> usize {
+        let structs = |n: usize| 2 * n * size_of::<super::wstest::TestStruct>();
+        let extra = match op {
+            None => return body.len().saturating_mul(Self::FACTS.expansion),
+            Some(Operation::EchoVoid | Operation::EchoSynthetic) => 0,
+            Some(Operation::EchoList) => 100 * size_of::<super::wstest::TestNode>(),
+            Some(Operation::EchoStruct) => structs(entries(body, 1)),
+        };
+        body.len().saturating_add(extra)
+    }
+}
+
+/// Length-delimited entries of field `field` at the top level of `body`, counted up to
+/// where the body stops being well-formed protobuf.
+fn entries(mut body: &[u8], field: u64) -> usize {
+    use prost::encoding::decode_varint;
+    let mut n = 0;
+    while !body.is_empty() {
+        let Ok(key) = decode_varint(&mut body) else {
+            break;
+        };
+        let skip = match key & 7 {
+            0 => match decode_varint(&mut body) {
+                Ok(_) => 0,
+                Err(_) => break,
+            },
+            1 => 8,
+            5 => 4,
+            2 => match decode_varint(&mut body) {
+                Ok(len) => {
+                    n += usize::from(key >> 3 == field);
+                    usize::try_from(len).unwrap_or(usize::MAX)
+                }
+                Err(_) => break,
+            },
+            _ => break,
+        };
+        let Some(rest) = body.get(skip..) else {
+            break;
+        };
+        body = rest;
+    }
+    n
 }
 
 /// prost's error as ours: its recursion limit is [`DecodeError::TooDeep`].

@@ -4,8 +4,9 @@
 //! counted once under its kind. The listeners only frame what this returns.
 //!
 //! - **Memory.** Before a body is decoded, the budget lends what the decoded message can
-//!   hold at most (the body's length times the codec's
-//!   [`expansion`](crate::encoding::Facts::expansion)); the encoded reply is made whole and
+//!   hold at most ([`heap_bound`](crate::encoding::EncodingKind::heap_bound): the body's
+//!   length times the codec's expansion, or closer where the codec counts); the encoded
+//!   reply is made whole and
 //!   stays leased ([`Held`]) until it is sent.
 //! - **Refusals**: a body the codec cannot read is `rpc_malformed`, one nested too deep
 //!   `rpc_too_deep`, one that is not a call of this server's `rpc_bad_call`. JSON-RPC
@@ -53,7 +54,7 @@ pub(super) fn answer(
     body: &[u8],
 ) -> Result<Answer, Refusal> {
     // What the decoded message may hold, lent before it is made.
-    let bound = body.len().saturating_mul(encoding.facts().expansion) as u64;
+    let bound = encoding.heap_bound(op, body) as u64;
     let mut lease = Lease::new(&shared.stats.budget, share, bound);
     if !lease.grow_to(bound) {
         return Err(Refusal::OverBudget);
