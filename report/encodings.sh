@@ -4,7 +4,7 @@
 # CPU 0, rpcbench pinned to CPU 1 (as report/load.sh), one worker, closed loop:
 #
 #   rpcbench --target … --transports tcp,http-keepalive,grpc
-#            --encoding postcard,protobuf,json,msgpack --message <the sizes below>
+#            --encoding postcard,protobuf,json,msgpack,xmlrpc,soap --message <the sizes below>
 #            --duration S --rounds 3 --names ip
 #
 # (grpc carries protobuf only.) Messages: echo-void, echo-struct:1,2,5,10,100,1000,
@@ -121,7 +121,7 @@ echo "server on CPU $cpu_server, client on CPU $cpu_client; ${secs} s a cell, 3 
 rc=0
 taskset -c "$cpu_client" "$rb_bin" --target 127.0.0.1 --tcp-port "${tcp_addr##*:}" \
     --http-port "${http_addr##*:}" --transports tcp,http-keepalive,grpc \
-    --encoding postcard,protobuf,json,msgpack --message "$messages" \
+    --encoding postcard,protobuf,json,msgpack,xmlrpc,soap --message "$messages" \
     --duration "${secs}s" --rounds 3 --names ip --placement none --no-progress \
     --format json --out "$tmp/run.json" >/dev/null 2>"$tmp/run.err" || rc=$?
 grep -v '^rpcbench: .* not run with encoding' "$tmp/run.err" >&2 || true
@@ -134,7 +134,7 @@ taskset -c "$cpu_client" "$rb_bin" --target 127.0.0.1 --tcp-port "${tcp_addr##*:
 # G4's in-process figures: each codec alone, on the client's CPU.
 : >"$tmp/codec.txt"
 if [[ -x $codec_bin ]]; then
-    for encoding in postcard protobuf json msgpack; do
+    for encoding in postcard protobuf json msgpack xmlrpc soap; do
         for message in ${messages//,/ }; do
             printf '%s %s ' "$encoding" "$message" >>"$tmp/codec.txt"
             taskset -c "$cpu_client" "$codec_bin" "$encoding" "$message" >>"$tmp/codec.txt" ||

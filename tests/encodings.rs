@@ -143,16 +143,18 @@ fn warmup_of(r: &TransportRun) -> u64 {
 enum Answer {
     /// The echo with one bit of the first struct's `f` flipped.
     FlipF,
-    /// A JSON-RPC error object, code -32601, under 200.
+    /// The encoding's fault: a JSON-RPC error object or an XML-RPC fault, code -32601,
+    /// under 200; a SOAP Server Fault under 500.
     Fault,
     /// 200 with bytes that are no encoding's.
     Garbage,
 }
 
 /// A keep-alive HTTP/1.1 server on a thread that answers every request as `answer` says,
-/// in JSON-RPC (`/rpc`), one connection at a time, until `stop` is set and a connection
-/// wakes it.
+/// in `encoding` (whatever the path), one connection at a time, until `stop` is set and a
+/// connection wakes it.
 fn wrong_server(
+    encoding: EncodingKind,
     answer: Answer,
     stop: Arc<AtomicBool>,
 ) -> (SocketAddr, std::thread::JoinHandle<()>) {
@@ -164,13 +166,13 @@ fn wrong_server(
                 return;
             }
             let Ok(stream) = stream else { return };
-            serve(stream, answer);
+            serve(stream, encoding, answer);
         }
     });
     (addr, handle)
 }
 
-fn serve(stream: TcpStream, answer: Answer) {
+fn serve(stream: TcpStream, encoding: EncodingKind, answer: Answer) {
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
@@ -194,8 +196,9 @@ fn serve(stream: TcpStream, answer: Answer) {
         }
         let mut body = vec![0; length];
         reader.read_exact(&mut body).unwrap();
-        let (req, id) = EncodingKind::Json.decode_request(None, &body).unwrap();
+        let (req, id) = encoding.decode_request(None, &body).unwrap();
         let mut reply = Vec::new();
+        let mut status = "200 OK";
         match answer {
             Answer::FlipF => {
                 let mut back = req.into_reply();
@@ -203,17 +206,27 @@ fn serve(stream: TcpStream, answer: Answer) {
                     let f = &mut m.echo_struct_result[0].f;
                     *f = f32::from_bits(f.to_bits() ^ 1);
                 }
-                EncodingKind::Json
-                    .encode_reply(&back, &id, &mut reply)
-                    .unwrap();
+                encoding.encode_reply(&back, &id, &mut reply).unwrap();
             }
-            Answer::Fault => {
-                rpcbench::encoding::json::write_error(&mut reply, -32601, "no such method", &id);
-            }
-            Answer::Garbage => reply.extend_from_slice(b"{not json"),
+            Answer::Fault => match encoding {
+                EncodingKind::Json => {
+                    rpcbench::encoding::json::write_error(&mut reply, -32601, "no method", &id);
+                }
+                EncodingKind::Xmlrpc => {
+                    rpcbench::encoding::xmlrpc::write_fault(&mut reply, -32601, "no method");
+                }
+                EncodingKind::Soap => {
+                    use rpcbench::encoding::soap::{FaultCode, write_fault};
+                    write_fault(&mut reply, FaultCode::Server, "down");
+                    status = "500 Internal Server Error";
+                }
+                other => panic!("{other} has no fault"),
+            },
+            Answer::Garbage => reply.extend_from_slice(b"{not <json"),
         }
         let head = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            "HTTP/1.1 {status}\r\ncontent-type: {}\r\ncontent-length: {}\r\n\r\n",
+            encoding.facts().content_type,
             reply.len()
         );
         if out.write_all(head.as_bytes()).is_err() || out.write_all(&reply).is_err() {
@@ -222,28 +235,53 @@ fn serve(stream: TcpStream, answer: Answer) {
     }
 }
 
-/// A reply with one bit of one `f` flipped is `mism`, every call; a JSON-RPC error object
-/// is its fault's kind, `jsonrpc_-32601`; bytes no JSON parser takes are `decode_json`.
-/// The connection is dropped after each such call (as after any failed call), so each
-/// call, warm-up included, has one of its own.
+/// A reply with one bit of one `f` flipped is `mism`, every call; a fault is its kind
+/// (`jsonrpc_-32601`, `xmlrpc_fault_-32601`, and a SOAP Fault under 500
+/// `soap_fault_server`, through libcurl too); bytes the codec cannot read are
+/// `decode_<encoding>`. The connection is dropped after each such call (as after any
+/// failed call), so each call, warm-up included, has one of its own.
 #[test]
 fn wrong_replies_are_counted_by_kind() {
+    use EncodingKind::{Json, Soap, Xmlrpc};
+    use TransportKind::{CurlReuse, HttpKeepalive};
     let calls = 20;
-    for (answer, kind) in [
-        (Answer::FlipF, None),
-        (Answer::Fault, Some("jsonrpc_-32601")),
-        (Answer::Garbage, Some("decode_json")),
+    for (encoding, answer, transport, kind) in [
+        (Json, Answer::FlipF, HttpKeepalive, None),
+        (Json, Answer::Fault, HttpKeepalive, Some("jsonrpc_-32601")),
+        (Json, Answer::Garbage, HttpKeepalive, Some("decode_json")),
+        (Xmlrpc, Answer::FlipF, HttpKeepalive, None),
+        (
+            Xmlrpc,
+            Answer::Fault,
+            HttpKeepalive,
+            Some("xmlrpc_fault_-32601"),
+        ),
+        (
+            Xmlrpc,
+            Answer::Garbage,
+            HttpKeepalive,
+            Some("decode_xmlrpc"),
+        ),
+        (Soap, Answer::FlipF, HttpKeepalive, None),
+        (
+            Soap,
+            Answer::Fault,
+            HttpKeepalive,
+            Some("soap_fault_server"),
+        ),
+        (Soap, Answer::Fault, CurlReuse, Some("soap_fault_server")),
+        (Soap, Answer::Garbage, HttpKeepalive, Some("decode_soap")),
     ] {
         let stop = Arc::new(AtomicBool::new(false));
-        let (addr, server) = wrong_server(answer, stop.clone());
+        let (addr, server) = wrong_server(encoding, answer, stop.clone());
         let cfg = RunConfig {
             calls,
             warmup: 1,
-            ..config(EncodingKind::Json, Message::Struct(3))
+            ..config(encoding, Message::Struct(3))
         };
-        let r = run(TransportKind::HttpKeepalive, addr, addr, &cfg);
+        let r = run(transport, addr, addr, &cfg);
         let t = &r.tally;
-        assert_eq!(t.ok, 0, "{kind:?}");
+        assert_eq!(t.ok, 0, "{encoding} {kind:?}");
         assert_eq!(t.calls(), calls);
         match kind {
             None => assert_eq!(t.mismatched, calls),
@@ -701,7 +739,7 @@ fn curl_wire_bytes_match_the_kernel_s() {
 }
 
 /// `report/encodings.sh --scale small` prints the whole WSTest table: a row for every
-/// transport × encoding it carries × message (tcp and http-keepalive four encodings, grpc
+/// transport × encoding it carries × message (tcp and http-keepalive six encodings, grpc
 /// protobuf; three messages), every cell filled (`-` only for server CPU resting on fewer
 /// than 100 clock ticks), and exits 0 with every call ok.
 #[test]
@@ -723,7 +761,7 @@ fn the_encodings_report_prints_a_complete_table() {
         .take_while(|l| !l.is_empty())
         .map(|l| l.split_whitespace().collect())
         .collect();
-    assert_eq!(rows.len(), 27, "{stdout}");
+    assert_eq!(rows.len(), (6 + 6 + 1) * 3, "{stdout}");
     for row in &rows {
         assert_eq!(row.len(), 16, "{row:?}");
         for (i, cell) in row.iter().enumerate() {

@@ -372,3 +372,191 @@ fn lengths_past_the_body_and_expansion_past_the_budget_are_refused() {
     });
     assert_rejects(&http_stats(addr), &counts);
 }
+
+/// XML's bad bodies, each answered in its encoding's fault (XML-RPC's under 200 with the
+/// interoperability code, SOAP's Client Fault under 500), counted once under its kind,
+/// and survived: the connection serves a healthy call after each. No DTD is read: a
+/// parameter entity naming a listener of this test leaves it without a connection.
+#[test]
+fn xml_bad_calls_are_answered_counted_and_survived() {
+    use rpcbench::encoding::soap::FaultCode;
+    use rpcbench::encoding::{DecodeError, FaultKind};
+    let server = TestServer::start_default();
+    let addr = server.http;
+    let bait = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    bait.set_nonblocking(true).unwrap();
+    let bait_port = bait.local_addr().unwrap().port();
+    let xml = EncodingKind::Xmlrpc.facts().content_type;
+    let soap = EncodingKind::Soap.facts().content_type;
+    let method_call = |method: &str, params: &str| {
+        format!(
+            "<?xml version=\"1.0\"?><methodCall><methodName>{method}</methodName><params>{params}</params></methodCall>"
+        )
+        .into_bytes()
+    };
+    let laughs = {
+        let mut d = String::from("<?xml version=\"1.0\"?><!DOCTYPE lolz [<!ENTITY lol \"lol\">");
+        for n in 1..10 {
+            let refs = format!("&lol{};", n - 1)
+                .repeat(10)
+                .replace("&lol0;", "&lol;");
+            d += &format!("<!ENTITY lol{n} \"{refs}\">");
+        }
+        d + "]><methodCall><methodName>&lol9;</methodName></methodCall>"
+    };
+    let quadratic = format!(
+        "<!DOCTYPE q [<!ENTITY a \"{}\">]><methodCall><methodName>{}</methodName></methodCall>",
+        "x".repeat(64 << 10),
+        "&a;".repeat(16_000)
+    );
+    let fetch = format!(
+        "<!DOCTYPE r [<!ENTITY % p SYSTEM \"http://127.0.0.1:{bait_port}/x.dtd\"> %p;]><methodCall/>"
+    );
+    let deep = "<value><array><data>".repeat(100_000);
+    let envelope = |body: &str| {
+        format!(
+            "<?xml version=\"1.0\" encoding=\"utf-8\"?><s:Envelope xmlns:s=\"http://schemas.xmlsoap.org/soap/envelope/\"><s:Body>{body}</s:Body></s:Envelope>"
+        )
+        .into_bytes()
+    };
+    let echo_void = envelope("<EchoVoid xmlns=\"uri:WSTestWeb-TestService\"/>");
+    let node = "<i>1</i><f>1</f><s>x</s><Next>";
+    let long_list = envelope(&format!(
+        "<EchoList xmlns=\"uri:WSTestWeb-TestService\"><list>{}<i>1</i><f>1</f><s>x</s>{}</list></EchoList>",
+        node.repeat(64),
+        "</Next>".repeat(64)
+    ));
+    let i_too_big = "<param><value><array><data><value><struct><member><name>i</name><value><i4>3000000000</i4></value></member><member><name>f</name><value><double>1</double></value></member><member><name>s</name><value>x</value></member></struct></value></data></array></value></param>";
+    // Path, content type, SOAPAction, body, status, the fault it carries, the kind.
+    type Case<'a> = (
+        &'a str,
+        &'a str,
+        Option<&'a str>,
+        Vec<u8>,
+        StatusCode,
+        Option<FaultKind>,
+        Reject,
+    );
+    let client = Some(FaultKind::Soap(FaultCode::Client));
+    let ok = StatusCode::OK;
+    let five = StatusCode::INTERNAL_SERVER_ERROR;
+    let x = |body: Vec<u8>, code: i64, kind: Reject| -> Case {
+        (
+            "/RPC2",
+            xml,
+            None,
+            body,
+            ok,
+            Some(FaultKind::XmlRpc(code)),
+            kind,
+        )
+    };
+    let s = |action: Option<&'static str>, body: Vec<u8>, kind: Reject| -> Case {
+        ("/soap", soap, action, body, five, client, kind)
+    };
+    let latin1 = b"<?xml version='1.0' encoding='ISO-8859-1'?><methodCall/>".to_vec();
+    let passwd =
+        |root: &str| format!("<!DOCTYPE r SYSTEM \"file:///etc/passwd\"><{root}/>").into_bytes();
+    let cases: Vec<Case> = vec![
+        x(
+            method_call("EchoVoid", "")[..60].to_vec(),
+            -32700,
+            Reject::RpcMalformed,
+        ),
+        x(latin1, -32701, Reject::RpcMalformed),
+        x(
+            b"<methodCall>\xff</methodCall>".to_vec(),
+            -32700,
+            Reject::RpcMalformed,
+        ),
+        x(laughs.into_bytes(), -32700, Reject::RpcDoctype),
+        x(quadratic.into_bytes(), -32700, Reject::RpcDoctype),
+        x(passwd("methodCall"), -32700, Reject::RpcDoctype),
+        x(fetch.into_bytes(), -32700, Reject::RpcDoctype),
+        x(
+            method_call("EchoStruct", &format!("<param>{deep}</param>")),
+            -32602,
+            Reject::RpcTooDeep,
+        ),
+        x(method_call("GetOrder", ""), -32601, Reject::RpcBadCall),
+        x(
+            method_call("EchoStruct", i_too_big),
+            -32602,
+            Reject::RpcBadCall,
+        ),
+        s(None, echo_void[..80].to_vec(), Reject::RpcMalformed),
+        s(None, passwd("r"), Reject::RpcDoctype),
+        s(
+            Some("\"uri:WSTestWeb-TestService/EchoList\""),
+            echo_void.clone(),
+            Reject::RpcBadCall,
+        ),
+        s(Some("GetOrder"), echo_void.clone(), Reject::RpcBadCall),
+        s(None, long_list, Reject::RpcTooDeep),
+        (
+            "/soap",
+            "application/json",
+            None,
+            echo_void.clone(),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            None,
+            Reject::HttpUnsupportedMediaType,
+        ),
+    ];
+    let mut counts: Vec<(Reject, u64)> = Vec::new();
+    server.block_on(async {
+        let mut h1 = hyper_http1(addr).await;
+        for (path, content_type, action, body, status, fault, kind) in cases {
+            let mut req = post(addr, path, content_type, body);
+            if let Some(action) = action {
+                req.headers_mut()
+                    .insert("soapaction", action.parse().unwrap());
+            }
+            let (got, _, body) = hyper_send1(&mut h1, req).await;
+            let text = String::from_utf8_lossy(&body).into_owned();
+            assert_eq!(got, status, "{path} {kind:?}: {text}");
+            if let Some(fault) = fault {
+                let enc = if path == "/soap" {
+                    EncodingKind::Soap
+                } else {
+                    EncodingKind::Xmlrpc
+                };
+                match enc.decode_reply(Operation::EchoVoid, &body) {
+                    Err(DecodeError::Fault(got, _)) => assert_eq!(got, fault, "{text}"),
+                    other => panic!("{path} {kind:?}: {other:?} from {text}"),
+                }
+            }
+            match counts.iter_mut().find(|(k, _)| *k == kind) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((kind, 1)),
+            }
+            // The same connection still serves a healthy call, in both XML encodings.
+            for enc in [EncodingKind::Xmlrpc, EncodingKind::Soap] {
+                let msg: Message = "echo-list:64".parse().unwrap();
+                let (status, _, body) = hyper_send1(&mut h1, call(addr, enc, msg, 9)).await;
+                assert_eq!(status, StatusCode::OK);
+                let (reply, _) = enc.decode_reply(msg.operation(), &body).unwrap();
+                assert!(reply.echoes(&msg.request(9)));
+            }
+        }
+        // The WSDL, its address this server's own.
+        let get = hyper::Request::builder()
+            .method(Method::GET)
+            .uri(format!("http://{addr}/soap?wsdl"))
+            .header(HOST, addr.to_string())
+            .body(http_body_util::Full::new(Bytes::new()))
+            .unwrap();
+        let (status, _, body) = hyper_send1(&mut h1, get).await;
+        assert_eq!(status, StatusCode::OK);
+        let wsdl = String::from_utf8(body.to_vec()).unwrap();
+        assert!(
+            wsdl.contains(&format!("location=\"http://{addr}/soap\"")),
+            "{wsdl}"
+        );
+    });
+    assert!(
+        bait.accept().is_err(),
+        "the parameter entity's URL was fetched"
+    );
+    assert_rejects(&http_stats(addr), &counts);
+}

@@ -8,8 +8,12 @@
 //! msgpack and protobuf, jsonrpclib-pelix's SimpleJSONRPCServer, a grpcio WsTest server),
 //! every reply judged by rpcbench's own comparison.
 //!
-//! Needs `python3 -m pip install jsonrpclib-pelix msgpack grpcio grpcio-tools` (`.ci/run`
-//! does it); fails, saying so, without them.
+//! XML-RPC against the standard library's `xmlrpc.client` and `SimpleXMLRPCServer`; SOAP
+//! against zeep (from the server's own WSDL) and a spyne server declaring WSTest's shape,
+//! which validates every request against its schema.
+//!
+//! Needs `python3 -m pip install jsonrpclib-pelix msgpack grpcio grpcio-tools zeep spyne`
+//! (`.ci/run` does it); fails, saying so, without them.
 
 mod common;
 
@@ -34,7 +38,14 @@ fn python_stacks_call_the_wstest_routes() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}{stderr}");
     let per_stack = CALLS * 4;
-    for stack in ["jsonrpclib", "msgpack", "protobuf", "grpcio"] {
+    for stack in [
+        "xmlrpc.client",
+        "zeep",
+        "jsonrpclib",
+        "msgpack",
+        "protobuf",
+        "grpcio",
+    ] {
         assert!(
             stdout.contains(&format!("{stack} {per_stack} ok")),
             "{stack}: {stdout}{stderr}"
@@ -44,7 +55,13 @@ fn python_stacks_call_the_wstest_routes() {
     // protobuf twice (over /rpc and over gRPC).
     let stats = server.stats();
     for op in ["EchoVoid", "EchoStruct", "EchoList", "EchoSynthetic"] {
-        for (encoding, calls) in [("json", CALLS), ("msgpack", CALLS), ("protobuf", 2 * CALLS)] {
+        for (encoding, calls) in [
+            ("xmlrpc", CALLS),
+            ("soap", CALLS),
+            ("json", CALLS),
+            ("msgpack", CALLS),
+            ("protobuf", 2 * CALLS),
+        ] {
             let counts = &stats.rpc[encoding][op];
             assert_eq!(
                 (counts.decoded, counts.encoded),
@@ -56,10 +73,10 @@ fn python_stacks_call_the_wstest_routes() {
 }
 
 /// The Python servers of `tests/fixtures/interop/server.py`, killed by their PID when
-/// dropped: their HTTP, JSON-RPC and gRPC ports.
+/// dropped: their HTTP, JSON-RPC, gRPC, XML-RPC, spyne and refusing spyne ports.
 struct PyServers {
     child: std::process::Child,
-    ports: [u16; 3],
+    ports: [u16; 6],
 }
 
 impl PyServers {
@@ -86,7 +103,7 @@ impl PyServers {
             .split_whitespace()
             .filter_map(|p| p.parse().ok())
             .collect();
-        let Ok(ports) = <[u16; 3]>::try_from(ports) else {
+        let Ok(ports) = <[u16; 6]>::try_from(ports) else {
             let _ = child.kill();
             let out = child.wait_with_output().unwrap();
             panic!(
@@ -116,7 +133,7 @@ fn rpcbench_calls_python_wstest_servers() {
     use rpcbench::runner::{RpcConfig, RunConfig, run_transport};
     use rpcbench::transport::{Endpoint, TransportKind};
     let servers = PyServers::start();
-    let [http, jsonrpc, grpc] = servers.ports;
+    let [http, jsonrpc, grpc, xmlrpc, spyne, _] = servers.ports;
     let messages = [
         Message::Void,
         Message::Struct(100),
@@ -129,6 +146,10 @@ fn rpcbench_calls_python_wstest_servers() {
         (TransportKind::HttpKeepalive, EncodingKind::Json, jsonrpc),
         (TransportKind::Grpc, EncodingKind::Protobuf, grpc),
         (TransportKind::GrpcMux, EncodingKind::Protobuf, grpc),
+        (TransportKind::HttpKeepalive, EncodingKind::Xmlrpc, xmlrpc),
+        (TransportKind::CurlReuse, EncodingKind::Xmlrpc, xmlrpc),
+        (TransportKind::HttpKeepalive, EncodingKind::Soap, spyne),
+        (TransportKind::HttpFresh, EncodingKind::Soap, spyne),
     ];
     for (kind, encoding, port) in cells {
         for message in messages {
@@ -154,4 +175,40 @@ fn rpcbench_calls_python_wstest_servers() {
             );
         }
     }
+}
+
+/// A spyne service that raises `Fault(faultcode="Client.Test")` on every call: every call
+/// of rpcbench's is counted `soap_fault_client` (spyne writes `soap11env:Client.Test`,
+/// under HTTP 500), none ok, none lost.
+#[test]
+fn a_refusing_spyne_service_is_counted_as_client_faults() {
+    use rpcbench::encoding::{EncodingKind, Message};
+    use rpcbench::runner::{RpcConfig, RunConfig, run_transport};
+    use rpcbench::transport::{Endpoint, TransportKind};
+    let servers = PyServers::start();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], servers.ports[5]));
+    let calls = CALLS * 4;
+    let config = RunConfig {
+        calls,
+        warmup: 1,
+        rpc: Some(RpcConfig {
+            encoding: EncodingKind::Soap,
+            message: Message::Struct(10),
+        }),
+        ..RunConfig::default()
+    };
+    let r = run_transport(
+        TransportKind::HttpKeepalive,
+        &Endpoint::new(addr, addr),
+        &config,
+        std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0)),
+    );
+    let t = &r.tally;
+    assert_eq!((t.ok, t.lost, t.mismatched), (0, 0, 0), "{:?}", t.errors);
+    assert_eq!(
+        t.errors_by_key().get("soap_fault_client"),
+        Some(&calls),
+        "{:?}",
+        t.errors
+    );
 }

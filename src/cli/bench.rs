@@ -187,7 +187,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "PLACEMENT", value_enum, default_value_t = crate::placement::Placement::Auto)]
     pub placement: crate::placement::Placement,
     /// Send WSTest's calls in these encodings instead of the opaque echo, comma-separated:
-    /// postcard, protobuf, json (JSON-RPC 2.0), msgpack. Each reply is decoded and
+    /// postcard, protobuf, json (JSON-RPC 2.0), msgpack, xmlrpc, soap (SOAP 1.1
+    /// document/literal). Each reply is decoded and
     /// compared field by field with what was sent. Every transport that carries the
     /// encoding runs once per encoding and message; the others are left out, one line on
     /// stderr each. Not with --payload or --reply: the message is the payload.

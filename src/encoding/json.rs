@@ -10,7 +10,7 @@ use super::wstest::{
     EchoSyntheticResponse, EchoVoid, EchoVoidResponse, Operation, Reply, Request, Synthetic,
     TestNode, TestStruct,
 };
-use super::{CallId, Codec, DecodeError, EncodeError, Facts, FaultKind, Route};
+use super::{CallId, Codec, DecodeError, EncodeError, ErrorReply, Facts, FaultKind, Route};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -74,6 +74,8 @@ impl Codec for JsonRpc {
         // The older JSON-RPC-over-HTTP drafts' types, which jsonrpclib-pelix still sends.
         also_accepted: &["application/json-rpc", "application/jsonrequest"],
         route: Route::Fixed("/rpc"),
+        operation_header: None,
+        fault_status: None,
         // `[0,0,""],` is 9 bytes for the 32 a TestStruct holds.
         expansion: 4,
     };
@@ -101,7 +103,7 @@ impl Codec for JsonRpc {
         }
         let method = call.method.as_deref().unwrap_or_default();
         let named = Operation::from_name(method)
-            .ok_or_else(|| DecodeError::BadCall(format!("no method {method:?}")))?;
+            .ok_or_else(|| DecodeError::NoSuchOperation(format!("no method {method:?}")))?;
         if op.is_some_and(|op| op != named) {
             return Err(DecodeError::BadCall(format!(
                 "{method} where the frame names another"
@@ -149,6 +151,17 @@ impl Codec for JsonRpc {
             }),
         };
         Ok((reply, CallId::Json(answer.id)))
+    }
+
+    /// An error object under 200, with the call's id where its envelope could be read.
+    fn error_reply(error: &DecodeError, request: &[u8]) -> Option<ErrorReply> {
+        let id = match error {
+            DecodeError::Malformed(..) => CallId::None,
+            _ => request_id(request),
+        };
+        let mut body = Vec::new();
+        write_error(&mut body, error.rpc_code().into(), &error.to_string(), &id);
+        Some(ErrorReply { status: 200, body })
     }
 }
 

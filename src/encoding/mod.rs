@@ -16,7 +16,11 @@ pub mod json;
 pub mod msgpack;
 pub mod postcard;
 pub mod protobuf;
+pub mod soap;
 pub mod wstest;
+mod xml;
+pub mod xml_guard;
+pub mod xmlrpc;
 
 pub use wstest::{Message, Operation, Reply, Request};
 
@@ -30,10 +34,37 @@ pub struct Facts {
     pub also_accepted: &'static [&'static str],
     /// Where its calls go over HTTP.
     pub route: Route,
+    /// A header naming the call's operation, where the encoding has one (SOAP's
+    /// `SOAPAction`): clients send it, servers hold the body to it.
+    pub operation_header: Option<OperationHeader>,
+    /// A status other than 200 that a reply in the encoding's error form goes under
+    /// (SOAP 1.1's Fault, under 500): a client judges its body rather than the status.
+    pub fault_status: Option<u16>,
     /// The most heap a decoded message holds per byte of its body, measured on the
     /// smallest elements the encoding can write (`tests` below hold each codec to it):
     /// what a server leases before decoding a body of unknown shape.
     pub expansion: usize,
+}
+
+/// A request header naming the operation (SOAP 1.1's `SOAPAction`).
+#[derive(Debug, Clone, Copy)]
+pub struct OperationHeader {
+    /// Its name, lower case.
+    pub name: &'static str,
+    /// Its value for a call of an operation.
+    pub value: fn(Operation) -> &'static str,
+    /// The operation a value names: `None` for one that names none (an empty
+    /// SOAPAction), an error for one that names something this server lacks.
+    pub parse: fn(&str) -> Result<Option<Operation>, String>,
+}
+
+/// A refused call's answer in the encoding's own error form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorReply {
+    /// The HTTP status it goes under (SOAP's Fault under 500, JSON-RPC's and XML-RPC's
+    /// under 200).
+    pub status: u16,
+    pub body: Vec<u8>,
 }
 
 /// Where an encoding's calls go over HTTP.
@@ -74,12 +105,23 @@ pub enum DecodeError {
     /// the encoding itself says which (`rpc_malformed`).
     #[error("malformed {0} body: {1}")]
     Malformed(&'static str, String),
+    /// An XML declaration naming an encoding other than UTF-8 (`rpc_malformed`; XML-RPC's
+    /// -32701).
+    #[error("unsupported encoding: {0}")]
+    Charset(String),
+    /// An XML body with a `<!DOCTYPE`, refused unread by [`xml_guard`] (`rpc_doctype`).
+    #[error("refused: {0}")]
+    Doctype(String),
     /// Nested deeper than [`wstest::MAX_LIST`] nodes, or than the codec's own limit
     /// (`rpc_too_deep`).
     #[error("nested too deep: {0}")]
     TooDeep(String),
-    /// Well formed, but not a call this server has: an unknown operation, wrong
-    /// parameters (`rpc_bad_call`).
+    /// Well formed, but naming an operation or method this server lacks
+    /// (`rpc_bad_call`; -32601).
+    #[error("no such operation: {0}")]
+    NoSuchOperation(String),
+    /// Well formed, but not a call this server has: wrong parameters, a wrong type, a
+    /// header naming another operation (`rpc_bad_call`).
     #[error("bad call: {0}")]
     BadCall(String),
     /// A reply in the encoding's own error form: its kind (`jsonrpc_-32601`) and text.
@@ -87,17 +129,38 @@ pub enum DecodeError {
     Fault(FaultKind, String),
 }
 
+impl DecodeError {
+    /// Its code in the interoperability numbering JSON-RPC and XML-RPC share: -32700 not
+    /// well formed, -32701 an unsupported encoding, -32601 no such method, -32602 bad
+    /// params.
+    pub fn rpc_code(&self) -> i32 {
+        match self {
+            DecodeError::Malformed(..) | DecodeError::Doctype(_) => -32700,
+            DecodeError::Charset(_) => -32701,
+            DecodeError::NoSuchOperation(_) => -32601,
+            DecodeError::TooDeep(_) | DecodeError::BadCall(_) | DecodeError::Fault(..) => -32602,
+        }
+    }
+}
+
 /// A fault an encoding's error form carries, by the key a client counts it under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FaultKind {
     /// A JSON-RPC error object's `code`: `jsonrpc_-32601`.
     JsonRpc(i64),
+    /// An XML-RPC fault's `faultCode`: `xmlrpc_fault_-32602`.
+    XmlRpc(i64),
+    /// A SOAP 1.1 Fault, by its faultcode's first segment (`Client` of spyne's
+    /// `Client.SchemaValidationError`): `soap_fault_client`.
+    Soap(soap::FaultCode),
 }
 
 impl std::fmt::Display for FaultKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             FaultKind::JsonRpc(code) => write!(f, "jsonrpc_{code}"),
+            FaultKind::XmlRpc(code) => write!(f, "xmlrpc_fault_{code}"),
+            FaultKind::Soap(code) => write!(f, "soap_fault_{}", code.key()),
         }
     }
 }
@@ -135,6 +198,14 @@ pub trait Codec {
     fn heap_bound(op: Option<Operation>, body: &[u8]) -> usize {
         let _ = op;
         body.len().saturating_mul(Self::FACTS.expansion)
+    }
+
+    /// The answer to a call refused with `error` (whose body was `request`) in the
+    /// encoding's own error form, or `None` for an encoding that has none (the binary
+    /// ones: a server then answers 400 and one line).
+    fn error_reply(error: &DecodeError, request: &[u8]) -> Option<ErrorReply> {
+        let _ = (error, request);
+        None
     }
 }
 
@@ -213,6 +284,13 @@ macro_rules! encodings {
                 }
             }
 
+            /// [`Codec::error_reply`] of this encoding.
+            pub fn error_reply(self, error: &DecodeError, request: &[u8]) -> Option<ErrorReply> {
+                match self {
+                    $(EncodingKind::$kind => <$codec>::error_reply(error, request),)*
+                }
+            }
+
             /// [`Codec::decode_reply`] of this encoding.
             pub fn decode_reply(
                 self,
@@ -236,6 +314,10 @@ encodings! {
     Json => json::JsonRpc, "json";
     /// MessagePack (rmp-serde), structs as maps: self-describing binary.
     Msgpack => msgpack::Msgpack, "msgpack";
+    /// XML-RPC: `methodCall`, the operation as its `methodName`.
+    Xmlrpc => xmlrpc::XmlRpc, "xmlrpc";
+    /// SOAP 1.1 document/literal (quick-xml): WSTest's own elements in an Envelope.
+    Soap => soap::Soap, "soap";
 }
 
 impl EncodingKind {

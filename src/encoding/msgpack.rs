@@ -20,6 +20,8 @@ impl Codec for Msgpack {
         content_type: "application/msgpack",
         also_accepted: &[],
         route: Route::PerOperation("/rpc/"),
+        operation_header: None,
+        fault_status: None,
         // serde's derive also takes a struct written as an array: `[0, 0.0, ""]` is
         // 8 bytes (a float is 5) for the 32 a TestStruct holds.
         expansion: 4,

@@ -14,6 +14,8 @@ impl Codec for Postcard {
         content_type: "application/x-postcard",
         also_accepted: &[],
         route: Route::PerOperation("/rpc/"),
+        operation_header: None,
+        fault_status: None,
         // A TestStruct of `i` 0, `f` 0.0 and no `s` is 6 bytes (a 1-byte varint, 4 bytes
         // of float, a 1-byte length) for the 32 it holds in its Vec: 5.3.
         expansion: 6,

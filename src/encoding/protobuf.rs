@@ -18,6 +18,8 @@ impl Codec for Protobuf {
         content_type: "application/x-protobuf",
         also_accepted: &[],
         route: Route::PerOperation("/rpc/"),
+        operation_header: None,
+        fault_status: None,
         // An empty TestStruct in a repeated field is 2 bytes (its tag and a zero length)
         // for the 32 its Vec holds.
         expansion: 16,

@@ -182,10 +182,11 @@ fn decoded_heap_is_within_the_expansion() {
             );
             worst = worst.max(held as f64 / body.len() as f64);
         }
-        // Not loose by more than 2 on the worst body: a lease it makes is not wasted.
+        // Not loose by more than 2 on the worst body: a lease it makes is not wasted
+        // (XML holds less than its body even at worst: 1 is the least a bound can be).
         let expansion = enc.facts().expansion as f64;
         assert!(
-            worst * 2.0 > expansion,
+            expansion == 1.0 || worst * 2.0 > expansion,
             "{enc}: {worst:.2} held per body byte"
         );
     }
@@ -317,9 +318,9 @@ fn deep_lists_are_refused() {
 /// WSTest's own rules: each a typed error, nothing allocated past the body.
 #[test]
 fn bad_bodies_are_errors() {
-    use DecodeError::{BadCall, Malformed};
+    use DecodeError::{BadCall, Malformed, NoSuchOperation};
     let malformed = |e: &DecodeError| matches!(e, Malformed(..));
-    let bad_call = |e: &DecodeError| matches!(e, BadCall(..));
+    let bad_call = |e: &DecodeError| matches!(e, BadCall(..) | NoSuchOperation(..));
     // A `Barray` claiming 2 GiB in a 12-byte protobuf body; a string of 2^32 bytes in
     // postcard; a msgpack str32 of 4 GiB.
     let protobuf = [0x0a, 0x0a, 0x1a, 0x80, 0x80, 0x80, 0x80, 0x08, 0, 0, 0, 0];
@@ -445,4 +446,205 @@ fn names_codes_and_messages() {
     ] {
         assert!(bad.parse::<Message>().is_err(), "{bad}");
     }
+}
+
+/// XML-RPC as other implementations write it: `<int>` for `<i4>`, an untagged string,
+/// members in any order, whitespace between elements, line-wrapped base64; a fault read
+/// as one; and what is no call refused by its kind.
+#[test]
+fn xmlrpc_takes_what_other_clients_send() {
+    let python = "<?xml version='1.0'?>\n<methodCall>\n<methodName>EchoSynthetic</methodName>\n<params>\n<param>\n<value><struct>\n<member>\n<name>Strct</name>\n<value><struct>\n<member>\n<name>s</name>\n<value>a&amp;&lt;\u{e9}</value>\n</member>\n<member>\n<name>i</name>\n<value><int>7</int></value>\n</member>\n<member>\n<name>f</name>\n<value><double>0.1</double></value>\n</member>\n</struct></value>\n</member>\n<member>\n<name>Barray</name>\n<value><base64>\nAAEC\nAwQ=\n</base64></value>\n</member>\n<member>\n<name>Strng</name>\n<value><string>x</string></value>\n</member>\n</struct></value>\n</param>\n</params>\n</methodCall>\n";
+    let (req, _) = EncodingKind::Xmlrpc
+        .decode_request(None, python.as_bytes())
+        .unwrap();
+    let Request::EchoSynthetic(m) = &req else {
+        panic!("{req:?}")
+    };
+    let synth = m.synth.as_ref().unwrap();
+    assert_eq!(synth.strng, "x");
+    assert_eq!(&synth.barray[..], &[0, 1, 2, 3, 4]);
+    let strct = synth.strct.as_ref().unwrap();
+    assert_eq!(
+        (strct.i, strct.f.to_bits(), strct.s.as_str()),
+        (7, 0.1f32.to_bits(), "a&<\u{e9}")
+    );
+    let fault = "<?xml version='1.0'?>\n<methodResponse>\n<fault>\n<value><struct>\n<member>\n<name>faultCode</name>\n<value><int>-32602</int></value>\n</member>\n<member>\n<name>faultString</name>\n<value><string>bad</string></value>\n</member>\n</struct></value>\n</fault>\n</methodResponse>\n";
+    assert_eq!(
+        EncodingKind::Xmlrpc
+            .decode_reply(Operation::EchoStruct, fault.as_bytes())
+            .unwrap_err(),
+        DecodeError::Fault(FaultKind::XmlRpc(-32602), "bad".into())
+    );
+    let refused = |body: &str| {
+        EncodingKind::Xmlrpc
+            .decode_request(None, body.as_bytes())
+            .unwrap_err()
+    };
+    let call = |method: &str, params: &str| {
+        format!(
+            "<methodCall><methodName>{method}</methodName><params>{params}</params></methodCall>"
+        )
+    };
+    let structs = |i: &str| {
+        format!(
+            "<param><value><array><data><value><struct><member><name>i</name><value><i4>{i}</i4></value></member><member><name>f</name><value><double>1</double></value></member><member><name>s</name><value>x</value></member></struct></value></data></array></value></param>"
+        )
+    };
+    assert!(
+        EncodingKind::Xmlrpc
+            .decode_request(None, call("EchoStruct", &structs("1")).as_bytes())
+            .is_ok()
+    );
+    assert!(matches!(
+        refused(&call("EchoNothing", "")),
+        DecodeError::NoSuchOperation(_)
+    ));
+    assert!(matches!(
+        refused(&call("EchoStruct", &structs("3000000000"))),
+        DecodeError::BadCall(_)
+    ));
+    assert!(matches!(
+        refused(&call("EchoStruct", "")),
+        DecodeError::BadCall(_)
+    ));
+    assert!(matches!(
+        refused(&call("EchoVoid", &structs("1"))),
+        DecodeError::BadCall(_)
+    ));
+    assert!(matches!(
+        refused("<methodCall><methodName>EchoVoid</methodName>"),
+        DecodeError::Malformed(..)
+    ));
+    assert!(matches!(
+        refused("<!DOCTYPE x [<!ENTITY a \"b\">]><methodCall/>"),
+        DecodeError::Doctype(_)
+    ));
+    assert!(matches!(
+        refused("<?xml version='1.0' encoding='latin-1'?><methodCall/>"),
+        DecodeError::Charset(_)
+    ));
+    let deep = "<value><array><data>".repeat(100_000);
+    assert!(matches!(
+        refused(&call("EchoStruct", &format!("<param>{deep}</param>"))),
+        DecodeError::TooDeep(_)
+    ));
+    let mut out = Vec::new();
+    crate::encoding::xmlrpc::write_fault(&mut out, -32601, "no <such> method");
+    assert_eq!(
+        EncodingKind::Xmlrpc
+            .decode_reply(Operation::EchoVoid, &out)
+            .unwrap_err(),
+        DecodeError::Fault(FaultKind::XmlRpc(-32601), "no <such> method".into())
+    );
+}
+
+/// SOAP as zeep and spyne write it: other prefixes for the same namespaces, a Header,
+/// unqualified children; faults by their code's first segment, its prefix resolved.
+#[test]
+fn soap_resolves_prefixes_and_reads_faults() {
+    use crate::encoding::soap::{FaultCode, action_operation};
+    let zeep = r#"<?xml version='1.0' encoding='utf-8'?>
+<soap-env:Envelope xmlns:soap-env="http://schemas.xmlsoap.org/soap/envelope/"><soap-env:Header/><soap-env:Body><ns0:EchoStruct xmlns:ns0="uri:WSTestWeb-TestService"><ns0:array><ns0:TestStruct><ns0:i>7</ns0:i><ns0:f>0.1</ns0:f><ns0:s>a&amp;&lt;&#233;</ns0:s></ns0:TestStruct></ns0:array></ns0:EchoStruct></soap-env:Body></soap-env:Envelope>"#;
+    let (req, _) = EncodingKind::Soap
+        .decode_request(Some(Operation::EchoStruct), zeep.as_bytes())
+        .unwrap();
+    assert_eq!(
+        req,
+        Request::EchoStruct(EchoStruct {
+            array: vec![TestStruct {
+                i: 7,
+                f: 0.1,
+                s: "a&<\u{e9}".into()
+            }]
+        })
+    );
+    // The same local names bound to another namespace are not WSTest's.
+    let elsewhere = zeep.replace("uri:WSTestWeb-TestService", "urn:other");
+    assert!(matches!(
+        EncodingKind::Soap
+            .decode_request(None, elsewhere.as_bytes())
+            .unwrap_err(),
+        DecodeError::BadCall(_)
+    ));
+    // SOAPAction naming another operation than the Body's.
+    assert!(matches!(
+        EncodingKind::Soap
+            .decode_request(Some(Operation::EchoList), zeep.as_bytes())
+            .unwrap_err(),
+        DecodeError::BadCall(_)
+    ));
+    let unknown = zeep.replace("EchoStruct", "EchoNothing");
+    assert!(matches!(
+        EncodingKind::Soap
+            .decode_request(None, unknown.as_bytes())
+            .unwrap_err(),
+        DecodeError::NoSuchOperation(_)
+    ));
+    let spyne = r#"<?xml version='1.0' encoding='UTF-8'?>
+<soap11env:Envelope xmlns:soap11env="http://schemas.xmlsoap.org/soap/envelope/"><soap11env:Body><soap11env:Fault><faultcode>soap11env:Client.SchemaValidationError</faultcode><faultstring>:1:0:ERROR</faultstring><faultactor></faultactor></soap11env:Fault></soap11env:Body></soap11env:Envelope>"#;
+    assert_eq!(
+        EncodingKind::Soap
+            .decode_reply(Operation::EchoStruct, spyne.as_bytes())
+            .unwrap_err(),
+        DecodeError::Fault(FaultKind::Soap(FaultCode::Client), ":1:0:ERROR".into())
+    );
+    let server = spyne.replace("soap11env:Client.SchemaValidationError", "soap11env:Server");
+    assert_eq!(
+        EncodingKind::Soap
+            .decode_reply(Operation::EchoStruct, server.as_bytes())
+            .unwrap_err()
+            .to_string(),
+        "soap_fault_server: :1:0:ERROR"
+    );
+    // A code whose prefix is bound elsewhere is none of SOAP's four.
+    let other = spyne
+        .replace("soap11env:Client.SchemaValidationError", "x:Client")
+        .replace("<faultcode>", "<faultcode xmlns:x=\"urn:x\">");
+    assert!(matches!(
+        EncodingKind::Soap
+            .decode_reply(Operation::EchoStruct, other.as_bytes())
+            .unwrap_err(),
+        DecodeError::Fault(FaultKind::Soap(FaultCode::Other), _)
+    ));
+    let refusal = EncodingKind::Soap
+        .error_reply(&DecodeError::BadCall("x".into()), b"")
+        .unwrap();
+    assert_eq!(refusal.status, 500);
+    assert!(matches!(
+        EncodingKind::Soap
+            .decode_reply(Operation::EchoVoid, &refusal.body)
+            .unwrap_err(),
+        DecodeError::Fault(FaultKind::Soap(FaultCode::Client), _)
+    ));
+    // A SOAP 1.2 envelope, a DTD.
+    let soap12 = zeep.replace(
+        "http://schemas.xmlsoap.org/soap/envelope/",
+        "http://www.w3.org/2003/05/soap-envelope",
+    );
+    assert!(matches!(
+        EncodingKind::Soap
+            .decode_request(None, soap12.as_bytes())
+            .unwrap_err(),
+        DecodeError::Malformed(..)
+    ));
+    let dtd = zeep.replacen(
+        "<soap-env:Envelope",
+        "<!DOCTYPE x SYSTEM \"file:///etc/passwd\"><soap-env:Envelope",
+        1,
+    );
+    assert!(matches!(
+        EncodingKind::Soap
+            .decode_request(None, dtd.as_bytes())
+            .unwrap_err(),
+        DecodeError::Doctype(_)
+    ));
+    // SOAPAction as clients send it.
+    assert_eq!(action_operation("\"\""), Ok(None));
+    assert_eq!(action_operation(""), Ok(None));
+    assert_eq!(action_operation("EchoList"), Ok(Some(Operation::EchoList)));
+    assert_eq!(
+        action_operation("\"uri:WSTestWeb-TestService/EchoVoid\""),
+        Ok(Some(Operation::EchoVoid))
+    );
+    assert!(action_operation("\"urn:x/EchoVoid\"").is_err());
 }

@@ -105,7 +105,11 @@ fn stream_reply(msg: Bytes, shared: &Shared, share: &Arc<ConnShare>) -> Result<B
         .ok()
         .and_then(Operation::from_code)
         .ok_or_else(|| {
-            let refusal = wstest::no_such_operation(shared, &format!("of code {}", call.operation));
+            let refusal = wstest::no_such_operation(
+                shared,
+                EncodingKind::Protobuf,
+                &format!("no operation of code {}", call.operation),
+            );
             refusal_status(refusal)
         })?;
     let answer = wstest::answer(

@@ -230,6 +230,9 @@ pub enum Reject {
     /// A WSTest call whose body its encoding cannot read: not its syntax, cut short, a
     /// length past the body, bytes after the message.
     RpcMalformed,
+    /// An XML call with a `<!DOCTYPE`, refused unread (no entity expanded, nothing
+    /// fetched).
+    RpcDoctype,
     /// A WSTest call nested deeper than its codec or the list's cap (64 nodes) allows.
     RpcTooDeep,
     /// A well-formed body that is not a call this server has: an unknown operation or
@@ -239,7 +242,7 @@ pub enum Reject {
 
 impl Reject {
     /// Every kind, in the order they are listed in /stats.
-    pub const ALL: [Reject; 35] = [
+    pub const ALL: [Reject; 36] = [
         Reject::ZeroLengthFrame,
         Reject::OversizedFrame,
         Reject::MalformedFrame,
@@ -273,6 +276,7 @@ impl Reject {
         Reject::WriteTimeout,
         Reject::HttpUnsupportedMediaType,
         Reject::RpcMalformed,
+        Reject::RpcDoctype,
         Reject::RpcTooDeep,
         Reject::RpcBadCall,
     ];
@@ -313,6 +317,7 @@ impl Reject {
             Reject::WriteTimeout => "write_timeout",
             Reject::HttpUnsupportedMediaType => "http_415",
             Reject::RpcMalformed => "rpc_malformed",
+            Reject::RpcDoctype => "rpc_doctype",
             Reject::RpcTooDeep => "rpc_too_deep",
             Reject::RpcBadCall => "rpc_bad_call",
         }

@@ -708,13 +708,14 @@ where
         (None, _) => {
             shared.stats.reject(Reject::RpcBadCall);
             Err(Refusal::NotACall {
-                json_error: None,
+                error_reply: None,
                 reason: format!("no encoding of code {}", trailer.encoding),
             })
         }
-        (_, None) => Err(wstest::no_such_operation(
+        (Some(encoding), None) => Err(wstest::no_such_operation(
             shared,
-            &format!("of code {}", trailer.operation),
+            encoding,
+            &format!("no operation of code {}", trailer.operation),
         )),
     };
     let (status, payload, times) = match answered {
@@ -728,9 +729,9 @@ where
             )
         }
         Err(Refusal::NotACall {
-            json_error: Some(error),
+            error_reply: Some(error),
             ..
-        }) => (Status::Ok, Reply::Bytes(error), Default::default()),
+        }) => (Status::Ok, Reply::Bytes(error.body), Default::default()),
         Err(Refusal::NotACall { reason, .. } | Refusal::Unencodable(reason)) => (
             Status::RpcRefused,
             Reply::Bytes(reason.into_bytes()),

@@ -8,15 +8,16 @@
 //!   length times the codec's expansion, or closer where the codec counts); the encoded
 //!   reply is made whole and
 //!   stays leased ([`Held`]) until it is sent.
-//! - **Refusals**: a body the codec cannot read is `rpc_malformed`, one nested too deep
-//!   `rpc_too_deep`, one that is not a call of this server's `rpc_bad_call`. JSON-RPC
-//!   answers in its own error form (an error object with -32700, -32601 or -32602); the
-//!   binary encodings with a one-line reason.
+//! - **Refusals**: a body the codec cannot read is `rpc_malformed`, an XML body with a DTD
+//!   `rpc_doctype`, one nested too deep `rpc_too_deep`, one that is not a call of this
+//!   server's `rpc_bad_call`. JSON-RPC, XML-RPC and SOAP answer in their own error form
+//!   (an error object or fault with -32700, -32701, -32601 or -32602; a SOAP Client
+//!   Fault); the binary encodings with a one-line reason.
 
 use super::Shared;
 use super::budget::{ConnShare, Held, Lease};
 use super::stats::Reject;
-use crate::encoding::{CallId, DecodeError, EncodingKind, Operation, json};
+use crate::encoding::{DecodeError, EncodingKind, ErrorReply, Operation};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -32,10 +33,10 @@ pub(super) struct Answer {
 pub(super) enum Refusal {
     /// The budget cannot lend what the decoded message may hold, or its reply.
     OverBudget,
-    /// The body is no call of this server's, counted: JSON-RPC's error object for a JSON
-    /// body (answered as a reply), and one line saying why.
+    /// The body is no call of this server's, counted: the encoding's own error form where
+    /// it has one (answered as a reply), and one line saying why.
     NotACall {
-        json_error: Option<Vec<u8>>,
+        error_reply: Option<ErrorReply>,
         reason: String,
     },
     /// The reply could not be encoded: only a message too large for the encoding's
@@ -89,26 +90,20 @@ pub(super) fn answer(
     })
 }
 
-/// The refusal of a body the codec would not take, counted under its kind.
+/// The refusal of a body the codec would not take, counted under its kind, answered in
+/// the encoding's own error form where it has one.
 fn refuse(shared: &Shared, encoding: EncodingKind, e: &DecodeError, body: &[u8]) -> Refusal {
-    let (kind, code) = match e {
-        DecodeError::Malformed(..) => (Reject::RpcMalformed, -32700),
-        DecodeError::TooDeep(_) => (Reject::RpcTooDeep, -32602),
-        DecodeError::BadCall(text) if text.starts_with("no method") => (Reject::RpcBadCall, -32601),
-        DecodeError::BadCall(_) | DecodeError::Fault(..) => (Reject::RpcBadCall, -32602),
+    let kind = match e {
+        DecodeError::Malformed(..) | DecodeError::Charset(_) => Reject::RpcMalformed,
+        DecodeError::Doctype(_) => Reject::RpcDoctype,
+        DecodeError::TooDeep(_) => Reject::RpcTooDeep,
+        DecodeError::NoSuchOperation(_) | DecodeError::BadCall(_) | DecodeError::Fault(..) => {
+            Reject::RpcBadCall
+        }
     };
     shared.stats.reject(kind);
-    let json_error = (encoding == EncodingKind::Json).then(|| {
-        let mut out = Vec::new();
-        let id = match e {
-            DecodeError::Malformed(..) => CallId::None,
-            _ => json::request_id(body),
-        };
-        json::write_error(&mut out, code, &e.to_string(), &id);
-        out
-    });
     Refusal::NotACall {
-        json_error,
+        error_reply: encoding.error_reply(e, body),
         reason: e.to_string(),
     }
 }
@@ -131,11 +126,11 @@ pub(super) fn server_timing(total: Duration, answer: &Answer) -> hyper::header::
     hyper::header::HeaderValue::from_str(&value).expect("digits, letters and `;=,. ` are valid")
 }
 
-/// The refusal of a call naming an operation this server does not have, counted.
-pub(super) fn no_such_operation(shared: &Shared, name: &str) -> Refusal {
-    shared.stats.reject(Reject::RpcBadCall);
-    Refusal::NotACall {
-        json_error: None,
-        reason: format!("no operation {name:?}: EchoVoid, EchoStruct, EchoList or EchoSynthetic"),
-    }
+/// The refusal of a call of `encoding` naming an operation this server does not have
+/// (`what`: the path's, the frame's or the header's), counted.
+pub(super) fn no_such_operation(shared: &Shared, encoding: EncodingKind, what: &str) -> Refusal {
+    let e = DecodeError::NoSuchOperation(format!(
+        "{what}: this server has EchoVoid, EchoStruct, EchoList and EchoSynthetic"
+    ));
+    refuse(shared, encoding, &e, &[])
 }

@@ -101,6 +101,9 @@ pub(super) fn perform(
         let mut headers = List::new();
         headers.append(&format!("{SEQ_HEADER}: {}", call.seq))?;
         headers.append(&format!("Content-Type: {}", call.content_type()))?;
+        if let Some((name, value)) = call.operation_header() {
+            headers.append(&format!("{name}: {value}"))?;
+        }
         // libcurl 7.x waits for "100 Continue" before sending bodies over 1 KiB; that
         // round trip is not part of the call we mean to measure.
         headers.append("Expect:")?;
@@ -172,7 +175,7 @@ pub(super) fn perform(
         phases.wire_bytes = Some((sent, head + body as u64));
     }
     match easy.response_code() {
-        Ok(200) => Ok(()),
+        Ok(code) if call.takes_status(code as u16) => Ok(()),
         // No status line: an HTTP/0.9 reply (allowed on plain handles, see
         // `new_handle`), which is the whole of what came. A TLS port's alert is one.
         Ok(0) if super::tls::looks_like_tls(&easy.get_ref().body) => {

@@ -117,6 +117,7 @@ pub(super) fn unary_request(uri: hyper::Uri, call: &Call<'_>) -> Result<Outgoing
         headers,
         payload: unary_message(call)?,
         max_body: call.max_body(REPLY_OVERHEAD),
+        fault_status: None,
     })
 }
 

@@ -62,6 +62,8 @@ impl MuxProtocol for UnaryStream {
             seq: None,
             payload: unary_message(call)?,
             max_body: call.max_body(REPLY_OVERHEAD),
+            header: None,
+            fault_status: None,
         })
     }
 

@@ -82,9 +82,14 @@ impl Requests {
         let head = match &mut self.head {
             Some((built_for, head)) if *built_for == key => head,
             slot => {
+                let extra = call
+                    .operation_header()
+                    .map_or(String::new(), |(name, value)| {
+                        format!("{name}: {value}\r\n")
+                    });
                 let head = format!(
                     "POST {} HTTP/1.1\r\nhost: {}\r\ncontent-type: {}\r\n\
-                     {}{SEQ_HEADER}: ",
+                     {extra}{}{SEQ_HEADER}: ",
                     Endpoint::echo_path(call),
                     self.host,
                     call.content_type(),
@@ -455,10 +460,11 @@ impl<S> H1Conn<S> {
         self.served > 0
     }
 
-    /// The reply `response` as the runner takes it: a status other than 200 is an error
-    /// (its body read, so the connection is still in step).
-    pub fn reply(&self, response: Response) -> Result<Reply<'_>, CallError> {
-        if response.status != 200 {
+    /// The reply `response` to `call` as the runner takes it: a status other than 200
+    /// (or the call's encoding's fault status) is an error, its body read, so the
+    /// connection is still in step.
+    pub fn reply(&self, response: Response, call: &Call) -> Result<Reply<'_>, CallError> {
+        if !call.takes_status(response.status) {
             return Err(CallError::HttpStatus(response.status));
         }
         Ok(Reply {

@@ -315,12 +315,14 @@ pub(super) fn echo_request(origin: &mut Origin, call: &Call<'_>) -> Result<Outgo
         headers: request_headers(call),
         payload: Bytes::copy_from_slice(call.payload),
         max_body: call.max_reply,
+        fault_status: call.rpc.and_then(|rpc| rpc.encoding.facts().fault_status),
     })
 }
 
-/// A call's request headers: its seq and the payload's content type.
+/// A call's request headers: its seq, the payload's content type, and its encoding's
+/// operation header if it has one.
 fn request_headers(call: &Call<'_>) -> hyper::HeaderMap {
-    let mut headers = hyper::HeaderMap::with_capacity(2);
+    let mut headers = hyper::HeaderMap::with_capacity(3);
     // Never indexed by HPACK: a new value in every request, as the server's reply
     // headers (see `server::http::reply::unindexed`).
     let mut seq = HeaderValue::from(call.seq);
@@ -330,6 +332,9 @@ fn request_headers(call: &Call<'_>) -> hyper::HeaderMap {
         header::CONTENT_TYPE,
         HeaderValue::from_static(call.content_type()),
     );
+    if let Some((name, value)) = call.operation_header() {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
     headers
 }
 

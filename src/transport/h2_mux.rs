@@ -75,6 +75,8 @@ impl MuxProtocol for EchoStream {
             seq: Some(call.seq),
             payload: Bytes::copy_from_slice(call.payload),
             max_body: call.max_reply,
+            header: call.operation_header(),
+            fault_status: call.rpc.and_then(|rpc| rpc.encoding.facts().fault_status),
         })
     }
 

@@ -80,6 +80,11 @@ pub(super) struct Request {
     /// The largest reply body accepted: a larger one fails the call (`ReplyTooLarge`)
     /// as soon as the DATA that passes it arrives, and the stream is reset.
     pub max_body: usize,
+    /// A header of the call's own, after `fields` (SOAP's `SOAPAction`): the same for
+    /// every call of an operation, so HPACK indexes it once.
+    pub header: Option<(&'static str, &'static str)>,
+    /// A status besides 200 whose reply is the call's to judge (SOAP's Fault under 500).
+    pub fault_status: Option<u16>,
 }
 
 /// Where a connection's requests go: their `:scheme` and `:authority`.
@@ -315,6 +320,8 @@ struct Slot {
     body: Vec<u8>,
     /// The largest body accepted (its request's `max_body`).
     max_body: usize,
+    /// Its request's `fault_status`.
+    fault_status: Option<u16>,
     /// When its HEADERS were queued, and from then to the reply's head.
     sent: Option<Instant>,
     first_byte: Option<Duration>,
@@ -458,6 +465,7 @@ impl Future for Pending {
                     key,
                     Box::new(Slot {
                         max_body: req.max_body,
+                        fault_status: req.fault_status,
                         req: Some(req),
                         body,
                         ..Slot::default()
@@ -651,7 +659,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Driver<T> {
         if let Some(value) = req.content_type {
             hpack.field(block, b"content-type", value.as_bytes(), false);
         }
-        for (name, value) in req.fields {
+        for (name, value) in req.fields.iter().chain(&req.header) {
             hpack.field(block, name.as_bytes(), value.as_bytes(), false);
         }
         if let Some(seq) = req.seq {
@@ -993,6 +1001,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Driver<T> {
         let id = slot.id.expect("open");
         let outcome = match slot.status {
             Some(200) => Ok(()),
+            Some(status) if slot.fault_status == Some(status) => Ok(()),
             Some(status) => Err(CallError::HttpStatus(status)),
             None => Err(CallError::Protocol),
         };
@@ -1050,6 +1059,8 @@ mod tests {
             seq: Some(seq),
             payload: Bytes::copy_from_slice(payload),
             max_body: 16 << 20,
+            header: None,
+            fault_status: None,
         }
     }
 

@@ -88,6 +88,8 @@ pub(super) struct Outgoing {
     /// The largest reply body accepted: a larger one fails the call (`ReplyTooLarge`)
     /// as soon as the DATA that passes it arrives, and the stream is reset.
     pub max_body: usize,
+    /// A status besides 200 whose reply is the call's to judge (SOAP's Fault under 500).
+    pub fault_status: Option<u16>,
 }
 
 /// What a finished call hands back (its body went to the caller's buffer): the reply's
@@ -157,6 +159,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Wire<T> {
             headers,
             mut payload,
             max_body,
+            fault_status,
         }: Outgoing,
         body: &mut Vec<u8>,
         phases: &mut Phases,
@@ -219,6 +222,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Wire<T> {
         }
         match stream.status {
             Some(200) => Ok(stream.replied),
+            Some(status) if fault_status == Some(status) => Ok(stream.replied),
             Some(status) => Err(CallError::HttpStatus(status)),
             None => Err(CallError::Protocol),
         }
@@ -625,6 +629,7 @@ pub(super) mod script {
             headers,
             payload: Bytes::copy_from_slice(payload),
             max_body: 16 << 20,
+            fault_status: None,
         }
     }
 
@@ -895,6 +900,40 @@ mod tests {
             let (result, _, _server) = call_with(&mut wire, 3, b"", script).await;
             assert_eq!(result, Err(CallError::Closed));
             assert!(!wire.usable());
+        });
+    }
+
+    /// A status the call's encoding puts its faults under (SOAP's 500) is a reply, its
+    /// body the runner's to judge; the same status on a call without one is an error.
+    #[test]
+    fn a_fault_status_is_a_reply() {
+        rt().block_on(async {
+            for fault_status in [Some(500), None] {
+                let (mut wire, mut server) = pair().await;
+                let script = async {
+                    let (id, seq) = request(&mut server).await;
+                    send(&mut server, head(id, 500, seq, false)).await;
+                    send(&mut server, data(id, b"<Fault/>", true)).await;
+                    server
+                };
+                let (mut body, mut phases) = (Vec::new(), Phases::default());
+                let req = Outgoing {
+                    fault_status,
+                    ..echo(1, b"x")
+                };
+                let (result, _) = tokio::time::timeout(Duration::from_secs(10), async {
+                    tokio::join!(wire.call(req, &mut body, &mut phases), script)
+                })
+                .await
+                .expect("the call or the server's script is stuck");
+                match fault_status {
+                    Some(_) => {
+                        assert!(result.is_ok(), "{result:?}");
+                        assert_eq!(body, b"<Fault/>");
+                    }
+                    None => assert_eq!(result.err(), Some(CallError::HttpStatus(500))),
+                }
+            }
         });
     }
 

@@ -72,7 +72,7 @@ impl Transport for HttpFresh {
         let response =
             c.exchange_blocking(request, call.max_reply, deadline, &mut phases.first_byte)?;
         c.await_close_blocking(&response, deadline)?;
-        c.reply(response)
+        c.reply(response, call)
     }
 
     fn end_call(&mut self) {
@@ -158,7 +158,7 @@ impl AsyncTransport for AsyncHttpFresh {
             Err(CallError::Timeout) if replied.get() => return Err(CallError::Protocol),
             done => done?,
         };
-        conn.reply(response)
+        conn.reply(response, call)
     }
 
     fn end_call(&mut self) {

@@ -90,7 +90,7 @@ impl Transport for HttpKeepalive {
             }
         };
         match conn {
-            Some(c) => c.reply(response),
+            Some(c) => c.reply(response, call),
             None => unreachable!("a reply comes on a connection"),
         }
     }
@@ -185,7 +185,7 @@ impl AsyncTransport for AsyncHttpKeepalive {
             }
         };
         match conn {
-            Some(c) => c.reply(response),
+            Some(c) => c.reply(response, call),
             None => unreachable!("a reply comes on a connection"),
         }
     }

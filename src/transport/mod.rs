@@ -736,6 +736,24 @@ impl Call<'_> {
         }
     }
 
+    /// A header the call carries besides its content type: its encoding's operation
+    /// header (SOAP's `SOAPAction`), name and value.
+    pub fn operation_header(&self) -> Option<(&'static str, &'static str)> {
+        let rpc = self.rpc?;
+        let named = rpc.encoding.facts().operation_header?;
+        Some((named.name, (named.value)(rpc.operation)))
+    }
+
+    /// True when a reply of HTTP status `status` is the call's reply to judge: 200, or
+    /// the status its encoding's error form goes under (SOAP's Fault, 500), whose body
+    /// the runner reads as the fault it is. Any other status fails the call as such.
+    pub fn takes_status(&self, status: u16) -> bool {
+        status == 200
+            || self
+                .rpc
+                .is_some_and(|rpc| rpc.encoding.facts().fault_status == Some(status))
+    }
+
     /// The payload this call asks for back: the pattern's length, or the echo's.
     pub fn expected_reply(&self) -> usize {
         self.reply_len.map_or(self.payload.len(), |n| n as usize)

@@ -49,6 +49,7 @@ pub(super) async fn route(
             super::rpc::call(&parts, &mut body, shared, share, got_it).await
         }
         ("/echo", _) => Err(HttpError::MethodNotAllowed("GET, POST")),
+        ("/soap", &Method::GET) => super::rpc::wsdl(&parts),
         (path, _) if super::rpc::is_rpc(path) => Err(HttpError::MethodNotAllowed("POST")),
         ("/healthz" | "/stats" | "/metrics", _) => Err(HttpError::MethodNotAllowed("GET")),
         (path, _) => Err(HttpError::NotFound(path.to_string())),

@@ -1,5 +1,7 @@
 //! WSTest's calls over HTTP: `POST /rpc/{Operation}` for the encodings whose body does not
-//! name its operation (postcard, protobuf, MessagePack), `POST /rpc` for JSON-RPC 2.0.
+//! name its operation (postcard, protobuf, MessagePack), `POST /rpc` for JSON-RPC 2.0,
+//! `POST /RPC2` for XML-RPC, `POST /soap` for SOAP 1.1 (its `SOAPAction`, where sent,
+//! held to the body's operation) and `GET /soap?wsdl` for its WSDL.
 //! The `Content-Type` chooses the encoding ([`crate::encoding`]); the body is really
 //! decoded into the typed message, and the reply encoded from it, so a call costs what the
 //! encoding costs.
@@ -7,16 +9,17 @@
 //! - **Memory.** The body is read within the buffer budget as `/echo`'s is; the decoded
 //!   message and its reply are leased as `crate::server::wstest` says.
 //! - **Refusals**, each counted (`/stats`): those of `wstest` (`rpc_malformed`,
-//!   `rpc_too_deep`, `rpc_bad_call`), JSON-RPC's as its error object under 200, the binary
-//!   encodings' as 400 and a one-line reason; a content type that no encoding has, or
-//!   another route's, is 415.
+//!   `rpc_too_deep`, `rpc_bad_call`, `rpc_doctype`), in the encoding's own error form
+//!   (JSON-RPC's error object and XML-RPC's fault under 200, SOAP's Fault under 500), the
+//!   binary encodings' as 400 and a one-line reason; a content type that no encoding has
+//!   on that route is 415.
 //! - **Timing.** `server-timing: app;dur=…, dec;dur=…, enc;dur=…` (milliseconds): the
 //!   whole request from having its head, and the decode and encode within it. `?delay_us=N`
 //!   waits as on `/echo`, from having the head.
 
 use super::body::{HttpError, read_body};
 use super::reply::{self, Body};
-use crate::encoding::{EncodingKind, Operation, Route};
+use crate::encoding::{EncodingKind, Operation, Route, soap};
 use crate::server::Shared;
 use crate::server::budget::ConnShare;
 use crate::server::wstest::{self, Refusal};
@@ -27,9 +30,40 @@ use hyper::{Response, StatusCode};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// True for a path this module answers.
+/// True for a path this module answers: an encoding's route.
 pub(super) fn is_rpc(path: &str) -> bool {
-    path == "/rpc" || path.starts_with("/rpc/")
+    EncodingKind::ALL
+        .iter()
+        .any(|e| routes(e.facts().route, path))
+}
+
+/// True when `path` is on `route`.
+fn routes(route: Route, path: &str) -> bool {
+    match route {
+        Route::Fixed(fixed) => path == fixed,
+        Route::PerOperation(prefix) => path.starts_with(prefix),
+    }
+}
+
+/// `GET /soap?wsdl`: SOAP's service description, its address this server's own as the
+/// client reached it (the `Host` header, or the `:authority`).
+pub(super) fn wsdl(parts: &Parts) -> Result<Response<Body>, HttpError> {
+    if parts.uri.query() != Some("wsdl") {
+        return Err(HttpError::MethodNotAllowed("POST"));
+    }
+    let host = parts
+        .headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| parts.uri.authority().map(|a| a.as_str()))
+        .filter(|h| {
+            h.bytes()
+                .all(|b| b.is_ascii_graphic() && !b"<>&\"'".contains(&b))
+        })
+        .unwrap_or("localhost");
+    let address = format!("http://{host}/soap");
+    let body = soap::WSDL.replace("{ADDRESS}", &address);
+    Ok(reply::bytes(body.into(), "text/xml; charset=utf-8"))
 }
 
 /// Answers a WSTest call: the encoding from the content type, the operation from the
@@ -42,7 +76,7 @@ pub(super) async fn call(
     got_it: Instant,
 ) -> Result<Response<Body>, HttpError> {
     let path = parts.uri.path();
-    let encoding = encoding_of(parts).ok_or_else(|| unsupported(parts))?;
+    let encoding = encoding_of(parts, path).ok_or_else(|| unsupported(parts))?;
     // `/echo`'s query: a delay before the reply, as there; a pattern reply has no
     // meaning for a message that is echoed.
     let params = super::params::EchoParams::parse(parts.uri.query())?;
@@ -61,12 +95,13 @@ pub(super) async fn call(
     // The operation the path names, if the encoding's route has one there; an unknown one
     // is answered once the body is in, so the connection can serve the next request.
     let op = match encoding.facts().route {
-        Route::Fixed(fixed) if fixed == path => Ok(None),
-        Route::PerOperation(prefix) if path.starts_with(prefix) => {
+        Route::Fixed(_) => named_by_header(parts, encoding),
+        Route::PerOperation(prefix) => {
             let name = &path[prefix.len()..];
-            Operation::from_name(name).map(Some).ok_or(name)
+            Operation::from_name(name)
+                .map(Some)
+                .ok_or_else(|| format!("no operation {name:?}"))
         }
-        _ => return Err(unsupported(parts)),
     };
     let declared = parts
         .headers
@@ -79,16 +114,21 @@ pub(super) async fn call(
     let request = read_body(body, declared, shared, share).await?;
     let answered = match op {
         Ok(op) => wstest::answer(shared, Some(share), encoding, op, &request),
-        Err(name) => Err(wstest::no_such_operation(shared, name)),
+        Err(what) => Err(wstest::no_such_operation(shared, encoding, &what)),
     };
     drop(request);
     let answer = match answered {
         Ok(answer) => answer,
         Err(Refusal::OverBudget) => return Err(HttpError::OverBudget),
         Err(Refusal::NotACall {
-            json_error: Some(error),
+            error_reply: Some(error),
             ..
-        }) => return Ok(reply::bytes(error.into(), encoding.facts().content_type)),
+        }) => {
+            let mut resp = reply::bytes(error.body.into(), encoding.facts().content_type);
+            *resp.status_mut() =
+                StatusCode::from_u16(error.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            return Ok(resp);
+        }
         Err(Refusal::NotACall { reason, .. }) => {
             return Ok(reply::text(StatusCode::BAD_REQUEST, &format!("{reason}\n")));
         }
@@ -108,16 +148,30 @@ pub(super) async fn call(
 }
 
 /// The encoding whose content type the request names (its media type, parameters such
-/// as `charset` ignored).
-fn encoding_of(parts: &Parts) -> Option<EncodingKind> {
+/// as `charset` ignored) on `path`, its route: XML-RPC and SOAP are both `text/xml`.
+fn encoding_of(parts: &Parts, path: &str) -> Option<EncodingKind> {
     let value = parts.headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
     let media = value.split(';').next()?.trim();
+    let media_of = |t: &str| t.split(';').next().unwrap_or(t).trim().to_string();
     EncodingKind::ALL.iter().copied().find(|e| {
         let facts = e.facts();
-        std::iter::once(&facts.content_type)
-            .chain(facts.also_accepted)
-            .any(|t| t.eq_ignore_ascii_case(media))
+        routes(facts.route, path)
+            && std::iter::once(&facts.content_type)
+                .chain(facts.also_accepted)
+                .any(|t| media_of(t).eq_ignore_ascii_case(media))
     })
+}
+
+/// The operation the encoding's operation header names (SOAPAction), if it has one and
+/// the request carries it: the body must then agree.
+fn named_by_header(parts: &Parts, encoding: EncodingKind) -> Result<Option<Operation>, String> {
+    let Some(named) = encoding.facts().operation_header else {
+        return Ok(None);
+    };
+    match parts.headers.get(named.name) {
+        None => Ok(None),
+        Some(value) => (named.parse)(value.to_str().unwrap_or("\u{fffd}")),
+    }
 }
 
 /// 415, naming what each route takes.
