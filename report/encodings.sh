@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# WSTest's table (issue #49, step 4, first part): the same call in each encoding, at
+# WSTest's table: the same call in each encoding, at
 # growing sizes, with what it costs on each side. One rpcbench-echo --threads 1 pinned to
 # CPU 0, rpcbench pinned to CPU 1 (as report/load.sh), one worker, closed loop:
 #
@@ -24,6 +24,15 @@
 #   G4 no hidden copies: per encoding and message, the client's encode + decode in the
 #      call (tcp) within 1.5 times the same codec timed alone in-process
 #      (examples/codec_time.rs, 10,000 iterations).
+# and the codec's share of the server's CPU at echo-struct:10 (seed 001's profile).
+#
+# Then the seeds' own shapes (report/encodings_seeds.py, with the Python servers of
+# tests/fixtures/interop/server.py on the server's CPU): `ab -c 5 -k` on EchoStruct:10
+# against rpcbench-echo's /soap and /RPC2, spyne and SimpleXMLRPCServer (10 s; 1 s with
+# --scale small; seed 000), and 1000 EchoStruct:10 calls (100) through each client stack,
+# rpcbench's soap, xmlrpc and json and zeep, xmlrpc.client and jsonrpclib-pelix, timed in
+# user, system and real seconds (seed 003); with goal
+#   G2 rpcbench-echo's SOAP at least 10 times spyne's requests per second under ab.
 #
 # Usage: report/encodings.sh [--scale small|full] [--seconds S] [--json FILE] [--no-build]
 # (RPCBENCH_BIN_DIR=DIR: use the binaries in DIR, built already.)
@@ -71,10 +80,14 @@ case "$scale" in
 small)
     messages=echo-void,echo-struct:1,echo-struct:100
     secs=${secs:-0.2}
+    ab_secs=1
+    stack_calls=100
     ;;
 full)
     messages=echo-void,echo-struct:1,echo-struct:2,echo-struct:5,echo-struct:10,echo-struct:100,echo-struct:1000,echo-list:1,echo-list:8,echo-list:64,echo-synthetic:1KiB,echo-synthetic:64KiB,echo-synthetic:1MiB
     secs=${secs:-2}
+    ab_secs=10
+    stack_calls=1000
     ;;
 *)
     echo "encodings.sh: --scale is small or full" >&2
@@ -86,7 +99,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=report/lib.sh
 source "$root/report/lib.sh"
 make_tmp rpcbench-encodings
-for tool in taskset python3; do
+for tool in taskset python3 ab; do
     command -v "$tool" >/dev/null || die "$tool is needed"
 done
 # RPCBENCH_BIN_DIR: binaries built already (the test that runs this script sets it).
@@ -240,8 +253,24 @@ for (t, e, m), run in sorted(by.items()):
     in_call = (phase(run, "encode") or 0) + (phase(run, "decode") or 0)
     ratio = in_call / alone[(e, m)]
     print(f"  {e} {m}: {ratio:.2f} ({num(in_call)} against {num(alone[(e, m)])} µs)  {'PASS' if ratio <= 1.5 else 'MISS'}")
+print("seed 001's shape: the codec's share of the server's CPU per call (its decode and encode over its CPU)")
+sized = "echo-struct:10" if any(m == "echo-struct:10" for (_, _, m) in by) else "echo-struct:100"
+for (t, e, m), run in sorted(by.items()):
+    if m != sized:
+        continue
+    cpu = server_cpu(run)
+    codec = (phase(run, "server_decode") or 0) + (phase(run, "server_encode") or 0)
+    if cpu is None or cpu == 0:
+        print(f"  {t} {e} {m}: - (below {MIN_TICKS} clock ticks: run longer cells)")
+        continue
+    print(f"  {t} {e} {m}: {100 * codec / cpu:.0f}% ({num(codec)} of {num(cpu)} µs)")
 if failed:
     print(f"{failed} calls were not ok", file=sys.stderr)
     sys.exit(1)
 PY
+echo
+# The seeds' own shapes: ab against the SOAP and XML-RPC servers, ours and Python's, and
+# the CPU of each client stack over the same calls.
+python3 "$root/report/encodings_seeds.py" "$http_addr" "$tcp_addr" "$rb_bin" \
+    "$cpu_server" "$cpu_client" "$ab_secs" "$stack_calls" || rc=1
 exit "$rc"

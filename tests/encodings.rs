@@ -741,7 +741,8 @@ fn curl_wire_bytes_match_the_kernel_s() {
 /// `report/encodings.sh --scale small` prints the whole WSTest table: a row for every
 /// transport × encoding it carries × message (tcp and http-keepalive six encodings, grpc
 /// protobuf; three messages), every cell filled (`-` only for server CPU resting on fewer
-/// than 100 clock ticks), and exits 0 with every call ok.
+/// than 100 clock ticks), the seeds' `ab` and client-stack tables whole, and exits 0 with
+/// every call ok.
 #[test]
 fn the_encodings_report_prints_a_complete_table() {
     let bin_dir = Path::new(env!("CARGO_BIN_EXE_rpcbench")).parent().unwrap();
@@ -779,6 +780,34 @@ fn the_encodings_report_prints_a_complete_table() {
     assert!(
         stdout.contains("  json echo-struct:100: "),
         "G4 measured: {stdout}"
+    );
+    // The seeds' shapes: ab against both SOAP and both XML-RPC servers, no request
+    // failed, and every client stack's 100 calls timed.
+    let after = |title: &str| -> Vec<Vec<&str>> {
+        let at = stdout
+            .find(title)
+            .unwrap_or_else(|| panic!("no {title:?}: {stdout}"));
+        stdout[at..]
+            .lines()
+            .skip(2)
+            .take_while(|l| !l.is_empty())
+            .map(|l| l.split_whitespace().collect())
+            .collect()
+    };
+    let ab = after("seed 000's shape");
+    assert_eq!(ab.len(), 4, "{stdout}");
+    for row in &ab {
+        let rps: f64 = row[row.len() - 6].parse().expect("req/s");
+        assert!(rps > 0.0 && row[row.len() - 5] == "0", "{row:?}");
+    }
+    let stacks = after("seed 003's shape");
+    assert_eq!(stacks.len(), 6, "{stdout}");
+    for row in &stacks {
+        assert!(row[row.len() - 1].parse::<f64>().is_ok(), "{row:?}");
+    }
+    assert!(
+        stdout.contains("G2 rpcbench-echo's SOAP against spyne's"),
+        "{stdout}"
     );
 }
 
