@@ -756,3 +756,84 @@ fn no_two_transports_share_a_colour() {
     distinct.dedup();
     assert_eq!(distinct.len(), colours.len(), "{colours:?}");
 }
+
+/// A run with encodings makes the report's Encodings section: a row per transport,
+/// encoding and message in README.md and index.html, and the chart of the server's CPU
+/// against message size, a line per encoding, once the server's figures rest on 100
+/// clock ticks (set here on the run's own JSON: a test cannot spend a second of server
+/// CPU per cell).
+#[test]
+fn encoded_runs_make_the_encodings_section_and_its_chart() {
+    let dir = Scratch::new("report-encodings");
+    let path = dir.0.join("encoded.json");
+    let out = rpcbench(&[
+        "-n",
+        "100",
+        "--warmup",
+        "5",
+        "--names",
+        "ip",
+        "--transports",
+        "tcp",
+        "--encoding",
+        "soap,json",
+        "--message",
+        "echo-struct:1,echo-struct:100",
+        "--format",
+        "json",
+        "--out",
+        path.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let runs = json["runs"].as_array_mut().unwrap();
+    assert_eq!(runs.len(), 4);
+    for (i, run) in runs.iter_mut().enumerate() {
+        let cpu = &mut run["cpu_us_per_call"];
+        cpu["server_ticks"] = 150.into();
+        cpu["server_user"] = (10.0 * (i + 1) as f64).into();
+        cpu["server_system"] = 1.0.into();
+    }
+    std::fs::write(&path, serde_json::to_vec(&json).unwrap()).unwrap();
+    let site = dir.0.join("site");
+    let (status, text) = report(&[&path], &[], &site);
+    assert_eq!(status, Some(0), "{text}");
+    let readme = std::fs::read_to_string(site.join("README.md")).unwrap();
+    let section = readme
+        .split("## Encodings")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no Encodings section:\n{readme}"));
+    let rows: Vec<&str> = section
+        .lines()
+        .filter(|l| l.starts_with("| tcp "))
+        .collect();
+    assert_eq!(rows.len(), 4, "{section}");
+    assert!(
+        rows.iter()
+            .any(|r| r.contains("| soap ") && r.contains("echo-struct:100"))
+    );
+    // The server's CPU per call (user + system, as set above) in its column.
+    let server_cpu: Vec<&str> = rows
+        .iter()
+        .map(|r| r.split('|').map(str::trim).nth(8).unwrap())
+        .collect();
+    for cpu in &server_cpu {
+        assert!(["11.0", "21.0", "31.0", "41.0"].contains(cpu), "{rows:?}");
+    }
+    let svg = std::fs::read_to_string(site.join("encodings-cpu.svg")).unwrap();
+    assert_well_formed(&svg, "encodings-cpu.svg");
+    assert_eq!(
+        svg.matches("class=\"series\"").count(),
+        2,
+        "a line per encoding"
+    );
+    assert!(svg.contains("server CPU µs per call"));
+    let html = std::fs::read_to_string(site.join("index.html")).unwrap();
+    assert_well_formed(&html, "index.html");
+    assert!(html.contains("<h2>Encodings</h2>") && html.contains("chart-encodings-cpu"));
+}

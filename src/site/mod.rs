@@ -26,6 +26,8 @@ mod page;
 pub mod svg;
 /// The charts of sweep results.
 pub mod sweep;
+/// The Encodings section: WSTest's table and the server's CPU against message size.
+pub mod wstest;
 
 use crate::analysis::select::{dns_delay_us, find, slow_dns};
 use crate::analysis::sweep::CapacityRow;
@@ -71,6 +73,9 @@ pub struct Site {
     /// The what-if table: each transport's mean projected at other RTTs; empty unless an
     /// input ran across a link (`--link-rtt`) or against a target.
     pub projections: Vec<model::Projection>,
+    /// Every encoded run among the inputs (`--encoding`), for the Encodings section;
+    /// empty without one.
+    pub encodings: Vec<wstest::EncodingRow>,
 }
 
 /// One input file's contents: a run or a sweep.
@@ -253,6 +258,20 @@ impl Site {
             });
         }
         charts.extend(sweep_charts(&sweep_reports));
+        let encoded = wstest::rows(
+            baseline
+                .iter()
+                .map(|(_, b)| b)
+                .chain(other_reports.iter().copied())
+                .flat_map(|r| &r.runs),
+        );
+        if let Some((transport, lines)) = wstest::cpu_chart(&encoded) {
+            charts.push(sweep::Chart {
+                file: "encodings-cpu.svg".to_string(),
+                caption: Some(wstest::CPU_CAPTION.to_string()),
+                svg: wstest::cpu_svg(transport, &lines),
+            });
+        }
         if !dns.is_empty() {
             let diagnoses: Vec<&DnsDiagnosis> = dns.iter().map(|(_, d)| d).collect();
             charts.push(sweep::Chart {
@@ -277,6 +296,7 @@ impl Site {
             charts,
             fits,
             projections,
+            encodings: encoded,
         })
     }
 

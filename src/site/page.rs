@@ -2,6 +2,7 @@
 //! self-contained index.html (charts inline, no scripts, nothing fetched).
 
 use super::svg::esc;
+use super::wstest;
 use super::{Lead, PEER_RATIO_LIMIT, Site};
 use crate::render::{self, Format, Grid, RenderOptions, units};
 use crate::report::{Environment, Report};
@@ -34,6 +35,10 @@ pub fn markdown(site: &Site) -> String {
             let _ = writeln!(out, "\n### {} ({})\n", describe(r), path.display());
             out.push_str(&tables(r));
         }
+    }
+    if !site.encodings.is_empty() {
+        let _ = writeln!(out, "\n## Encodings\n\n{ENCODINGS_INTRO}\n");
+        out.push_str(&markdown_table(&wstest::grid(&site.encodings)));
     }
     markdown_model_and_sweeps(&mut out, site);
     markdown_checks(&mut out, site);
@@ -292,6 +297,9 @@ fn capacity_grid(site: &Site) -> Grid {
     }
 }
 
+/// The opening of the Encodings section.
+const ENCODINGS_INTRO: &str = "WSTest's calls (`--encoding`), every reply decoded and checked field by field: a row per transport, encoding and message. CPU per call is the client's worker threads and the server's own threads (`/stats`, `-` below 100 clock ticks); wire bytes are both ways, headers, framing and TLS included. The chart of the server's CPU against message size is among the charts above.";
+
 /// What the peers section says without `--peers`.
 const NO_PEERS: &str =
     "Not measured: no `--peers` file among the inputs (`report/peers.sh --json FILE` writes one).";
@@ -481,6 +489,10 @@ pub fn html(site: &Site) -> String {
         }
     }
     html_tables_of_runs(&mut out, site);
+    if !site.encodings.is_empty() {
+        let _ = writeln!(out, "<h2>Encodings</h2><p>{}</p>", esc(ENCODINGS_INTRO));
+        html_table(&mut out, &wstest::grid(&site.encodings));
+    }
     html_model(&mut out, site);
     html_sweeps(&mut out, site);
     html_dns(&mut out, site);

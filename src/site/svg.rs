@@ -1039,3 +1039,80 @@ pub fn latency_rtt(fits: &[crate::model::Fit]) -> String {
     out.push_str("</svg>");
     out
 }
+
+/// One line of the encodings chart: an encoding's server CPU per call (µs) against the
+/// structs in its message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpuLine {
+    pub encoding: crate::encoding::EncodingKind,
+    /// `(structs, server CPU µs per call)`, by structs.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// The colour of an encoding's line: its place in the registry, in the common palette.
+pub fn encoding_colour(encoding: crate::encoding::EncodingKind) -> &'static str {
+    COLOURS[usize::from(encoding.code()) % COLOURS.len()]
+}
+
+/// Server CPU per call against the message's size (structs of an EchoStruct), both axes
+/// log scale, a line per encoding over one transport (seed 001's figures 4 to 6).
+pub fn encoding_cpu(lines: &[CpuLine], transport: TransportKind) -> String {
+    let height = 400.0;
+    let mut out = String::new();
+    open(
+        &mut out,
+        height,
+        &format!("Server CPU per call against message size ({transport})"),
+        "chart-encodings-cpu",
+    );
+    let (y0, y1) = (TOP, height - BOTTOM);
+    let (x_lo, x_hi) = span(lines.iter().flat_map(|l| l.points.iter().map(|p| p.0)));
+    let (lo, hi) = span(lines.iter().flat_map(|l| l.points.iter().map(|p| p.1)));
+    let xa = Axis::new(x_lo, x_hi, true, LEFT, WIDTH - RIGHT);
+    let ya = Axis::new(lo, hi, true, y1, y0);
+    let ticks: Vec<(f64, String)> = xa.ticks().into_iter().map(|v| (v, tick_label(v))).collect();
+    x_axis(
+        &mut out,
+        &xa,
+        y0,
+        y1,
+        "structs per EchoStruct (log scale)",
+        &ticks,
+    );
+    y_axis(
+        &mut out,
+        &ya,
+        LEFT,
+        WIDTH - RIGHT,
+        "server CPU µs per call (log scale)",
+    );
+    for l in lines {
+        let colour = encoding_colour(l.encoding);
+        let pts: Vec<(f64, f64)> = l
+            .points
+            .iter()
+            .map(|&(x, y)| (xa.px(x), ya.px(y)))
+            .collect();
+        polyline(&mut out, l.encoding.name(), colour, "none", 2.0, &pts);
+        for (x, y) in pts {
+            let _ = write!(
+                out,
+                r#"<circle cx="{x:.1}" cy="{y:.1}" r="3" fill="{colour}"/>"#
+            );
+        }
+    }
+    let entries: Vec<(String, &str, &str, bool)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l.encoding.to_string(),
+                encoding_colour(l.encoding),
+                "none",
+                false,
+            )
+        })
+        .collect();
+    legend(&mut out, &entries);
+    out.push_str("</svg>");
+    out
+}
