@@ -328,11 +328,29 @@ fn of_one_run(base: &Report, others: &[&Report]) -> Vec<Finding> {
 /// Clock ticks a server CPU figure must rest on to be compared.
 const MIN_SERVER_TICKS: u64 = 100;
 
-/// What each encoding costs against the cheapest, per transport (each address mode,
-/// security mode and worker count apart) at its largest message (by body bytes) that ran
-/// in two or more encodings without a failed call.
+/// What each encoding costs against the cheapest, per transport at its largest message (by
+/// body bytes) that ran in two or more encodings without a failed call. A transport that
+/// ran in several address modes, security modes or worker counts is judged in one: by IP
+/// where it ran so (a name lookup is no part of an encoding's cost), without TLS, at its
+/// fewest workers; the sentence names no mode, so it is said once per transport.
 fn encodings(report: &Report) -> Option<Finding> {
     let healthy = |r: &&RunRecord| r.failed() == 0 && r.latency_us.is_some();
+    let preference = |r: &RunRecord| {
+        (
+            r.addr_mode != AddrMode::Ip,
+            r.security != Security::Plain,
+            r.workers,
+        )
+    };
+    let chosen = |r: &&RunRecord| {
+        let best = report
+            .runs
+            .iter()
+            .filter(|o| o.transport == r.transport && o.encoding.is_some())
+            .map(preference)
+            .min();
+        best == Some(preference(r))
+    };
     let body = |r: &RunRecord| {
         r.bytes_per_call
             .map_or(0.0, |b| b.request_body + b.reply_body)
@@ -350,6 +368,7 @@ fn encodings(report: &Report) -> Option<Finding> {
         .iter()
         .filter(|r| r.encoding.is_some())
         .filter(healthy)
+        .filter(chosen)
     {
         match cells.iter_mut().find(|c| same_cell(c[0], r)) {
             Some(cell) => cell.push(r),
