@@ -869,3 +869,122 @@ fn raw_tcp_non_readers_hold_no_thread() {
     let after = echo.proc_status_kib("VmRSS");
     eprintln!("rpcbench-echo RSS: {before} KiB at the start, {after} KiB after the readers left");
 }
+
+/// The XML attacks of the encodings' bad-input table, 200 at once on 200 connections (the
+/// billion laughs, a quadratic blowup of one 64 KiB entity referenced 16,000 times, 20,000
+/// nested XML-RPC arrays, a SOAP list nested past its cap): each is answered (an XML-RPC
+/// fault or a SOAP Client Fault, or 503 past the budget), counted once, nothing expanded;
+/// the server's resident memory grows by less than its budget plus 32 KiB a connection
+/// and slack; and a healthy XML call is answered after.
+#[test]
+fn two_hundred_hostile_xml_bodies_at_once_hold_the_budget() {
+    let _turn = one_at_a_time();
+    let max_buffered: u64 = 16 << 20;
+    let server = TestServer::start(ServerConfig {
+        max_buffered,
+        ..common::config()
+    });
+    let laughs = {
+        let mut d = String::from("<?xml version=\"1.0\"?><!DOCTYPE l [<!ENTITY l0 \"lol\">");
+        for n in 1..10 {
+            d += &format!("<!ENTITY l{n} \"{}\">", format!("&l{};", n - 1).repeat(10));
+        }
+        d + "]><methodCall><methodName>&l9;</methodName></methodCall>"
+    };
+    let quadratic = format!(
+        "<!DOCTYPE q [<!ENTITY a \"{}\">]><methodCall><methodName>{}</methodName></methodCall>",
+        "x".repeat(64 << 10),
+        "&a;".repeat(16_000)
+    );
+    let nested = format!(
+        "<methodCall><methodName>EchoStruct</methodName><params><param>{}</param></params></methodCall>",
+        "<value><array><data>".repeat(20_000)
+    );
+    let deep_list = format!(
+        "<s:Envelope xmlns:s=\"http://schemas.xmlsoap.org/soap/envelope/\"><s:Body><EchoList xmlns=\"uri:WSTestWeb-TestService\"><list>{}</list></EchoList></s:Body></s:Envelope>",
+        "<i>1</i><f>1</f><s>x</s><Next>".repeat(100)
+    );
+    // Shared, not copied per connection: this process's memory is the server's.
+    let attacks: Vec<(&str, &str, Arc<str>)> = vec![
+        ("/RPC2", "text/xml", laughs.into()),
+        ("/RPC2", "text/xml", quadratic.into()),
+        ("/RPC2", "text/xml", nested.into()),
+        ("/soap", "text/xml; charset=utf-8", deep_list.into()),
+    ];
+    let before = rss_kib();
+    let n = 200;
+    let go = Arc::new(std::sync::Barrier::new(n));
+    let addr = server.http;
+    let threads: Vec<_> = (0..n)
+        .map(|i| {
+            let (path, content_type, body) = attacks[i % attacks.len()].clone();
+            let go = go.clone();
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(addr).unwrap();
+                s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+                let head = format!(
+                    "POST {path} HTTP/1.1\r\nHost: t\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                go.wait();
+                s.write_all(head.as_bytes()).unwrap();
+                // The server may answer (503) before taking the whole body.
+                let _ = s.write_all(body.as_bytes());
+                let mut reply = Vec::new();
+                let _ = s.read_to_end(&mut reply);
+                let text = String::from_utf8_lossy(&reply).into_owned();
+                text.split(' ').nth(1).unwrap_or("none").to_string()
+            })
+        })
+        .collect();
+    let statuses: Vec<String> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let grown = grown_mib(before);
+    for status in &statuses {
+        assert!(
+            ["200", "500", "503"].contains(&status.as_str()),
+            "{statuses:?}"
+        );
+    }
+    let snap = server.wait_stats(IO_TIMEOUT, "every attack counted", |s| {
+        s.rejected(Reject::RpcDoctype)
+            + s.rejected(Reject::RpcTooDeep)
+            + s.rejected(Reject::OverBudgetHttp)
+            >= n as u64
+    });
+    let counted = snap.rejected(Reject::RpcDoctype)
+        + snap.rejected(Reject::RpcTooDeep)
+        + snap.rejected(Reject::OverBudgetHttp);
+    assert_eq!(counted, n as u64, "{:?}", snap.rejected);
+    assert!(snap.rejected(Reject::RpcDoctype) > 0 && snap.rejected(Reject::RpcTooDeep) > 0);
+    assert!(snap.buffered_bytes_peak <= max_buffered);
+    let bound = (max_buffered >> 20) as f64 + n as f64 * 32.0 / 1024.0 + 16.0;
+    assert!(
+        grown < bound,
+        "200 hostile XML bodies grew the server by {grown:.1} MiB (bound {bound:.1})"
+    );
+    // A healthy XML-RPC call on a fresh connection.
+    let mut body = Vec::new();
+    let msg: rpcbench::encoding::Message = "echo-list:64".parse().unwrap();
+    let xmlrpc = rpcbench::encoding::EncodingKind::Xmlrpc;
+    xmlrpc
+        .encode_request(
+            &msg.request(3),
+            &rpcbench::encoding::CallId::None,
+            &mut body,
+        )
+        .unwrap();
+    let mut easy = curl::easy::Easy::new();
+    let url = format!("http://{}/RPC2", server.http);
+    let reply = curl_call(
+        &mut easy,
+        "POST",
+        &url,
+        Some(&body),
+        &["Content-Type: text/xml"],
+    );
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let (back, _) = xmlrpc.decode_reply(msg.operation(), &reply.body).unwrap();
+    assert!(back.echoes(&msg.request(3)));
+    drop(easy);
+    assert_all_given_back(&server);
+}
