@@ -111,20 +111,41 @@ fn refuse(shared: &Shared, encoding: EncodingKind, e: &DecodeError, body: &[u8])
 /// The `server-timing` value of an answered call that took `total` from having its
 /// request: `app;dur=…, dec;dur=…, enc;dur=…` in milliseconds to the nanosecond (six
 /// decimals: a small message's decode takes well under a microsecond, which three would
-/// round to 0 or 1).
+/// round to 0 or 1). Written with integer arithmetic, as `/echo`'s is.
 pub(super) fn server_timing(total: Duration, answer: &Answer) -> hyper::header::HeaderValue {
-    let ms = |d: Duration| {
-        let ns = d.as_nanos();
-        format!("{}.{:06}", ns / 1_000_000, ns % 1_000_000)
+    let mut buf = [0u8; TIMING_MAX];
+    let mut len = 0;
+    let mut put = |bytes: &[u8]| {
+        buf[len..len + bytes.len()].copy_from_slice(bytes);
+        len += bytes.len();
     };
-    let value = format!(
-        "app;dur={}, dec;dur={}, enc;dur={}",
-        ms(total),
-        ms(answer.decode),
-        ms(answer.encode)
-    );
-    hyper::header::HeaderValue::from_str(&value).expect("digits, letters and `;=,. ` are valid")
+    for (i, (name, took)) in [
+        (b"app", total),
+        (b"dec", answer.decode),
+        (b"enc", answer.encode),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        if i > 0 {
+            put(b", ");
+        }
+        put(name);
+        put(b";dur=");
+        let ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        let mut scratch = [0; 20];
+        put(crate::wire::decimal(ns / 1_000_000, &mut scratch));
+        put(b".");
+        let frac = crate::wire::decimal(1_000_000 + ns % 1_000_000, &mut scratch);
+        put(&frac[1..]);
+    }
+    hyper::header::HeaderValue::from_bytes(&buf[..len])
+        .expect("digits, letters and `;=,. ` are valid header bytes")
 }
+
+/// Longest [`server_timing`] value: three times `xxx;dur=`, 20 digits, `.` and 6
+/// decimals, and two `, `.
+const TIMING_MAX: usize = 3 * (8 + 20 + 1 + 6) + 2 * 2;
 
 /// The refusal of a call of `encoding` naming an operation this server does not have
 /// (`what`: the path's, the frame's or the header's), counted.
@@ -133,4 +154,45 @@ pub(super) fn no_such_operation(shared: &Shared, encoding: EncodingKind, what: &
         "{what}: this server has EchoVoid, EchoStruct, EchoList and EchoSynthetic"
     ));
     refuse(shared, encoding, &e, &[])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_timing_is_milliseconds_to_the_nanosecond() {
+        let budget = Arc::new(super::super::budget::Budget::new(1 << 20));
+        let answer = |decode, encode| Answer {
+            reply: Held::from_vec(Lease::new(&budget, None, 0), Vec::new()).unwrap(),
+            decode,
+            encode,
+        };
+        for (total, decode, encode) in [
+            (Duration::ZERO, Duration::ZERO, Duration::ZERO),
+            (
+                Duration::from_nanos(1_234_567),
+                Duration::from_nanos(450),
+                Duration::from_nanos(1_000_001),
+            ),
+            (
+                Duration::MAX,
+                Duration::from_secs(12),
+                Duration::from_nanos(999_999),
+            ),
+        ] {
+            let value = server_timing(total, &answer(decode, encode));
+            let ms = |d: Duration| {
+                let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+                format!("{}.{:06}", ns / 1_000_000, ns % 1_000_000)
+            };
+            let want = format!(
+                "app;dur={}, dec;dur={}, enc;dur={}",
+                ms(total),
+                ms(decode),
+                ms(encode)
+            );
+            assert_eq!(value.to_str().unwrap(), want);
+        }
+    }
 }
