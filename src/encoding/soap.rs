@@ -99,7 +99,7 @@ impl Codec for Soap {
         op: Option<Operation>,
         body: &[u8],
     ) -> Result<(Request, CallId), DecodeError> {
-        xml::read(NAME, body, |x| read_request(&mut Doc::start(x)?, op))
+        xml::read(NAME, body, true, |x| read_request(&mut Doc::start(x)?, op))
             .map(|req| (req, CallId::None))
     }
 
@@ -135,7 +135,7 @@ impl Codec for Soap {
     }
 
     fn decode_reply(op: Operation, body: &[u8]) -> Result<(Reply, CallId), DecodeError> {
-        xml::read(NAME, body, |x| read_reply(&mut Doc::start(x)?, op))
+        xml::read(NAME, body, true, |x| read_reply(&mut Doc::start(x)?, op))
             .map(|reply| (reply, CallId::None))
     }
 

@@ -77,7 +77,7 @@ impl Codec for XmlRpc {
         op: Option<Operation>,
         body: &[u8],
     ) -> Result<(Request, CallId), DecodeError> {
-        xml::read(NAME, body, |doc| read_request(doc, op)).map(|req| (req, CallId::None))
+        xml::read(NAME, body, false, |doc| read_request(doc, op)).map(|req| (req, CallId::None))
     }
 
     fn encode_reply(reply: &Reply, _: &CallId, out: &mut Vec<u8>) -> Result<(), EncodeError> {
@@ -122,7 +122,7 @@ impl Codec for XmlRpc {
             doc.finish()?;
             Ok(reply)
         };
-        let reply = xml::read(NAME, body, read).map_err(malformed)?;
+        let reply = xml::read(NAME, body, false, read).map_err(malformed)?;
         Ok((reply, CallId::None))
     }
 
