@@ -14,7 +14,8 @@
 # It prints one row per transport × encoding × message: calls/s, mean and p99 µs, the
 # client's encode and decode µs, the server's decode and encode µs (from its
 # server-timing or the frame trailer), client and server CPU µs per call (the server's
-# from /stats threads_cpu: `-` below 100 clock ticks), request and reply body bytes, and
+# from /stats threads_cpu: `-` below 100 clock ticks), the server's resident memory after
+# the cell (MiB, from /stats), request and reply body bytes, and
 # wire bytes per call both ways (TCP_INFO). Then the goals, each printed PASS or MISS and
 # never judged by the exit status:
 #   G1 linear growth: per transport and encoding, server CPU per call at echo-struct:1000
@@ -189,8 +190,8 @@ def server_cpu(run):
 
 
 cols = ["transport", "encoding", "message", "calls/s", "mean µs", "p99 µs", "enc µs",
-        "dec µs", "srv dec µs", "srv enc µs", "cli cpu µs", "srv cpu µs", "req B", "rep B",
-        "wire B out", "wire B in"]
+        "dec µs", "srv dec µs", "srv enc µs", "cli cpu µs", "srv cpu µs", "srv RSS MiB",
+        "req B", "rep B", "wire B out", "wire B in"]
 rows = []
 failed = 0
 for run in r["runs"]:
@@ -204,7 +205,9 @@ for run in r["runs"]:
         num(phase(run, "decode")), num(phase(run, "server_decode")),
         num(phase(run, "server_encode")),
         num((c.get("client_user") or 0) + (c.get("client_system") or 0)),
-        num(server_cpu(run)), num(b.get("request_body")), num(b.get("reply_body")),
+        num(server_cpu(run)),
+        num((c.get("server_rss_bytes") or 0) / 2**20 if c.get("server_rss_bytes") else None),
+        num(b.get("request_body")), num(b.get("reply_body")),
         num(b.get("wire_sent")), num(b.get("wire_received")),
     ])
 widths = [max(len(str(x)) for x in col) for col in zip(cols, *rows)]

@@ -363,6 +363,11 @@ fn a_run_has_a_row_per_encoding_and_message() {
         .map(|r| {
             assert_eq!(r["ok"], 60, "{r}");
             assert!(r["phases_us"]["encode"].is_object(), "{r}");
+            // The server's resident memory after the run, read from its /stats.
+            assert!(
+                r["cpu_us_per_call"]["server_rss_bytes"].as_u64() > Some(1 << 20),
+                "{r}"
+            );
             format!(
                 "{} {} {}",
                 r["transport"].as_str().unwrap(),
@@ -767,7 +772,7 @@ fn the_encodings_report_prints_a_complete_table() {
         .collect();
     assert_eq!(rows.len(), (6 + 6 + 1) * 3, "{stdout}");
     for row in &rows {
-        assert_eq!(row.len(), 16, "{row:?}");
+        assert_eq!(row.len(), 17, "{row:?}");
         for (i, cell) in row.iter().enumerate() {
             // Column 11 is the server's CPU, `-` below 100 clock ticks.
             assert!(i == 11 || *cell != "-", "{row:?}");

@@ -404,6 +404,11 @@ pub struct CpuPerCall {
     pub server_system: Option<f64>,
     /// The 10 ms clock ticks the server's figures rest on: below 100, read them as rough.
     pub server_ticks: Option<u64>,
+    /// The server process's resident memory after the run (the largest over its rounds),
+    /// bytes; with the server embedded in `rpcbench` (no target), that process holds the
+    /// client too. Absent where the server was not read, and from reports from before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_rss_bytes: Option<u64>,
 }
 
 /// A run's achieved concurrency may fall this far below its workers (a tenth) before the
@@ -447,6 +452,7 @@ fn cpu_per_call(run: &TransportRun) -> Option<CpuPerCall> {
         server_user: server.and_then(|s| per(s.cpu_user_s)),
         server_system: server.and_then(|s| per(s.cpu_system_s)),
         server_ticks: server.map(|s| ((s.cpu_user_s + s.cpu_system_s) * 100.0).round() as u64),
+        server_rss_bytes: server.map(|s| s.rss_bytes),
     })
 }
 

@@ -668,6 +668,9 @@ pub struct ServerUse {
     pub requests: u64,
     pub cpu_user_s: f64,
     pub cpu_system_s: f64,
+    /// The server process's resident memory at the later snapshot, bytes (the largest of
+    /// the runs summed).
+    pub rss_bytes: u64,
 }
 
 impl ServerUse {
@@ -679,6 +682,7 @@ impl ServerUse {
             requests: requests(after).saturating_sub(requests(before)),
             cpu_user_s: (a.cpu_user_s - b.cpu_user_s).max(0.0),
             cpu_system_s: (a.cpu_system_s - b.cpu_system_s).max(0.0),
+            rss_bytes: after.process.rss_bytes,
         }
     }
 }
@@ -688,6 +692,7 @@ impl std::ops::AddAssign for ServerUse {
         self.requests += o.requests;
         self.cpu_user_s += o.cpu_user_s;
         self.cpu_system_s += o.cpu_system_s;
+        self.rss_bytes = self.rss_bytes.max(o.rss_bytes);
     }
 }
 
