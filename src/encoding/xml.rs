@@ -194,25 +194,26 @@ impl<'a> Doc<'a> {
         Ok(Some(match event {
             Event::Text(t) => t.xml10_content(),
             Event::CData(c) => c.into_inner(),
-            Event::GeneralRef(r) => Cow::Owned(self.reference(&r)?.to_string()),
+            Event::GeneralRef(r) => self.reference(&r)?,
             Event::Eof => return Err(self.malformed("cut short")),
             _ => return Ok(None),
         }))
     }
 
-    /// A predefined entity or a character reference (the guard refused any other).
-    fn reference(&self, r: &BytesRef) -> Result<char, DecodeError> {
-        Ok(match &**r {
-            "lt" => '<',
-            "gt" => '>',
-            "amp" => '&',
-            "apos" => '\'',
-            "quot" => '"',
+    /// A predefined entity (text of its own, nothing allocated) or a character reference
+    /// (the guard refused any other).
+    fn reference(&self, r: &BytesRef) -> Result<Cow<'static, str>, DecodeError> {
+        Ok(Cow::Borrowed(match &**r {
+            "lt" => "<",
+            "gt" => ">",
+            "amp" => "&",
+            "apos" => "'",
+            "quot" => "\"",
             _ => match r.resolve_char_ref() {
-                Ok(Some(c)) => c,
+                Ok(Some(c)) => return Ok(Cow::Owned(c.to_string())),
                 _ => return Err(self.malformed(format!("entity &{};", &**r))),
             },
-        })
+        }))
     }
 
     /// Skips the rest of the element just opened.

@@ -1,8 +1,7 @@
 //! The rules every XML body (XML-RPC, SOAP) is held to, event by event, before its codec
 //! acts on the event: a [`Guard`] holds nothing but a few counters, so that what an XML
 //! parser can be made to do by a hostile body never starts. The codecs' reader
-//! (`xml.rs`) shows it each event as it reads it, so a body is parsed once; [`check`]
-//! runs it over a whole body in a pass of its own.
+//! (`xml.rs`) shows it each event as it reads it, so a body is parsed once.
 //!
 //! - **No DTD.** Any `<!DOCTYPE` is refused at its event ([`DecodeError::Doctype`]): the
 //!   billion laughs (entities of entities, 10^9 expansions from under 1 KiB), quadratic
@@ -11,48 +10,18 @@
 //!   opened, no connection made. SOAP 1.1 forbids DTDs anyway; XML-RPC never needs one.
 //! - **Only the five predefined entities and character references** (`&lt;`, `&#233;`):
 //!   without a DTD any other name is undeclared, so not well formed.
-//! - **At most [`MAX_DEPTH`] elements deep**, counted here before dxr builds its
-//!   recursive value tree (100,000 nested `<value><array><data>` would take the stack).
+//! - **At most [`MAX_DEPTH`] elements deep**, counted here before a codec's recursive descent
+//!   goes that far (100,000 nested `<value><array><data>` would take the stack).
 //! - **Well formed**: matching end tags, one root, UTF-8 throughout (a declaration naming
 //!   another encoding is refused as such, [`DecodeError::Charset`]).
 
 use super::DecodeError;
 use quick_xml::events::Event;
-use quick_xml::reader::Reader;
 
 /// The deepest element nesting an XML body may have. WSTest's deepest call, an
 /// `EchoList` of 64 nodes in XML-RPC, is about 200 elements deep (three per node plus the
 /// envelope); SOAP's is about 70.
 pub const MAX_DEPTH: usize = 300;
-
-/// What the guard found in a body it passed: its text, and how many elements it holds.
-#[derive(Debug, Clone, Copy)]
-pub struct Passed<'a> {
-    pub text: &'a str,
-    pub elements: usize,
-}
-
-/// Checks the whole of `body` as this module says, in a pass of its own; `codec` names the
-/// encoding in errors. The XML codecs instead hold a [`Guard`] to each event as they read
-/// it, so a body is parsed once.
-pub fn check<'a>(codec: &'static str, body: &'a [u8]) -> Result<Passed<'a>, DecodeError> {
-    let text = utf8(codec, body)?;
-    let mut reader = Reader::from_str(text);
-    let mut guard = Guard::new(codec);
-    loop {
-        let event = reader
-            .read_event()
-            .map_err(|e| guard.malformed(reader.buffer_position(), e))?;
-        let end = matches!(event, Event::Eof);
-        guard.event(reader.buffer_position(), &event)?;
-        if end {
-            return Ok(Passed {
-                text,
-                elements: guard.elements,
-            });
-        }
-    }
-}
 
 /// `body` as text, or why it is not UTF-8.
 pub fn utf8<'a>(codec: &'static str, body: &'a [u8]) -> Result<&'a str, DecodeError> {
@@ -67,7 +36,6 @@ pub fn utf8<'a>(codec: &'static str, body: &'a [u8]) -> Result<&'a str, DecodeEr
 pub struct Guard {
     codec: &'static str,
     depth: usize,
-    elements: usize,
     roots: usize,
 }
 
@@ -77,7 +45,6 @@ impl Guard {
         Guard {
             codec,
             depth: 0,
-            elements: 0,
             roots: 0,
         }
     }
@@ -111,7 +78,6 @@ impl Guard {
             }
             Event::Start(_) => {
                 self.depth += 1;
-                self.elements += 1;
                 if self.depth == 1 {
                     self.roots += 1;
                 }
@@ -121,12 +87,7 @@ impl Guard {
                     )));
                 }
             }
-            Event::Empty(_) => {
-                self.elements += 1;
-                if self.depth == 0 {
-                    self.roots += 1;
-                }
-            }
+            Event::Empty(_) if self.depth == 0 => self.roots += 1,
             Event::End(_) => self.depth = self.depth.saturating_sub(1),
             Event::GeneralRef(r) => {
                 let known = matches!(&**r, "lt" | "gt" | "amp" | "apos" | "quot");
@@ -149,6 +110,27 @@ impl Guard {
 mod tests {
     use super::*;
 
+    use quick_xml::reader::Reader;
+
+    /// The guard over the whole of `body`, in a pass of its own: the elements it holds.
+    fn check(codec: &'static str, body: &[u8]) -> Result<usize, DecodeError> {
+        let text = utf8(codec, body)?;
+        let mut reader = Reader::from_str(text);
+        let mut guard = Guard::new(codec);
+        let mut elements = 0;
+        loop {
+            let event = reader
+                .read_event()
+                .map_err(|e| guard.malformed(reader.buffer_position(), e))?;
+            let end = matches!(event, Event::Eof);
+            elements += usize::from(matches!(event, Event::Start(_) | Event::Empty(_)));
+            guard.event(reader.buffer_position(), &event)?;
+            if end {
+                return Ok(elements);
+            }
+        }
+    }
+
     fn kind(body: &str) -> &'static str {
         match check("xml", body.as_bytes()) {
             Ok(_) => "ok",
@@ -164,8 +146,7 @@ mod tests {
     fn well_formed_bodies_pass_and_their_elements_are_counted() {
         let body =
             "<?xml version='1.0' encoding='UTF-8'?>\n<a x='1'><b>&lt;&#233;&#xE9;</b><c/></a>\n";
-        let passed = check("xml", body.as_bytes()).unwrap();
-        assert_eq!(passed.elements, 3);
+        assert_eq!(check("xml", body.as_bytes()), Ok(3));
         assert_eq!(kind("<a/>"), "ok");
         assert_eq!(kind("<!-- hi --><a><![CDATA[<&>]]></a>"), "ok");
     }

@@ -152,7 +152,7 @@ pub(super) async fn call(
 fn encoding_of(parts: &Parts, path: &str) -> Option<EncodingKind> {
     let value = parts.headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
     let media = value.split(';').next()?.trim();
-    let media_of = |t: &str| t.split(';').next().unwrap_or(t).trim().to_string();
+    let media_of = |t: &'static str| t.split(';').next().unwrap_or(t).trim();
     EncodingKind::ALL.iter().copied().find(|e| {
         let facts = e.facts();
         routes(facts.route, path)
