@@ -84,8 +84,8 @@
 # row.
 #
 # This script only measures: it writes every round's mean for both sides (--json FILE, the
-# `Peers` shape of src/analysis/peers.rs), and `rpcbench report --peers FILE` takes the medians and
-# judges each pair against PEER_RATIO_LIMIT in src/analysis/peers.rs, the one place the limit is
+# `Peers` shape of crates/analysis/src/analysis/peers.rs), and `rpcbench report --peers FILE` takes the medians and
+# judges each pair against PEER_RATIO_LIMIT in crates/analysis/src/analysis/peers.rs, the one place the limit is
 # written. The script ends by showing that verdict, from rpcbench itself. Peer ratios are
 # benchmarks, not tests: host noise moves them.
 #
@@ -104,7 +104,7 @@
 #                           rpcbench first in even ones; the report takes the median of each
 #                           side's R round means (default 1)
 #   --raw DIR               also keep every tool's raw output (and rpcbench's JSON) in DIR
-#   --json FILE             write the round means as JSON (the Peers shape of src/analysis/peers.rs;
+#   --json FILE             write the round means as JSON (the Peers shape of crates/analysis/src/analysis/peers.rs;
 #                           without it they go to a temporary file, for the verdict only)
 #   --server-ip IP          address the servers listen on and the clients call (default
 #                           127.0.0.1)
@@ -1031,7 +1031,7 @@ json_nums() {
 echo "wrote $json_out" >&2
 
 # ---- verdict ----------------------------------------------------------------------------
-# rpcbench judges: the medians and the ratio limit live in src/analysis/peers.rs only. Its last
+# rpcbench judges: the medians and the ratio limit live in crates/analysis/src/analysis/peers.rs only. Its last
 # runs here are the report's inputs; only the peer lines are of interest.
 rb_json=()
 for key in "${!rb_done[@]}"; do

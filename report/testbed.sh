@@ -31,7 +31,7 @@
 # stop the script (rpcbench runs with --max-lost).
 #
 # The delays default to 20 ms, server and DNS alike, so that the margin of their checks (5%
-# of the delay plus the reference run's noise, src/analysis/truth.rs) is physics: 1 ms, far above
+# of the delay plus the reference run's noise, crates/analysis/src/analysis/truth.rs) is physics: 1 ms, far above
 # a timer's overshoot and far below a delay paid twice or not at all. The paced reference
 # of the server delay then runs at 50 calls/s.
 #

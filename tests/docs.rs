@@ -1128,8 +1128,8 @@ fn defines(file: &str, name: &str, path: &str) -> bool {
     .any(|kind| file.contains(&format!("{kind} {name}")))
 }
 
-/// Every path of the repository a page names (`src/analysis/sweep.rs`) exists, and a name
-/// said to be in it ("`KNEE_P99_GROWTH` in `src/analysis/sweep.rs`") is there.
+/// Every path of the repository a page names (`crates/analysis/src/analysis/sweep.rs`) exists, and a name
+/// said to be in it ("`KNEE_P99_GROWTH` in `crates/analysis/src/analysis/sweep.rs`") is there.
 #[test]
 fn paths_the_docs_name_exist() {
     let mut bad = Vec::new();
@@ -1141,6 +1141,7 @@ fn paths_the_docs_name_exist() {
             let path = span.split([' ', ':', '#']).next().unwrap_or("");
             let ours = [
                 "src/",
+                "crates/",
                 "tests/",
                 "report/",
                 "deploy/",

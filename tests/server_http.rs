@@ -235,7 +235,7 @@ fn keep_alive_curl_100_requests_one_connection() {
     assert_rejects(&snap, &[]);
 }
 
-/// The plain keep-alive echoes are answered without hyper (`src/server/http/lean.rs`), and
+/// The plain keep-alive echoes are answered without hyper (`crates/server/src/server/http/lean.rs`), and
 /// any other request hands the connection to hyper with the bytes already read: on one
 /// connection, pipelined and split requests of both kinds come back in order, each right,
 /// and the lean replies carry the same headers as hyper's.
