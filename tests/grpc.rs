@@ -207,7 +207,9 @@ fn the_embedded_server_serves_the_grpc_transports() {
     let grpc_mux = findings
         .iter()
         .find_map(|f| match f {
-            Finding::Multiplexing { grpc, .. } => grpc.as_ref(),
+            Finding::Multiplexing(shared) => shared
+                .iter()
+                .find(|m| m.shared.transport == TransportKind::GrpcMux),
             _ => None,
         })
         .unwrap_or_else(|| panic!("{findings:#?}"));

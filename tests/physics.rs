@@ -136,10 +136,7 @@ fn unix_slower_than_tcp_fails_and_other_orderings_hold() {
     unix.transport = TransportKind::Unix;
     r.runs.push(unix);
     set(&mut r, TransportKind::Unix, AddrMode::Ip, 82.8, 0.02);
-    assert_eq!(
-        failed(&r),
-        [(Rule::UnixNotSlowerThanTcp, TransportKind::Unix)]
-    );
+    assert_eq!(failed(&r), [(Rule::SameHostNotSlower, TransportKind::Unix)]);
     set(&mut r, TransportKind::Unix, AddrMode::Ip, 20.0, 0.02);
     assert_eq!(failed(&r), []);
     // A kept connection slower than a new one per call.
@@ -287,7 +284,9 @@ fn the_mux_finding_compares_equal_concurrency_only() {
         rpcbench::analysis::findings(r, &[], None)
             .into_iter()
             .find_map(|f| match f {
-                Finding::Multiplexing { h2, .. } => h2,
+                Finding::Multiplexing(shared) => shared
+                    .into_iter()
+                    .find(|m| m.shared.transport == TransportKind::H2Mux),
                 _ => None,
             })
     };

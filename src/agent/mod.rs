@@ -42,11 +42,8 @@ use tokio::task::{AbortHandle, LocalSet};
 /// Transports an agent probes unless told otherwise: the raw frame protocol on a kept
 /// connection, HTTP on a kept connection, and HTTP with a connect per call, which between
 /// them separate the network's round trip from connection set-up and the HTTP stack.
-pub const DEFAULT_TRANSPORTS: [TransportKind; 3] = [
-    TransportKind::Tcp,
-    TransportKind::HttpKeepalive,
-    TransportKind::HttpFresh,
-];
+/// By name, as `--transports` takes them.
+pub const DEFAULT_TRANSPORTS: [&str; 3] = ["tcp", "http-keepalive", "http-fresh"];
 
 /// Default `--max-peers`: the size the memory bound (under 100 MiB) was measured at.
 pub const DEFAULT_MAX_PEERS: usize = 1000;

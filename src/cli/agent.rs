@@ -25,7 +25,7 @@ pub struct AgentArgs {
     pub listen: SocketAddr,
     /// Transports each peer is probed over, comma-separated (tcp, tcp-connect,
     /// http-fresh, http-keepalive).
-    #[arg(long, value_name = "LIST", value_enum, value_delimiter = ',', default_values_t = agent::DEFAULT_TRANSPORTS.to_vec(), value_parser = parse_probe_transport)]
+    #[arg(long, value_name = "LIST", value_enum, value_delimiter = ',', default_values = agent::DEFAULT_TRANSPORTS, value_parser = parse_probe_transport)]
     pub transports: Vec<TransportKind>,
     /// Time between two probes of one peer over one transport (the first one at a random
     /// point of the first interval, so a fleet does not probe in lockstep).

@@ -536,7 +536,7 @@ mod tests {
                 .unwrap();
         assert_eq!(
             args.transports,
-            [TransportKind::Tcp, TransportKind::CurlFresh]
+            ["tcp", "curl-fresh"].map(|n| TransportKind::from_name(n).unwrap())
         );
         assert_eq!(args.run_config().concurrency, 8);
         assert_eq!(

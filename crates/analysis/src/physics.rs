@@ -142,10 +142,10 @@ pub fn checks(report: &Report) -> Vec<PhysicsCheck> {
     out.extend(groups.iter().filter_map(|g| agree(Rule::ModesAgree, g)));
     for &r in &runs {
         let (mode, sec) = (r.addr_mode, r.security);
-        let pair = match r.transport {
-            TransportKind::Unix => find(TransportKind::Tcp, mode, sec, r)
-                .map(|tcp| (Rule::UnixNotSlowerThanTcp, r, tcp)),
-            k => k
+        let pair = match r.transport.network_twin() {
+            Some(net) => find(net, mode, sec, r).map(|net| (Rule::SameHostNotSlower, r, net)),
+            None => r
+                .transport
                 .fresh_twin()
                 .and_then(|fresh| find(fresh, mode, sec, r))
                 .map(|fresh| (Rule::KeptNotSlowerThanFresh, r, fresh)),

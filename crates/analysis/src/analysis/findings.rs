@@ -138,13 +138,13 @@ pub struct Failed {
 pub enum Finding {
     /// What a persistent connection saves, per persistent transport and its fresh twin.
     Reuse(Vec<ReusePair>),
-    /// What multiplexing buys or costs, at equal workers: `h2-mux` against `h2` and
-    /// `http-keepalive`, and `grpc-mux` against `h2-mux` and `grpc`. One finding for both,
-    /// so the findings stay within six; at least one of the two is there.
-    Multiplexing {
-        h2: Option<Multiplexing>,
-        grpc: Option<Multiplexing>,
-    },
+    /// What multiplexing buys or costs, at equal workers: each shared transport that ran
+    /// against the runs its facts name ([`Facts::multiplexing_against`]: `h2-mux` against
+    /// `h2` and `http-keepalive`, `grpc-mux` against `h2-mux` and `grpc`). One finding for
+    /// all, so the findings stay within six; never empty.
+    ///
+    /// [`Facts::multiplexing_against`]: crate::transport::Facts::multiplexing_against
+    Multiplexing(Vec<Multiplexing>),
     /// What a full TLS 1.3 handshake adds per fresh call (`tls13` against `plain`).
     TlsHandshake(Vec<TlsPrice>),
     /// What resuming wins back per fresh call (`tls13-resume` against `tls13`).
@@ -303,9 +303,12 @@ fn local_target(report: &Report) -> bool {
 fn of_one_run(base: &Report, others: &[&Report]) -> Vec<Finding> {
     let mut out = Vec::new();
     out.extend(reuse(base));
-    let (h2, grpc) = (h2_multiplexing(base), grpc_multiplexing(base));
-    if h2.is_some() || grpc.is_some() {
-        out.push(Finding::Multiplexing { h2, grpc });
+    let shared: Vec<Multiplexing> = TransportKind::ALL
+        .into_iter()
+        .filter_map(|k| at_equal_concurrency(base, k, &k.multiplexing_against()))
+        .collect();
+    if !shared.is_empty() {
+        out.push(Finding::Multiplexing(shared));
     }
     out.extend(tls_fresh(base));
     out.extend(tls_kept(base));
@@ -546,49 +549,36 @@ fn at_equal_concurrency(
     })
 }
 
-/// `h2-mux` (every worker's calls as streams on one connection) against `h2` and
-/// `http-keepalive` (a connection per worker).
-fn h2_multiplexing(base: &Report) -> Option<Multiplexing> {
-    at_equal_concurrency(
-        base,
-        TransportKind::H2Mux,
-        &[TransportKind::H2, TransportKind::HttpKeepalive],
-    )
+/// The fresh-connection transports TLS findings read, in registry order (the raw frames
+/// first, then HTTP, then libcurl): every transport that opens a connection per call and
+/// runs under TLS.
+fn fresh_transports() -> impl Iterator<Item = TransportKind> {
+    TransportKind::ALL
+        .into_iter()
+        .filter(|k| k.fresh() && k.facts().tls != crate::transport::Tls::None)
 }
 
-/// `grpc-mux` against `h2-mux` (the same one HTTP/2 connection for every worker, without
-/// gRPC's framing, trailers and codec) and against `grpc` (a connection per worker).
-fn grpc_multiplexing(base: &Report) -> Option<Multiplexing> {
-    at_equal_concurrency(
-        base,
-        TransportKind::GrpcMux,
-        &[TransportKind::H2Mux, TransportKind::Grpc],
-    )
+/// The transport whose calls price a name lookup: the first fresh one on the HTTP port
+/// (`http-fresh`, the seed's "HTTP by host name"), whose every call looks the name up
+/// again in `uncached`.
+fn lookup_priced_by() -> Option<TransportKind> {
+    TransportKind::ALL
+        .into_iter()
+        .find(|k| k.fresh() && k.is_http() && !k.is_curl())
 }
-
-/// The fresh-connection transports TLS findings read, in the order they are named: the
-/// raw frames first (nothing but TCP and TLS in the call), then HTTP with hyper, then
-/// libcurl (its own TLS library, see the environment).
-const FRESH: [TransportKind; 3] = [
-    TransportKind::TcpConnect,
-    TransportKind::HttpFresh,
-    TransportKind::CurlFresh,
-];
 
 /// The TLS price of a fresh connection per call, by IP, in up to four findings, each
-/// naming every fresh transport ([`FRESH`]) that ran under both modes it compares: what a
+/// naming every fresh transport ([`fresh_transports`]) that ran under both modes it compares: what a
 /// full TLS 1.3 handshake adds over `plain`, what resuming the session wins back, TLS 1.2
 /// against 1.3 (full and resumed), and what a client certificate adds.
 fn tls_fresh(base: &Report) -> Vec<Finding> {
     let at = |k, s| secured(base, k, AddrMode::Ip, s);
     let priced = |priced: Security, against: Security| -> Vec<TlsPrice> {
-        FRESH
-            .into_iter()
+        fresh_transports()
             .filter_map(|k| Some(price(at(k, priced)?, at(k, against)?)))
             .collect()
     };
-    let resumed: Vec<TlsPrice> = FRESH
-        .into_iter()
+    let resumed: Vec<TlsPrice> = fresh_transports()
         .filter_map(|k| {
             Some(price(
                 at(k, Security::Tls13)?,
@@ -602,8 +592,7 @@ fn tls_fresh(base: &Report) -> Vec<Finding> {
             ..p
         })
         .collect();
-    let versions: Vec<TlsVersions> = FRESH
-        .into_iter()
+    let versions: Vec<TlsVersions> = fresh_transports()
         .filter_map(|k| {
             let versus_of = |s12, s13| Some(versus(at(k, s12)?, at(k, s13)?));
             let v = TlsVersions {
@@ -645,7 +634,7 @@ fn tls_kept(base: &Report) -> Option<Finding> {
 
 /// What an uncached name lookup costs a fresh HTTP call, and what caching gives back.
 fn name_lookup(report: &Report) -> Option<Finding> {
-    let t = TransportKind::HttpFresh;
+    let t = lookup_priced_by()?;
     let i = plain(report, t, AddrMode::Ip)?;
     let u = plain(report, t, AddrMode::Uncached)?;
     Some(Finding::NameLookup {
@@ -673,7 +662,7 @@ fn search_list(report: &Report) -> Option<Finding> {
             let as_is = l.search.iter().min_by_key(|c| c.len());
             l.search.len() > 1 && l.search.last() == as_is
         })?;
-    let t = TransportKind::HttpFresh;
+    let t = lookup_priced_by()?;
     Some(Finding::SearchList {
         mode: run.addr_mode,
         name: lookup.search.last()?.clone(),

@@ -188,13 +188,33 @@ mod tests {
 
     #[test]
     fn files_per_connection_by_engine_and_server() {
-        let tcp = files_needed(TransportKind::Tcp, 1000, Engine::Blocking, false);
+        let tcp = files_needed(
+            TransportKind::from_name("tcp").unwrap(),
+            1000,
+            Engine::Blocking,
+            false,
+        );
         assert_eq!(tcp, BASE_FILES + 1000);
-        let embedded = files_needed(TransportKind::Tcp, 1000, Engine::Blocking, true);
+        let embedded = files_needed(
+            TransportKind::from_name("tcp").unwrap(),
+            1000,
+            Engine::Blocking,
+            true,
+        );
         assert_eq!(embedded, BASE_FILES + 2000);
-        let runtimes = files_needed(TransportKind::H2, 1000, Engine::Blocking, false);
+        let runtimes = files_needed(
+            TransportKind::from_name("h2").unwrap(),
+            1000,
+            Engine::Blocking,
+            false,
+        );
         assert_eq!(runtimes, BASE_FILES + 1000 * (1 + FILES_PER_RUNTIME));
-        let evloop = files_needed(TransportKind::H2, 1000, Engine::Evloop, false);
+        let evloop = files_needed(
+            TransportKind::from_name("h2").unwrap(),
+            1000,
+            Engine::Evloop,
+            false,
+        );
         assert!(evloop < runtimes && evloop > BASE_FILES + 1000, "{evloop}");
     }
 
@@ -205,7 +225,7 @@ mod tests {
         assert!(raised >= soft_before);
         assert_eq!(raise_file_limit(), raised);
         let too_many = LoadLimitError::TooFewFiles {
-            kind: TransportKind::Tcp,
+            kind: TransportKind::from_name("tcp").unwrap(),
             connections: 5000,
             need: 10_128,
             limit: 256,

@@ -4,7 +4,7 @@
 use super::curl::{Collector, new_handle, perform};
 use super::{
     Call, CallError, Endpoint, FILES_PER_CURL_HANDLE, Facts, OpenTransportError, Phases, Port,
-    Reply, Transport, TransportKind,
+    Reply, Transport,
 };
 use curl::easy::Easy2;
 use std::time::{Duration, Instant};
@@ -24,7 +24,7 @@ impl Transport for CurlReuse {
         port: Port::Http,
         alpn: super::tls::Alpn::Http1,
         round_trips: Some(1.0),
-        fresh_twin: Some(TransportKind::CurlFresh),
+        fresh_twin: Some("curl-fresh"),
         files_per_worker: FILES_PER_CURL_HANDLE,
         libcurl: true,
         encodings: crate::encoding::EncodingKind::ALL,

@@ -15,7 +15,7 @@ use super::grpc::{
 };
 use super::h2_mux_wire::{Done, Request};
 use super::mux::{AsyncMux, BlockingMux, MuxProtocol};
-use super::{Call, CallError, Facts, Port, Reply, TransportKind};
+use super::{Call, CallError, Facts, Port, Reply};
 use bytes::Bytes;
 
 /// The `grpc-mux` transport on the blocking engine.
@@ -46,7 +46,8 @@ impl MuxProtocol for UnaryStream {
         port: Port::Http,
         alpn: super::tls::Alpn::H2,
         round_trips: Some(1.0),
-        unshared_twin: Some(TransportKind::Grpc),
+        unshared_twin: Some("grpc"),
+        multiplexing_against: &["h2-mux", "grpc"],
         encodings: &[crate::encoding::EncodingKind::Protobuf],
         ..Facts::DEFAULT
     };

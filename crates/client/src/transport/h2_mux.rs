@@ -20,7 +20,7 @@
 
 use super::h2_mux_wire::{Done, Request};
 use super::mux::{AsyncMux, BlockingMux, MuxProtocol};
-use super::{Call, CallError, Endpoint, Facts, Port, Reply, TransportKind};
+use super::{Call, CallError, Endpoint, Facts, Port, Reply};
 use bytes::Bytes;
 
 /// The `h2-mux` transport on the blocking engine.
@@ -52,7 +52,8 @@ impl MuxProtocol for EchoStream {
         port: Port::Http,
         alpn: super::tls::Alpn::H2,
         round_trips: Some(1.0),
-        unshared_twin: Some(TransportKind::H2),
+        unshared_twin: Some("h2"),
+        multiplexing_against: &["h2", "http-keepalive"],
         encodings: crate::encoding::EncodingKind::ALL,
         ..Facts::DEFAULT
     };

@@ -10,7 +10,7 @@
 use super::h1::{AsyncH1Conn, BlockingH1Conn, Requests, may_resend};
 use super::{
     AsyncTransport, Call, CallError, CallTimer, Endpoint, Facts, OpenTransportError, Phases, Port,
-    Reply, Transport, TransportKind, opened,
+    Reply, Transport, opened,
 };
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -41,7 +41,7 @@ impl Transport for HttpKeepalive {
         port: Port::Http,
         alpn: super::tls::Alpn::Http1,
         round_trips: Some(1.0),
-        fresh_twin: Some(TransportKind::HttpFresh),
+        fresh_twin: Some("http-fresh"),
         encodings: crate::encoding::EncodingKind::ALL,
         ..Facts::DEFAULT
     };

@@ -195,12 +195,20 @@ pub struct Facts {
     pub round_trips: Option<f64>,
     /// Which security modes it runs in.
     pub tls: Tls,
-    /// For a persistent transport, the one that makes the same call on a new connection
-    /// each time: the same protocol and client library, so the pair differs in reuse alone.
-    pub fresh_twin: Option<TransportKind>,
-    /// For a shared-connection transport, the one that makes the same call on a connection
-    /// per worker: the pair differs in multiplexing alone.
-    pub unshared_twin: Option<TransportKind>,
+    /// For a persistent transport, the name of the one that makes the same call on a new
+    /// connection each time: the same protocol and client library, so the pair differs in
+    /// reuse alone. By name, so that a transport's file names no other transport's type
+    /// ([`TransportKind::fresh_twin`] reads it back; `tests/registry.rs` checks each name).
+    pub fresh_twin: Option<&'static str>,
+    /// For a shared-connection transport, the name of the one that makes the same call on a
+    /// connection per worker: the pair differs in multiplexing alone.
+    pub unshared_twin: Option<&'static str>,
+    /// For a transport whose calls never leave the host, the name of the network transport
+    /// that makes the same call: the physics check holds it no slower than that one.
+    pub network_twin: Option<&'static str>,
+    /// For a shared-connection transport, the names of the runs its multiplexing finding
+    /// weighs it against at equal workers, in the order the finding names them.
+    pub multiplexing_against: &'static [&'static str],
     /// Open files a worker keeps besides its socket on the blocking engine (a libcurl
     /// handle's wake-up pair, hyper's runtime): what `--concurrency` is checked against.
     pub files_per_worker: u64,
@@ -224,6 +232,8 @@ impl Facts {
         tls: Tls::All,
         fresh_twin: None,
         unshared_twin: None,
+        network_twin: None,
+        multiplexing_against: &[],
         files_per_worker: 0,
         libcurl: false,
         encodings: &[],
@@ -344,14 +354,33 @@ impl TransportKind {
 
     /// The transport that makes the same call on a new connection each time
     /// ([`Facts::fresh_twin`]).
-    pub const fn fresh_twin(self) -> Option<TransportKind> {
-        self.facts().fresh_twin
+    pub fn fresh_twin(self) -> Option<TransportKind> {
+        self.facts().fresh_twin.and_then(Self::from_name)
     }
 
     /// The transport that makes the same call on a connection per worker
     /// ([`Facts::unshared_twin`]).
-    pub const fn unshared_twin(self) -> Option<TransportKind> {
-        self.facts().unshared_twin
+    pub fn unshared_twin(self) -> Option<TransportKind> {
+        self.facts().unshared_twin.and_then(Self::from_name)
+    }
+
+    /// The network transport that makes the same call as this same-host one
+    /// ([`Facts::network_twin`]).
+    pub fn network_twin(self) -> Option<TransportKind> {
+        self.facts().network_twin.and_then(Self::from_name)
+    }
+
+    /// The runs a shared transport's multiplexing finding weighs it against
+    /// ([`Facts::multiplexing_against`]).
+    pub fn multiplexing_against(self) -> Vec<TransportKind> {
+        let names = self.facts().multiplexing_against;
+        names.iter().filter_map(|n| Self::from_name(n)).collect()
+    }
+
+    /// True when the transport opens a new connection for every call (neither kept nor
+    /// shared).
+    pub fn fresh(self) -> bool {
+        !self.persistent() && !self.shared()
     }
 
     /// True when its calls can carry `encoding` (see [`Facts::encodings`]).

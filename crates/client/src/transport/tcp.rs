@@ -10,7 +10,7 @@ use super::buf::RecvBuf;
 use super::tls::{Alpn, AsyncSock, BlockingIo, BlockingSock};
 use super::{
     AsyncTransport, Call, CallError, CallTimer, Endpoint, Facts, OpenTransportError, Phases, Port,
-    Reply, Secure, ServerTime, Took, Transport, TransportKind, connect_nodelay, opened, remaining,
+    Reply, Secure, ServerTime, Took, Transport, connect_nodelay, opened, remaining,
 };
 use crate::wire::{
     self, LEN_PREFIX, RESPONSE_OVERHEAD, Request, ResponseRef, RpcReplyTrailer, RpcTrailer, Status,
@@ -694,7 +694,7 @@ impl Dial for TcpDial {
         persistent: true,
         port: Port::Tcp,
         round_trips: Some(1.0),
-        fresh_twin: Some(TransportKind::TcpConnect),
+        fresh_twin: Some("tcp-connect"),
         encodings: crate::encoding::EncodingKind::ALL,
         ..Facts::DEFAULT
     };

@@ -45,6 +45,7 @@ impl Dial for UnixDial {
         persistent: true,
         port: Port::Unix,
         round_trips: None,
+        network_twin: Some("tcp"),
         tls: Tls::None,
         encodings: crate::encoding::EncodingKind::ALL,
         ..Facts::DEFAULT

@@ -66,7 +66,7 @@ fn joined<T>(parts: &[T], part: impl Fn(&T) -> String) -> String {
 pub fn sentence(f: &Finding) -> String {
     match f {
         Finding::Reuse(pairs) => reuse_sentence(pairs),
-        Finding::Multiplexing { h2, grpc } => multiplexing_sentence(h2.as_ref(), grpc.as_ref()),
+        Finding::Multiplexing(shared) => multiplexing_sentence(shared),
         Finding::TlsHandshake(parts) => tls_handshake_sentence(parts),
         Finding::TlsResumption(parts) => format!(
             "Resuming the previous session wins back per fresh call: {}.",
@@ -271,27 +271,27 @@ fn reuse_sentence(pairs: &[ReusePair]) -> String {
     )
 }
 
-/// The sentences of shared connections against a connection per worker.
-fn multiplexing_sentence(h2: Option<&Multiplexing>, grpc: Option<&Multiplexing>) -> String {
-    let h2 = h2.as_ref().map(|m| format!(
-        "Multiplexing {} workers as streams on one HTTP/2 connection (h2-mux, {}) against a connection per worker, at the same {} workers: {}. Above 1× the shared connection costs more than it saves.",
-        m.workers,
-        duration(m.shared.mean_us),
-        m.workers,
-        against(m, |_| "")
-    ));
-    let grpc = grpc.as_ref().map(|m| format!(
-        "gRPC on one shared channel ({} workers, grpc-mux, {}) against {}: above 1× grpc-mux is the slower.",
-        m.workers,
-        duration(m.shared.mean_us),
-        against(m, |t| match t {
-            crate::transport::TransportKind::H2Mux => {
-                " (the same shared connection without gRPC)"
-            }
-            _ => " (a channel per worker)",
+/// The sentences of shared connections against a connection per worker, one per shared
+/// transport that ran.
+fn multiplexing_sentence(shared: &[Multiplexing]) -> String {
+    shared
+        .iter()
+        .map(|m| {
+            format!(
+                "Multiplexing {} workers as streams on one connection ({}, {}) against {}, at the same {} workers: above 1× the shared connection costs more than it saves.",
+                m.workers,
+                m.shared.transport,
+                duration(m.shared.mean_us),
+                against(m, |t| if t.shared() {
+                    " (also one connection for all)"
+                } else {
+                    " (a connection per worker)"
+                }),
+                m.workers,
+            )
         })
-    ));
-    h2.into_iter().chain(grpc).collect::<Vec<_>>().join(" ")
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The sentence of what a full TLS 1.3 handshake adds per fresh call.

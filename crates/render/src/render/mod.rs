@@ -833,7 +833,7 @@ pub fn rule_sentence(rule: Rule) -> &'static str {
         Rule::ModesAgree => {
             "a persistent connection's mean does not depend on the address mode (its lookup is in the warm-up)"
         }
-        Rule::UnixNotSlowerThanTcp => "unix is no slower than tcp on the same host",
+        Rule::SameHostNotSlower => "a same-host socket is no slower than TCP on the same host",
         Rule::KeptNotSlowerThanFresh => {
             "a kept connection is no slower than a new connection per call"
         }

@@ -148,7 +148,7 @@ mod tests {
 
     fn row(encoding: EncodingKind, n: usize, cpu: Option<f64>) -> EncodingRow {
         EncodingRow {
-            transport: TransportKind::Tcp,
+            transport: TransportKind::from_name("tcp").unwrap(),
             encoding,
             message: Message::Struct(n),
             calls_per_s: 1000.0,
@@ -171,7 +171,7 @@ mod tests {
             row(EncodingKind::Json, 100, None),
         ];
         let (transport, lines) = cpu_chart(&rows).expect("a chart");
-        assert_eq!(transport, TransportKind::Tcp);
+        assert_eq!(transport, TransportKind::from_name("tcp").unwrap());
         assert_eq!(lines.len(), 1);
         assert_eq!(lines[0].points, vec![(1.0, 10.0), (100.0, 200.0)]);
         let svg = cpu_svg(transport, &lines);

@@ -605,8 +605,11 @@ pub enum Rule {
     /// A persistent (or shared) connection's mean does not depend on the address mode: its
     /// lookup is in the warm-up.
     ModesAgree,
-    /// `unix` is no slower than `tcp`: the same frames without the TCP/IP stack.
-    UnixNotSlowerThanTcp,
+    /// A same-host transport (`unix`) is no slower than its network twin (`tcp`,
+    /// [`Facts::network_twin`](crate::transport::Facts::network_twin)): the same frames
+    /// without the TCP/IP stack. Its JSON name is the one the first such pair gave it.
+    #[serde(rename = "unix-not-slower-than-tcp")]
+    SameHostNotSlower,
     /// A kept connection is no slower than its fresh twin, which does the same call and
     /// also connects and closes.
     KeptNotSlowerThanFresh,
@@ -620,7 +623,7 @@ impl Rule {
     /// Every rule, in the order checks are listed (and `docs/output.md` lists them).
     pub const ALL: [Rule; 5] = [
         Rule::ModesAgree,
-        Rule::UnixNotSlowerThanTcp,
+        Rule::SameHostNotSlower,
         Rule::KeptNotSlowerThanFresh,
         Rule::IpNotSlowerThanLookup,
         Rule::PlainNotSlowerThanTls,
