@@ -28,7 +28,6 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-use tonic::Code;
 use tonic::codegen::{BoxFuture, Service};
 
 /// tonic's client on one HTTP/2 connection, and the flag its connection's task sets when
@@ -566,32 +565,6 @@ fn from_chain(e: &(dyn std::error::Error + 'static)) -> Option<CallError> {
     None
 }
 
-/// The error kind of a gRPC status code (`grpc_` and the code's name in snake case), or
-/// `None` for OK and for codes gRPC does not define.
-pub(super) fn code_kind(code: u8) -> Option<&'static str> {
-    Some(match Code::from_i32(i32::from(code)) {
-        Code::Ok => return None,
-        // An undefined code reads as Unknown; only 2 itself is that.
-        Code::Unknown if code != Code::Unknown as u8 => return None,
-        Code::Cancelled => "grpc_cancelled",
-        Code::Unknown => "grpc_unknown",
-        Code::InvalidArgument => "grpc_invalid_argument",
-        Code::DeadlineExceeded => "grpc_deadline_exceeded",
-        Code::NotFound => "grpc_not_found",
-        Code::AlreadyExists => "grpc_already_exists",
-        Code::PermissionDenied => "grpc_permission_denied",
-        Code::ResourceExhausted => "grpc_resource_exhausted",
-        Code::FailedPrecondition => "grpc_failed_precondition",
-        Code::Aborted => "grpc_aborted",
-        Code::OutOfRange => "grpc_out_of_range",
-        Code::Unimplemented => "grpc_unimplemented",
-        Code::Internal => "grpc_internal",
-        Code::Unavailable => "grpc_unavailable",
-        Code::DataLoss => "grpc_data_loss",
-        Code::Unauthenticated => "grpc_unauthenticated",
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::h2_wire::Replied;
@@ -625,29 +598,6 @@ mod tests {
                 assert_eq!(unary_message(&call).unwrap(), want, "{call:?}");
             }
         }
-    }
-
-    #[test]
-    fn every_grpc_error_status_has_a_kind_of_its_own() {
-        let mut kinds: Vec<String> = (1..=16u8)
-            .map(|code| {
-                let kind = CallError::GrpcStatus(code).kind().to_string();
-                let name = format!("{:?}", Code::from_i32(i32::from(code)));
-                // The kind is the code's name: `InvalidArgument` is `grpc_invalid_argument`.
-                assert_eq!(
-                    kind.replace('_', ""),
-                    format!("grpc{}", name.to_ascii_lowercase()),
-                    "{code}"
-                );
-                kind
-            })
-            .collect();
-        kinds.sort();
-        kinds.dedup();
-        assert_eq!(kinds.len(), 16);
-        assert_eq!(code_kind(0), None);
-        assert_eq!(CallError::GrpcStatus(17).kind().to_string(), "grpc_17");
-        assert!(!CallError::GrpcStatus(14).is_lost());
     }
 
     /// A unary reply's head, body and trailers: an ok message, an error status in either
