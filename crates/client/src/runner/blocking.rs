@@ -2,7 +2,7 @@
 //! or handle) and its own [`Tally`], blocking in the transport's calls. The latency-grade
 //! path: one request in flight costs the transport's own system calls and nothing else.
 
-use super::call::Attempt;
+use super::call::{Attempt, count_transport};
 use super::{
     CallPool, Finished, Pacer, Quota, RunConfig, RunTransportError, StartLine, add_cpu_since,
     next_seq, run_threads, thread_cpu, warmup_share,
@@ -91,9 +91,7 @@ fn worker<T: Transport>(
     }
     drop(scratch);
     let mut tally = Tally::new(config.rate.is_some());
-    let duplicates_in_warmup = transport.duplicates();
-    let late_in_warmup = transport.late_replies();
-    let reordered_in_warmup = transport.reordered();
+    let in_warmup = transport.counts();
     let mut pacer = Pacer::new(config.rate, workers, index);
     if pacer.is_some() {
         // Sleeps should end when asked, not up to the default 50 µs timer slack later.
@@ -124,10 +122,7 @@ fn worker<T: Transport>(
     }
     let ended = Instant::now();
     add_cpu_since(&mut tally, cpu_before);
-    tally.connects = transport.connects();
-    tally.duplicated = transport.duplicates() - duplicates_in_warmup;
-    tally.late_replies = transport.late_replies() - late_in_warmup;
-    tally.reordered = transport.reordered() - reordered_in_warmup;
+    count_transport(&mut tally, transport.counts(), in_warmup);
     tally.per_connection.add(made);
     Ok(Finished { tally, ended })
 }

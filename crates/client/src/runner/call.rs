@@ -12,7 +12,7 @@
 use super::RunConfig;
 use crate::encoding::{CallId, DecodeError, Request};
 use crate::measure::{ErrorKind, Outcome, Phase, Tally};
-use crate::transport::{Call, CallError, Phases, Reply, Rpc, ServerTime};
+use crate::transport::{Call, CallError, Counts, Phases, Reply, Rpc, ServerTime};
 use crate::wire;
 use std::time::{Duration, Instant};
 
@@ -301,6 +301,16 @@ fn say_first(kind: ErrorKind, e: &CallError) {
         told.insert(kind);
         tracing::warn!("first {kind} error: {e}");
     }
+}
+
+/// Adds what the transports counted themselves to a run's tally: every connection opened,
+/// warm-up included (`connects` is checked against what the run should open), and the
+/// duplicate, late and reordered replies of the measured calls alone.
+pub(super) fn count_transport(tally: &mut Tally, at_end: Counts, in_warmup: Counts) {
+    tally.connects += at_end.connects;
+    tally.duplicated = at_end.duplicates - in_warmup.duplicates;
+    tally.late_replies = at_end.late_replies - in_warmup.late_replies;
+    tally.reordered = at_end.reordered - in_warmup.reordered;
 }
 
 #[cfg(test)]

@@ -14,13 +14,13 @@
 //! Measured: every connection calls while its quota lasts (calls left in the run's pool,
 //! or the common `--duration` deadline), paced by its share of `--rate`.
 
-use super::call::Attempt;
+use super::call::{Attempt, count_transport};
 use super::{
     CallPool, Finished, NEXT_SEQ, Pacer, Quota, RunConfig, RunTransportError, StartLine,
     add_cpu_since, run_threads, thread_cpu, warmup_share,
 };
 use crate::measure::Tally;
-use crate::transport::{AsyncTransport, Endpoint, TransportKind, WithAsyncTransport};
+use crate::transport::{AsyncTransport, Counts, Endpoint, TransportKind, WithAsyncTransport};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -204,9 +204,7 @@ fn event_loop<T: AsyncTransport>(ctx: LoopCtx<'_>) -> Result<Finished, RunTransp
         join_all(tasks).await
     });
     shared.scratch.take();
-    let duplicates_in_warmup: u64 = warmed.iter().map(AsyncTransport::duplicates).sum();
-    let late_in_warmup: u64 = warmed.iter().map(AsyncTransport::late_replies).sum();
-    let reordered_in_warmup: u64 = warmed.iter().map(AsyncTransport::reordered).sum();
+    let in_warmup: Counts = warmed.iter().map(AsyncTransport::counts).sum();
 
     let start = start_line.wait()?;
     let cpu_before = thread_cpu();
@@ -224,17 +222,11 @@ fn event_loop<T: AsyncTransport>(ctx: LoopCtx<'_>) -> Result<Finished, RunTransp
     shared.flush_done();
     let mut tally = shared.tally.take();
     add_cpu_since(&mut tally, cpu_before);
-    let (mut duplicates, mut late, mut reordered) = (0, 0, 0);
-    for (transport, made) in &finished {
-        tally.connects += transport.connects();
-        duplicates += transport.duplicates();
-        late += transport.late_replies();
-        reordered += transport.reordered();
+    for (_, made) in &finished {
         tally.per_connection.add(*made);
     }
-    tally.duplicated = duplicates - duplicates_in_warmup;
-    tally.late_replies = late - late_in_warmup;
-    tally.reordered = reordered - reordered_in_warmup;
+    let at_end: Counts = finished.iter().map(|(t, _)| t.counts()).sum();
+    count_transport(&mut tally, at_end, in_warmup);
     // The connections close when `finished` and the runtime drop, after `ended`: tearing
     // 10,000 sockets down is not part of the measured window.
     Ok(Finished { tally, ended })

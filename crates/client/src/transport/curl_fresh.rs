@@ -3,8 +3,8 @@
 
 use super::curl::{Collector, new_handle, perform};
 use super::{
-    Call, CallError, Endpoint, FILES_PER_CURL_HANDLE, Facts, OpenTransportError, Phases, Port,
-    Reply, Tls, Transport,
+    Call, CallError, Counts, Endpoint, FILES_PER_CURL_HANDLE, Facts, OpenTransportError, Phases,
+    Port, Reply, Tls, Transport,
 };
 use curl::easy::Easy2;
 use std::time::{Duration, Instant};
@@ -65,7 +65,7 @@ impl Transport for CurlFresh {
         self.easy = None;
     }
 
-    fn connects(&self) -> u64 {
-        self.connects
+    fn counts(&self) -> Counts {
+        Counts::connects(self.connects)
     }
 }

@@ -18,7 +18,9 @@
 use super::h2::H2Conn;
 use super::h2_wire::{Outgoing, ReplyFields};
 use super::http::{self, worker_runtime};
-use super::{Call, CallError, Endpoint, Facts, OpenTransportError, Phases, Port, Reply, Transport};
+use super::{
+    Call, CallError, Counts, Endpoint, Facts, OpenTransportError, Phases, Port, Reply, Transport,
+};
 use crate::proto::{CALL_PATH, EchoReply, EchoRequest};
 use bytes::{BufMut, Bytes};
 use hyper::header::{HeaderMap, HeaderValue};
@@ -90,8 +92,8 @@ impl Transport for Grpc {
         self.conn.open = None;
     }
 
-    fn connects(&self) -> u64 {
-        self.conn.connects
+    fn counts(&self) -> Counts {
+        Counts::connects(self.conn.connects)
     }
 }
 

@@ -10,7 +10,7 @@
 use super::grpc::{Client, Opened, checked, classify_status, connect, request};
 use super::http::worker_runtime;
 use super::{
-    Call, CallError, Endpoint, Facts, OpenTransportError, Phases, Port, Reply, ServerTime,
+    Call, CallError, Counts, Endpoint, Facts, OpenTransportError, Phases, Port, Reply, ServerTime,
     Transport, remaining,
 };
 use crate::proto::{EchoReply, EchoRequest, STREAM_PATH, StreamCall, StreamReply};
@@ -256,8 +256,8 @@ impl Transport for GrpcStream {
         self.stream = None;
     }
 
-    fn connects(&self) -> u64 {
-        self.opened.count.load(Relaxed)
+    fn counts(&self) -> Counts {
+        Counts::connects(self.opened.count.load(Relaxed))
     }
 }
 

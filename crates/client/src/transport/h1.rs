@@ -16,7 +16,7 @@
 use super::buf::RecvBuf;
 use super::http::parse_server_timing;
 use super::tcp::TimedStream;
-use super::{Call, CallError, Endpoint, Reply};
+use super::{Call, CallError, CallTimer, Counts, Endpoint, Reply};
 use crate::wire::SEQ_HEADER;
 use std::io::ErrorKind;
 use std::net::SocketAddr;
@@ -44,6 +44,45 @@ const SERVER_TIMING: &str = "server-timing";
 /// What a request's head depends on: its `reply_len` and `delay_us` query parameters, and
 /// for an encoded call its route and content type.
 type Query = (Option<u32>, u32, Option<super::Rpc>);
+
+/// What both HTTP/1.1 transports keep for one worker, blocking (`C` is
+/// [`BlockingH1Conn`]) and on the event loop ([`AsyncH1Conn`]): `http-fresh` and
+/// `http-keepalive` differ in whether their requests ask the server to close and in what a
+/// call does with the connection, not in what they hold.
+pub(super) struct H1Worker<C> {
+    /// Where the calls go.
+    pub(super) endpoint: Endpoint,
+    /// Longest a call may take.
+    pub(super) timeout: Duration,
+    /// The timer of an event-loop connection's calls (unused by the blocking side).
+    pub(super) timer: CallTimer,
+    /// The request bytes, built once and filled per call.
+    pub(super) requests: Requests,
+    /// The connection, once open (for `http-fresh`, the call in progress's, kept only so
+    /// the reply can borrow from it, and closed by `end_call`).
+    pub(super) conn: Option<C>,
+    /// Connections opened so far.
+    pub(super) connects: u64,
+}
+
+impl<C> H1Worker<C> {
+    /// Nothing open yet; `close` makes every request ask the server to close.
+    pub(super) fn open(endpoint: Endpoint, timeout: Duration, close: bool) -> H1Worker<C> {
+        H1Worker {
+            requests: Requests::new(&endpoint, close),
+            endpoint,
+            timeout,
+            timer: CallTimer::default(),
+            conn: None,
+            connects: 0,
+        }
+    }
+
+    /// What the transport counts itself: its connections.
+    pub(super) fn counts(&self) -> Counts {
+        Counts::connects(self.connects)
+    }
+}
 
 /// The bytes of `POST /echo` (or an encoded call's route) requests of one transport: everything before the seq value is
 /// built once (request line, `Host`, `Content-Type`, `Connection: close` for `http-fresh`),

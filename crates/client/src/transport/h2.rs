@@ -16,8 +16,8 @@ use super::h2_wire::{CONNECTION_WINDOW, Outgoing, Replied, STREAM_WINDOW, Wire};
 use super::http::{self, worker_runtime};
 use super::tls::{AsyncSock, TlsNoted, Watched};
 use super::{
-    AsyncTransport, Call, CallError, CallTimer, Endpoint, Facts, OpenTransportError, Phases, Port,
-    Reply, Transport, remaining,
+    AsyncTransport, Call, CallError, CallTimer, Counts, Endpoint, Facts, OpenTransportError,
+    Phases, Port, Reply, Transport, remaining,
 };
 use bytes::Bytes;
 use hyper::header::{self, HeaderValue};
@@ -62,8 +62,8 @@ impl Transport for H2 {
         self.conn.open = None;
     }
 
-    fn connects(&self) -> u64 {
-        self.conn.connects
+    fn counts(&self) -> Counts {
+        Counts::connects(self.conn.connects)
     }
 }
 
@@ -111,8 +111,8 @@ impl AsyncTransport for AsyncH2 {
         self.conn.open = None;
     }
 
-    fn connects(&self) -> u64 {
-        self.conn.connects
+    fn counts(&self) -> Counts {
+        Counts::connects(self.conn.connects)
     }
 }
 

@@ -9,28 +9,16 @@
 //! request channel cost 11 µs of user CPU a call more than ApacheBench (`ab -c 1`, 17.5
 //! against 6 µs, same core), 1.4 times ab's time per call.
 
-use super::h1::{AsyncH1Conn, BlockingH1Conn, Requests};
+use super::h1::{AsyncH1Conn, BlockingH1Conn, H1Worker};
 use super::{
-    AsyncTransport, Call, CallError, CallTimer, Endpoint, Facts, OpenTransportError, Phases, Port,
+    AsyncTransport, Call, CallError, Counts, Endpoint, Facts, OpenTransportError, Phases, Port,
     Reply, Transport, opened,
 };
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 /// The `http-fresh` transport.
-pub struct HttpFresh {
-    /// Where the calls go.
-    endpoint: Endpoint,
-    /// Longest a call may take.
-    timeout: Duration,
-    /// The request bytes, built once and filled per call.
-    requests: Requests,
-    /// The connection of the call in progress; kept only so the reply can borrow from it,
-    /// and closed by `end_call`.
-    conn: Option<BlockingH1Conn>,
-    /// Connections opened so far.
-    connects: u64,
-}
+pub struct HttpFresh(H1Worker<BlockingH1Conn>);
 
 impl Transport for HttpFresh {
     const FACTS: Facts = Facts {
@@ -44,24 +32,18 @@ impl Transport for HttpFresh {
     };
 
     fn open(endpoint: Endpoint, timeout: Duration) -> Result<HttpFresh, OpenTransportError> {
-        Ok(HttpFresh {
-            requests: Requests::new(&endpoint, true),
-            endpoint,
-            timeout,
-            conn: None,
-            connects: 0,
-        })
+        Ok(HttpFresh(H1Worker::open(endpoint, timeout, true)))
     }
 
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
-        let deadline = Instant::now() + self.timeout;
-        let HttpFresh {
+        let deadline = Instant::now() + self.0.timeout;
+        let H1Worker {
             endpoint,
             requests,
             conn,
             connects,
             ..
-        } = self;
+        } = &mut self.0;
         let addr = endpoint.http_addr(deadline, phases)?;
         let request = requests.build(call);
         let (new, took) = BlockingH1Conn::connect_blocking(addr, deadline, endpoint)?;
@@ -76,15 +58,15 @@ impl Transport for HttpFresh {
     }
 
     fn end_call(&mut self) {
-        self.conn = None;
+        self.0.conn = None;
     }
 
     fn reset(&mut self) {
-        self.conn = None;
+        self.0.conn = None;
     }
 
-    fn connects(&self) -> u64 {
-        self.connects
+    fn counts(&self) -> Counts {
+        self.0.counts()
     }
 }
 
@@ -92,47 +74,28 @@ impl Transport for HttpFresh {
 /// with `Connection: close` through the lean codec (`h1.rs`), closed by `end_call` inside
 /// the timed call. A connection that ends before any reply byte is lost, as on the
 /// blocking side: a new connection is never resent on.
-pub struct AsyncHttpFresh {
-    /// Where the calls go.
-    endpoint: Endpoint,
-    /// Longest a call may take.
-    timeout: Duration,
-    /// The timer of this connection's calls.
-    timer: CallTimer,
-    /// The request bytes, built once and filled per call.
-    requests: Requests,
-    /// The connection of the call in progress; kept only so the reply can borrow from it.
-    conn: Option<AsyncH1Conn>,
-    /// Connections opened so far.
-    connects: u64,
-}
+pub struct AsyncHttpFresh(H1Worker<AsyncH1Conn>);
 
 impl AsyncTransport for AsyncHttpFresh {
     fn open(endpoint: Endpoint, timeout: Duration) -> AsyncHttpFresh {
-        AsyncHttpFresh {
-            requests: Requests::new(&endpoint, true),
-            endpoint,
-            timeout,
-            timer: CallTimer::default(),
-            conn: None,
-            connects: 0,
-        }
+        AsyncHttpFresh(H1Worker::open(endpoint, timeout, true))
     }
 
     async fn call(&mut self, call: &Call<'_>, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
-        let deadline = Instant::now() + self.timeout;
+        let deadline = Instant::now() + self.0.timeout;
         let addr = self
+            .0
             .endpoint
             .addr_async(Port::Http, deadline, phases)
             .await?;
-        let AsyncHttpFresh {
+        let H1Worker {
             endpoint,
             timer,
             requests,
             conn,
             connects,
             ..
-        } = self;
+        } = &mut self.0;
         let request = requests.build(call);
         let connecting = &Cell::new(true);
         let replied = &Cell::new(false);
@@ -162,14 +125,14 @@ impl AsyncTransport for AsyncHttpFresh {
     }
 
     fn end_call(&mut self) {
-        self.conn = None;
+        self.0.conn = None;
     }
 
     fn reset(&mut self) {
-        self.conn = None;
+        self.0.conn = None;
     }
 
-    fn connects(&self) -> u64 {
-        self.connects
+    fn counts(&self) -> Counts {
+        self.0.counts()
     }
 }

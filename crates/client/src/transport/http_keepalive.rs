@@ -7,9 +7,9 @@
 //! call than wrk (`-c 1`, client and server on different cores, report/load.sh); the
 //! codec does one write and one read for a small reply, like wrk.
 
-use super::h1::{AsyncH1Conn, BlockingH1Conn, Requests, may_resend};
+use super::h1::{AsyncH1Conn, BlockingH1Conn, H1Worker, may_resend};
 use super::{
-    AsyncTransport, Call, CallError, CallTimer, Endpoint, Facts, OpenTransportError, Phases, Port,
+    AsyncTransport, Call, CallError, Counts, Endpoint, Facts, OpenTransportError, Phases, Port,
     Reply, Transport, opened,
 };
 use std::cell::Cell;
@@ -21,18 +21,7 @@ use std::time::{Duration, Instant};
 /// the reply (the server's idle timeout closed it while we were away, and it never read
 /// the request), the request goes once more on a new connection, as libcurl does; a reply
 /// that started, or a new connection that fails, is never resent.
-pub struct HttpKeepalive {
-    /// Where the calls go.
-    endpoint: Endpoint,
-    /// Longest a call may take.
-    timeout: Duration,
-    /// The request bytes, built once and filled per call.
-    requests: Requests,
-    /// The connection, once open.
-    conn: Option<BlockingH1Conn>,
-    /// Connections opened so far.
-    connects: u64,
-}
+pub struct HttpKeepalive(H1Worker<BlockingH1Conn>);
 
 impl Transport for HttpKeepalive {
     const FACTS: Facts = Facts {
@@ -47,24 +36,18 @@ impl Transport for HttpKeepalive {
     };
 
     fn open(endpoint: Endpoint, timeout: Duration) -> Result<HttpKeepalive, OpenTransportError> {
-        Ok(HttpKeepalive {
-            requests: Requests::new(&endpoint, false),
-            endpoint,
-            timeout,
-            conn: None,
-            connects: 0,
-        })
+        Ok(HttpKeepalive(H1Worker::open(endpoint, timeout, false)))
     }
 
     fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
-        let deadline = Instant::now() + self.timeout;
-        let HttpKeepalive {
+        let deadline = Instant::now() + self.0.timeout;
+        let H1Worker {
             endpoint,
             requests,
             conn,
             connects,
             ..
-        } = self;
+        } = &mut self.0;
         let request = requests.build(call);
         let mut attempt = 0;
         let response = loop {
@@ -96,11 +79,11 @@ impl Transport for HttpKeepalive {
     }
 
     fn reset(&mut self) {
-        self.conn = None;
+        self.0.conn = None;
     }
 
-    fn connects(&self) -> u64 {
-        self.connects
+    fn counts(&self) -> Counts {
+        self.0.counts()
     }
 }
 
@@ -108,43 +91,23 @@ impl Transport for HttpKeepalive {
 /// lean codec (`h1.rs`), with the rules of [`HttpKeepalive`], and a connection seen closed
 /// (or sending stray bytes) while idle also replaced before the request goes out, which
 /// tokio's readiness state tells for free.
-pub struct AsyncHttpKeepalive {
-    /// Where the calls go.
-    endpoint: Endpoint,
-    /// Longest a call may take.
-    timeout: Duration,
-    /// The timer of this connection's calls.
-    timer: CallTimer,
-    /// The request bytes, built once and filled per call.
-    requests: Requests,
-    /// The connection, once open.
-    conn: Option<AsyncH1Conn>,
-    /// Connections opened so far.
-    connects: u64,
-}
+pub struct AsyncHttpKeepalive(H1Worker<AsyncH1Conn>);
 
 impl AsyncTransport for AsyncHttpKeepalive {
     fn open(endpoint: Endpoint, timeout: Duration) -> AsyncHttpKeepalive {
-        AsyncHttpKeepalive {
-            requests: Requests::new(&endpoint, false),
-            endpoint,
-            timeout,
-            timer: CallTimer::default(),
-            conn: None,
-            connects: 0,
-        }
+        AsyncHttpKeepalive(H1Worker::open(endpoint, timeout, false))
     }
 
     async fn call(&mut self, call: &Call<'_>, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
-        let deadline = Instant::now() + self.timeout;
-        let AsyncHttpKeepalive {
+        let deadline = Instant::now() + self.0.timeout;
+        let H1Worker {
             timer,
             endpoint,
             requests,
             conn,
             connects,
             ..
-        } = self;
+        } = &mut self.0;
         let request = requests.build(call);
         let mut attempt = 0;
         let response = loop {
@@ -191,10 +154,10 @@ impl AsyncTransport for AsyncHttpKeepalive {
     }
 
     fn reset(&mut self) {
-        self.conn = None;
+        self.0.conn = None;
     }
 
-    fn connects(&self) -> u64 {
-        self.connects
+    fn counts(&self) -> Counts {
+        self.0.counts()
     }
 }

@@ -197,6 +197,42 @@ pub enum OpenTransportError {
     Runtime(#[source] std::io::Error),
 }
 
+/// What a transport counts itself, so far: a run's figures are these at its end less
+/// these at the end of its warm-up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Connections opened.
+    pub connects: u64,
+    /// Replies to earlier calls that arrived again.
+    pub duplicates: u64,
+    /// Replies that arrived for an earlier call that had already been counted lost (a
+    /// datagram transport's late replies; extra datagrams, not calls).
+    pub late_replies: u64,
+    /// Replies (late or duplicate) that arrived after a reply to a later call.
+    pub reordered: u64,
+}
+
+impl std::iter::Sum for Counts {
+    fn sum<I: Iterator<Item = Counts>>(all: I) -> Counts {
+        all.fold(Counts::default(), |a, b| Counts {
+            connects: a.connects + b.connects,
+            duplicates: a.duplicates + b.duplicates,
+            late_replies: a.late_replies + b.late_replies,
+            reordered: a.reordered + b.reordered,
+        })
+    }
+}
+
+impl Counts {
+    /// Only connections: what a transport whose replies cannot repeat counts.
+    pub fn connects(connects: u64) -> Counts {
+        Counts {
+            connects,
+            ..Counts::default()
+        }
+    }
+}
+
 /// One way of making calls, owned by one worker thread.
 pub trait Transport: Sized {
     /// What the rest of the program asks about this transport ([`Facts`]).
@@ -217,25 +253,10 @@ pub trait Transport: Sized {
     /// mismatched call, when the connection's state can no longer be trusted.
     fn reset(&mut self);
 
-    /// Connections opened so far.
-    fn connects(&self) -> u64;
-
-    /// Replies to earlier calls that arrived again, so far. Kept on the transport, not
-    /// on the reply, so that one read by a call that then fails is still counted.
-    fn duplicates(&self) -> u64 {
-        0
-    }
-
-    /// Replies that arrived for an earlier call that had already been counted lost, so
-    /// far (a datagram transport's late replies; extra datagrams, not calls).
-    fn late_replies(&self) -> u64 {
-        0
-    }
-
-    /// Replies (late or duplicate) that arrived after a reply to a later call, so far.
-    fn reordered(&self) -> u64 {
-        0
-    }
+    /// What it has counted so far besides the calls the runner counts itself
+    /// (connections opened, duplicate, late and reordered replies). Kept on the transport,
+    /// not on the reply, so that a reply read by a call that then fails is still counted.
+    fn counts(&self) -> Counts;
 }
 
 /// One way of making calls from an event loop: one per connection, many to a thread. The
@@ -259,23 +280,8 @@ pub trait AsyncTransport: Sized + 'static {
     /// As [`Transport::reset`].
     fn reset(&mut self);
 
-    /// Connections opened so far.
-    fn connects(&self) -> u64;
-
-    /// As [`Transport::duplicates`].
-    fn duplicates(&self) -> u64 {
-        0
-    }
-
-    /// As [`Transport::late_replies`].
-    fn late_replies(&self) -> u64 {
-        0
-    }
-
-    /// As [`Transport::reordered`].
-    fn reordered(&self) -> u64 {
-        0
-    }
+    /// As [`Transport::counts`].
+    fn counts(&self) -> Counts;
 }
 
 #[cfg(test)]

@@ -10,8 +10,8 @@
 use super::h2::open_stream;
 use super::h2_mux_wire::{Done, MuxWire, Request, Target};
 use super::{
-    AsyncTransport, Call, CallError, CallTimer, Endpoint, Facts, OpenTransportError, Phases, Reply,
-    Transport, remaining,
+    AsyncTransport, Call, CallError, CallTimer, Counts, Endpoint, Facts, OpenTransportError,
+    Phases, Reply, Transport, remaining,
 };
 use std::cell::Cell;
 use std::net::SocketAddr;
@@ -306,8 +306,8 @@ impl<P: MuxProtocol> Transport for BlockingMux<P> {
         self.0.reset_blocking();
     }
 
-    fn connects(&self) -> u64 {
-        self.0.connects()
+    fn counts(&self) -> Counts {
+        Counts::connects(self.0.connects())
     }
 }
 
@@ -335,7 +335,7 @@ impl<P: MuxProtocol> AsyncTransport for AsyncMux<P> {
         self.handle.reset_async();
     }
 
-    fn connects(&self) -> u64 {
-        self.handle.connects()
+    fn counts(&self) -> Counts {
+        Counts::connects(self.handle.connects())
     }
 }

@@ -9,8 +9,8 @@
 use super::buf::RecvBuf;
 use super::tls::{Alpn, AsyncSock, BlockingIo, BlockingSock};
 use super::{
-    AsyncTransport, Call, CallError, CallTimer, Endpoint, Facts, OpenTransportError, Phases, Port,
-    Reply, Secure, ServerTime, Took, Transport, connect_nodelay, opened, remaining,
+    AsyncTransport, Call, CallError, CallTimer, Counts, Endpoint, Facts, OpenTransportError,
+    Phases, Port, Reply, Secure, ServerTime, Took, Transport, connect_nodelay, opened, remaining,
 };
 use crate::wire::{
     self, LEN_PREFIX, RESPONSE_OVERHEAD, Request, ResponseRef, RpcReplyTrailer, RpcTrailer, Status,
@@ -598,12 +598,11 @@ impl<D: Dial> Transport for Persistent<D> {
         self.conn = None;
     }
 
-    fn connects(&self) -> u64 {
-        self.connects
-    }
-
-    fn duplicates(&self) -> u64 {
-        self.duplicates
+    fn counts(&self) -> Counts {
+        Counts {
+            duplicates: self.duplicates,
+            ..Counts::connects(self.connects)
+        }
     }
 }
 
@@ -672,12 +671,11 @@ impl<D: Dial + 'static> AsyncTransport for AsyncPersistent<D> {
         self.conn = None;
     }
 
-    fn connects(&self) -> u64 {
-        self.connects
-    }
-
-    fn duplicates(&self) -> u64 {
-        self.duplicates
+    fn counts(&self) -> Counts {
+        Counts {
+            duplicates: self.duplicates,
+            ..Counts::connects(self.connects)
+        }
     }
 }
 

@@ -3,8 +3,8 @@
 
 use super::tcp::{AsyncFrameConn, FrameBufs, FrameConn};
 use super::{
-    AsyncTransport, Call, CallError, CallTimer, Endpoint, Facts, OpenTransportError, Phases, Port,
-    Reply, Transport, opened,
+    AsyncTransport, Call, CallError, CallTimer, Counts, Endpoint, Facts, OpenTransportError,
+    Phases, Port, Reply, Transport, opened,
 };
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -63,8 +63,8 @@ impl Transport for TcpConnect {
         self.end_call();
     }
 
-    fn connects(&self) -> u64 {
-        self.connects
+    fn counts(&self) -> Counts {
+        Counts::connects(self.connects)
     }
 }
 
@@ -131,7 +131,7 @@ impl AsyncTransport for AsyncTcpConnect {
         self.conn = None;
     }
 
-    fn connects(&self) -> u64 {
-        self.connects
+    fn counts(&self) -> Counts {
+        Counts::connects(self.connects)
     }
 }

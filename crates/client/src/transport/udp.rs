@@ -19,7 +19,7 @@
 
 use super::tcp::{encode_request_body, reply_of};
 use super::{
-    AsyncTransport, Call, CallError, CallTimer, ConnectFailure, Endpoint, Facts,
+    AsyncTransport, Call, CallError, CallTimer, ConnectFailure, Counts, Endpoint, Facts,
     OpenTransportError, Phases, Port, Reply, Tls, Transport, remaining,
 };
 use crate::wire::{self, ResponseRef};
@@ -51,6 +51,16 @@ struct Strays {
 }
 
 impl Strays {
+    /// What the transport counts, with `connects` sockets opened.
+    fn counts(&self, connects: u64) -> Counts {
+        Counts {
+            connects,
+            duplicates: self.duplicates,
+            late_replies: self.late,
+            reordered: self.reordered,
+        }
+    }
+
     /// Notes that call `seq` was sent.
     fn sent(&mut self, seq: u64) {
         if self.sent.len() == HISTORY {
@@ -211,20 +221,8 @@ impl Transport for Udp {
         // The socket stays: see the module's opening.
     }
 
-    fn connects(&self) -> u64 {
-        self.connects
-    }
-
-    fn duplicates(&self) -> u64 {
-        self.strays.duplicates
-    }
-
-    fn late_replies(&self) -> u64 {
-        self.strays.late
-    }
-
-    fn reordered(&self) -> u64 {
-        self.strays.reordered
+    fn counts(&self) -> Counts {
+        self.strays.counts(self.connects)
     }
 }
 
@@ -327,20 +325,8 @@ impl AsyncTransport for AsyncUdp {
         // The socket stays, as on the blocking side.
     }
 
-    fn connects(&self) -> u64 {
-        self.connects
-    }
-
-    fn duplicates(&self) -> u64 {
-        self.strays.duplicates
-    }
-
-    fn late_replies(&self) -> u64 {
-        self.strays.late
-    }
-
-    fn reordered(&self) -> u64 {
-        self.strays.reordered
+    fn counts(&self) -> Counts {
+        self.strays.counts(self.connects)
     }
 }
 
