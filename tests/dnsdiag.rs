@@ -81,8 +81,12 @@ fn port_args(server: &ServerHandle, name: &str, lookups: u32) -> Vec<String> {
     ]
 }
 
-fn by(map: &std::collections::BTreeMap<String, u64>, key: &str) -> u64 {
-    map.get(key).copied().unwrap_or(0)
+/// The count under `key` in a map of counts by name (the server's answers by code) or by
+/// answer kind (a diagnosis's), as each writes its keys.
+fn by<K: ToString>(map: &std::collections::BTreeMap<K, u64>, key: &str) -> u64 {
+    map.iter()
+        .find(|(k, _)| k.to_string() == key)
+        .map_or(0, |(_, n)| *n)
 }
 
 fn delta(after: &StatsSnapshot, before: &StatsSnapshot, f: fn(&StatsSnapshot) -> u64) -> u64 {

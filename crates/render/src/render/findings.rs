@@ -9,7 +9,7 @@ use crate::analysis::findings::{
 };
 use crate::analysis::peers::PEER_RATIO_LIMIT;
 use crate::analysis::sweep::{SeriesName, StepAt, SweepFinding};
-use crate::dnsdiag::DnsFinding;
+use crate::dnsdiag::{AnswerKind, DnsFinding};
 
 /// What a sentence says of two figures that lie within their noise.
 const NO_DIFFERENCE: &str = "no measurable difference";
@@ -578,7 +578,11 @@ pub fn dns_sentence(f: &DnsFinding) -> String {
             "`{name}` has {dots} dot{} and ndots is {ndots}: each lookup first tries {misses} search domain{} ({queries} queries, all {}, {} of {}). Use the fully qualified name with a trailing dot (`{}.`), or lower ndots.",
             if *dots == 1 { "" } else { "s" },
             if *misses == 1 { "" } else { "s" },
-            codes.join("/"),
+            codes
+                .iter()
+                .map(AnswerKind::as_str)
+                .collect::<Vec<_>>()
+                .join("/"),
             duration(*wasted_us),
             duration(*lookup_us),
             name.trim_end_matches('.'),
