@@ -23,11 +23,13 @@
 pub mod metrics;
 pub mod native;
 pub mod peers;
+mod probe;
+mod serve;
+use probe::SpawnProber;
+use serve::serve;
 
 use crate::resolve::{AddrMode, Family, Names, ResolverAddr};
-use crate::runner::RunConfig;
-use crate::runner::call::Attempt;
-use crate::transport::{AsyncTransport, Endpoint, TransportKind, WithAsyncTransport};
+use crate::transport::{Endpoint, TransportKind};
 use metrics::{AgentCounters, Series};
 use peers::{Peer, PeerSource};
 use std::cell::RefCell;
@@ -335,162 +337,4 @@ async fn names_for(config: &AgentConfig, peer: &Peer) -> Option<(Arc<Names>, Add
             None
         }
     }
-}
-
-/// Starts one prober with the transport's async type (see [`WithAsyncTransport`]).
-struct SpawnProber {
-    key: (String, TransportKind),
-    endpoint: Endpoint,
-    config: Rc<AgentConfig>,
-    state: Rc<RefCell<State>>,
-    gate: Rc<Semaphore>,
-}
-
-impl WithAsyncTransport for SpawnProber {
-    type Output = AbortHandle;
-
-    fn run<T: AsyncTransport>(self) -> AbortHandle {
-        tokio::task::spawn_local(probe::<T>(self)).abort_handle()
-    }
-}
-
-/// The offset of a prober's first probe within the interval: random per agent process,
-/// peer and transport (std's `RandomState` is seeded at random per process), so that the
-/// agents of a fleet, started together, do not probe in lockstep, and one agent's probes
-/// are spread over the interval instead of leaving in one burst.
-fn first_offset(key: &(String, TransportKind), interval: Duration) -> Duration {
-    use std::hash::BuildHasher;
-    let hash = std::collections::hash_map::RandomState::new().hash_one(key);
-    let nanos = interval.as_nanos().max(1) as u64;
-    Duration::from_nanos(hash % nanos)
-}
-
-/// Counts a call as under way for as long as it lives, including when the prober is
-/// stopped in the middle of it.
-struct InFlight(Rc<RefCell<State>>);
-
-impl InFlight {
-    fn new(state: &Rc<RefCell<State>>) -> InFlight {
-        state.borrow_mut().counters.in_flight += 1;
-        InFlight(state.clone())
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.borrow_mut().counters.in_flight -= 1;
-    }
-}
-
-/// One prober: a call every interval, each made, judged and timed by `call.rs`, recorded
-/// in its series. Ticks missed while a call ran (it can take up to the timeout, which is
-/// at most the interval) are skipped, never made up in a burst.
-async fn probe<T: AsyncTransport>(p: SpawnProber) {
-    let SpawnProber {
-        key,
-        endpoint,
-        config,
-        state,
-        gate,
-    } = p;
-    let run = RunConfig {
-        payload: PROBE_PAYLOAD,
-        max_reply: config.max_reply,
-        timeout: config.timeout,
-        ..RunConfig::default()
-    };
-    let mut transport = T::open(endpoint, config.timeout);
-    let start = tokio::time::Instant::now() + first_offset(&key, config.interval);
-    let mut ticks = tokio::time::interval_at(start, config.interval);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut payload = Vec::with_capacity(PROBE_PAYLOAD as usize);
-    let mut seq = 0u64;
-    loop {
-        ticks.tick().await;
-        let Ok(_permit) = gate.try_acquire() else {
-            state.borrow_mut().counters.skipped += 1;
-            continue;
-        };
-        let _in_flight = InFlight::new(&state);
-        seq += 1;
-        let mut attempt = Attempt::start(seq, &run, &mut payload);
-        let judged = attempt.make(&mut transport).await;
-        let (ended, _) = attempt.finish(judged);
-        if let Some(series) = state.borrow_mut().series.get_mut(&key) {
-            series.record(&ended);
-        }
-    }
-}
-
-/// Serves `GET /metrics` (HTTP/1.1) until aborted.
-async fn serve(listener: tokio::net::TcpListener, state: Rc<RefCell<State>>) {
-    let slots = Arc::new(Semaphore::new(MAX_SCRAPE_CONNECTIONS));
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            // Out of file descriptors, most likely: wait rather than spin.
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            continue;
-        };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            drop(stream);
-            continue;
-        };
-        let state = state.clone();
-        tokio::task::spawn_local(async move {
-            let service = hyper::service::service_fn(move |req| {
-                let reply = scrape(&req, &state.borrow());
-                async move { Ok::<_, std::convert::Infallible>(reply) }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(SCRAPE_HEADER_TIMEOUT)
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                .await;
-            drop(slot);
-        });
-    }
-}
-
-/// The reply to one request: the metrics text for `GET /metrics`, 404 or 405 otherwise.
-fn scrape<B>(
-    req: &hyper::Request<B>,
-    state: &State,
-) -> hyper::Response<http_body_util::Full<bytes::Bytes>> {
-    use hyper::{Method, Response, StatusCode, header};
-    let text = |status: StatusCode, body: String, ctype: &'static str| {
-        Response::builder()
-            .status(status)
-            .header(header::CONTENT_TYPE, ctype)
-            .body(http_body_util::Full::new(bytes::Bytes::from(body)))
-            .unwrap_or_else(|_| Response::new(Default::default()))
-    };
-    if req.uri().path() != "/metrics" {
-        return text(
-            StatusCode::NOT_FOUND,
-            "not found: the agent serves GET /metrics\n".into(),
-            "text/plain",
-        );
-    }
-    if req.method() != Method::GET && req.method() != Method::HEAD {
-        return text(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "GET /metrics only\n".into(),
-            "text/plain",
-        );
-    }
-    let protobuf = req
-        .headers()
-        .get_all(header::ACCEPT)
-        .iter()
-        .any(|v| v.to_str().is_ok_and(native::accepts));
-    if protobuf {
-        let body = native::render(state.series.values(), &state.counters);
-        return Response::builder()
-            .status(StatusCode::OK)
-            .header(header::CONTENT_TYPE, native::CONTENT_TYPE)
-            .body(http_body_util::Full::new(bytes::Bytes::from(body)))
-            .unwrap_or_else(|_| Response::new(Default::default()));
-    }
-    let body = metrics::render(state.series.values(), &state.counters);
-    text(StatusCode::OK, body, crate::server::metrics::CONTENT_TYPE)
 }

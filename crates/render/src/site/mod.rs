@@ -21,6 +21,8 @@
 //!
 //! Layer 6 of the map in `lib.rs` (render): uses the render modules, the analysis, the record and the layers below.
 
+mod charts;
+mod input;
 /// README.md and index.html.
 mod page;
 pub mod svg;
@@ -28,20 +30,21 @@ pub mod svg;
 pub mod sweep;
 /// The Encodings section: WSTest's table and the server's CPU against message size.
 pub mod wstest;
+use charts::{DNS_CHART_CAPTION, RTT_CHART_CAPTION, run_charts, sweep_charts};
+pub use input::{BuildReportError, Input, read_input, read_json};
 
-use crate::analysis::select::{dns_delay_us, find, slow_dns};
+use crate::analysis::select::{find, slow_dns};
 use crate::analysis::sweep::CapacityRow;
 use crate::analysis::truth::{self, NotRun, Roles, TruthCheck, has_link_rtt};
 use crate::analysis::{PEER_RATIO_LIMIT, Peers, findings};
 
 use crate::dnsdiag::DnsDiagnosis;
 use crate::model;
-use crate::report::sweep::{SweepAxis, SweepReport};
+use crate::report::sweep::SweepReport;
 use crate::report::{Report, RunRecord};
 use crate::resolve::AddrMode;
 use crate::transport::TransportKind;
 use crate::transport::tls::Security;
-use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
 /// Everything the report shows, computed once and written twice (markdown and HTML).
@@ -78,17 +81,6 @@ pub struct Site {
     pub encodings: Vec<wstest::EncodingRow>,
 }
 
-/// One input file's contents: a run or a sweep.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Input {
-    /// `rpcbench --out`.
-    Run(Box<Report>),
-    /// `rpcbench sweep --out`.
-    Sweep(Box<SweepReport>),
-    /// `rpcbench dns NAME --out`.
-    Dns(Box<DnsDiagnosis>),
-}
-
 /// One row of seed 004's table beside today's figure for the same case.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SeedRow {
@@ -109,78 +101,6 @@ const SEED_004: [(&str, f64, &str, bool); 5] = [
     ("curl", 3.17, "curl-fresh", false),
     ("curl by host name", 4.69, "curl-fresh", true),
 ];
-
-/// Why a report could not be built.
-#[derive(Debug, thiserror::Error)]
-pub enum BuildReportError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{path} is not an rpcbench JSON report: {source}")]
-    Parse {
-        path: PathBuf,
-        source: serde_json::Error,
-    },
-    #[error("no inputs: a report needs at least one rpcbench JSON result")]
-    NoInputs,
-    #[error("cannot write {path}: {source}")]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-}
-
-/// Reads a JSON file of type `T`.
-pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, BuildReportError> {
-    let value: serde_json::Value = read_json_value(path)?;
-    parse_value(path, value)
-}
-
-/// Reads a file as JSON of any shape.
-fn read_json_value(path: &Path) -> Result<serde_json::Value, BuildReportError> {
-    let bytes = std::fs::read(path).map_err(|source| BuildReportError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    serde_json::from_slice(&bytes).map_err(|source| BuildReportError::Parse {
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
-/// Reads JSON already parsed as `T`, naming `path` in the error.
-fn parse_value<T: for<'de> Deserialize<'de>>(
-    path: &Path,
-    value: serde_json::Value,
-) -> Result<T, BuildReportError> {
-    serde_json::from_value(value).map_err(|source| BuildReportError::Parse {
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
-/// The fields only a sweep's JSON has at its top level: what tells a sweep from a run,
-/// before either is parsed strictly (unknown fields denied).
-const SWEEP_FIELDS: [&str; 2] = ["axis", "series"];
-
-/// The fields only a DNS diagnosis has at its top level.
-const DNS_FIELDS: [&str; 3] = ["candidates", "queries", "lookup_us"];
-
-/// Reads a run, a sweep or a DNS diagnosis, telling them apart by the fields only a sweep
-/// has (`axis`, `series`) and those only a diagnosis has (`candidates`, `queries`,
-/// `lookup_us`).
-pub fn read_input(path: &Path) -> Result<Input, BuildReportError> {
-    let value = read_json_value(path)?;
-    if DNS_FIELDS.iter().all(|f| value.get(f).is_some()) {
-        parse_value(path, value).map(|d| Input::Dns(Box::new(d)))
-    } else if SWEEP_FIELDS.iter().all(|f| value.get(f).is_some()) {
-        parse_value(path, value).map(|s| Input::Sweep(Box::new(s)))
-    } else {
-        parse_value(path, value).map(|r| Input::Run(Box::new(r)))
-    }
-}
 
 /// A run's mean latency in ms, as seed 004 states its figures.
 fn mean_ms(r: &RunRecord) -> Option<f64> {
@@ -349,91 +269,6 @@ pub enum Lead<'a> {
     Run(&'a Report),
     Sweep(&'a SweepReport),
     Dns(&'a DnsDiagnosis),
-}
-
-/// How to read the DNS chart.
-const DNS_CHART_CAPTION: &str = "One bar per diagnosed name: each query of its lookup in the order sent, as long as its mean time; red and hatched, the wasted ones (a miss on a search suffix, a timeout, a truncated answer asked again over TCP). The black mark is the whole lookup's mean: A and AAAA go out together, so their segments overlap in time and the stack can pass it.";
-
-/// How to read the latency-against-RTT chart.
-const RTT_CHART_CAPTION: &str = "One line per transport and mode from its fitted model (mean = c + k × RTT), the measured means as dots; a line's slope is its round trips per call.";
-
-/// The four charts of the baseline run: percentile curves (by IP when it has such runs),
-/// mean and p99, phases, and what name resolution adds (from a run with a slow resolver
-/// when there is one).
-fn run_charts(baseline: &Report, others: &[&Report]) -> Vec<sweep::Chart> {
-    let runs: Vec<&RunRecord> = baseline.runs.iter().collect();
-    let ip_runs: Vec<&RunRecord> = baseline
-        .runs
-        .iter()
-        .filter(|r| r.addr_mode == AddrMode::Ip)
-        .collect();
-    let curve_runs = if ip_runs.is_empty() {
-        runs.clone()
-    } else {
-        ip_runs
-    };
-    // The DNS chart is most telling with a slow resolver, when there is a run with one.
-    let dns_source = others
-        .iter()
-        .copied()
-        .find(|r| dns_delay_us(r) > 0)
-        .unwrap_or(baseline);
-    let dns_runs: Vec<&RunRecord> = dns_source.runs.iter().collect();
-    // A chart is drawn only when its inputs hold what it shows: no empty frames.
-    let with_latency = runs.iter().any(|r| r.latency_us.is_some());
-    let with_phases = runs.iter().any(|r| {
-        crate::measure::Phase::ALL
-            .iter()
-            .any(|&p| r.phases_us.get(p).is_some())
-    });
-    let by_name = dns_runs.iter().any(|r| {
-        r.addr_mode != AddrMode::Ip
-            && r.latency_us.is_some()
-            && dns_runs.iter().any(|x| {
-                x.addr_mode == AddrMode::Ip && x.transport == r.transport && x.latency_us.is_some()
-            })
-    });
-    let mut charts = Vec::new();
-    if curve_runs.iter().any(|r| !r.percentiles_us.is_empty()) {
-        charts.push(("percentiles.svg", svg::percentile_curves(&curve_runs)));
-    }
-    if with_latency {
-        charts.push(("mean-p99.svg", svg::mean_p99(&runs)));
-    }
-    if with_phases {
-        charts.push(("phases.svg", svg::phase_stack(&runs)));
-    }
-    if by_name {
-        charts.push(("dns.svg", svg::dns_overhead(&dns_runs)));
-    }
-    charts
-        .into_iter()
-        .map(|(file, svg)| sweep::Chart {
-            file: file.to_string(),
-            caption: None,
-            svg,
-        })
-        .collect()
-}
-
-/// Every sweep's charts, numbered within their kind (`payload.svg`, `payload-2.svg`) so
-/// that several sweeps of one kind share a report.
-fn sweep_charts(sweeps: &[&SweepReport]) -> Vec<sweep::Chart> {
-    let mut seen: Vec<bool> = Vec::new();
-    sweeps
-        .iter()
-        .flat_map(|sw| {
-            let payload = matches!(sw.axis, SweepAxis::Payload | SweepAxis::Message);
-            seen.push(payload);
-            let n = seen.iter().filter(|&&p| p == payload).count();
-            let suffix = if n == 1 {
-                String::new()
-            } else {
-                format!("-{n}")
-            };
-            sweep::charts(sw, &suffix)
-        })
-        .collect()
 }
 
 /// Seed 004's cases with today's figure for each: by IP from the baseline; by host name
