@@ -47,7 +47,7 @@
 
 pub use rpcbench_analysis::{analysis, compare, model, physics};
 pub use rpcbench_base::{
-    encoding, host, init_tracing, link, logs, measure, placement, proto, sys, units, wire,
+    encoding, host, init_tracing, link, listener, logs, measure, placement, proto, sys, units, wire,
 };
 pub use rpcbench_client::{dnsdiag, preflight, resolve, runner, transport};
 pub use rpcbench_render::{render, site};

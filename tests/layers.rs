@@ -23,6 +23,7 @@ const LAYERS: [(&str, &[(&str, u8)]); 7] = [
             ("sys", 1),
             ("logs", 1),
             ("link", 1),
+            ("listener", 1),
         ],
     ),
     ("crates/server", &[("server", 2), ("tcpinfo", 2)]),
@@ -214,4 +215,29 @@ fn the_path_reader_sees_what_it_should() {
         named(&code(text)),
         ["units", "wire"].map(String::from).into_iter().collect()
     );
+}
+
+/// A `mod.rs` is a folder's map and the types its files share, not a concern of its own:
+/// none is longer than 400 lines.
+#[test]
+fn no_mod_rs_holds_more_than_a_map() {
+    let mut dirs = vec![root().join("src")];
+    for c in std::fs::read_dir(root().join("crates")).unwrap() {
+        dirs.push(c.unwrap().path().join("src"));
+    }
+    let mut long = Vec::new();
+    let mut seen = 0;
+    for dir in dirs {
+        for file in rust_files(&dir) {
+            if file.file_name().is_some_and(|n| n == "mod.rs") {
+                seen += 1;
+                let lines = std::fs::read_to_string(&file).unwrap().lines().count();
+                if lines > 400 {
+                    long.push(format!("{}: {lines} lines", file.display()));
+                }
+            }
+        }
+    }
+    assert!(seen > 15, "only {seen} mod.rs files found");
+    assert!(long.is_empty(), "{}", long.join("\n"));
 }

@@ -173,7 +173,7 @@ fn threads_run_where_the_placement_says() {
                     s.to_string(),
                     "the server's CPUs as it reports them"
                 );
-                assert_eq!(rpcbench::analysis::pinning_advice(&report), None);
+                assert_eq!(rpcbench::render::findings::pinning_advice(&report), None);
             }
         }
     }

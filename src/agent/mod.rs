@@ -10,7 +10,7 @@
 //!
 //! Everything runs on one thread: a current-thread tokio runtime with one task per peer
 //! and transport (a *prober*), the `/metrics` listener and the list reloader. Each prober
-//! holds one [`AsyncTransport`] (the event-loop engine's, so a probe is the same call as
+//! holds one [`AsyncTransport`](crate::transport::AsyncTransport) (the event-loop engine's, so a probe is the same call as
 //! one of `rpcbench -c 10000`), makes one call per `--interval` and waits for it, so a peer
 //! never has more than one call under way per transport and a dead peer costs one timeout
 //! per interval. Every probe is made, timed, verified and counted by the runner's

@@ -5,6 +5,7 @@
 //! anything binds. The ranges are the server's own (`server::check_*`), not copies.
 
 use super::{EXIT_FAILED, EXIT_OK, Listen, one_line, parse_bytes, parse_duration, parse_listen};
+use crate::listener::Listener;
 use crate::server::dns::{self, DnsConfig};
 use crate::server::tls::{CertSource, TlsSettings};
 use crate::server::{self, CheckSettingError, EchoServer, SHUTDOWN_GRACE, ServerConfig};
@@ -386,17 +387,9 @@ fn run(args: EchoArgs) -> anyhow::Result<()> {
         // at once, and a signal before the watch would kill the server uncleanly.
         let stop = Stop::watch()?;
         let mut out = std::io::stdout().lock();
-        for (proto, addr) in [
-            ("tcp", server.tcp_addr),
-            ("http", server.http_addr),
-            ("udp", server.udp_addr),
-            ("dns", server.dns_addr),
-            ("tls", server.tls_addr),
-            ("https", server.https_addr),
-        ] {
-            if let Some(addr) = addr {
-                writeln!(out, "listening {proto} {addr}")?;
-            }
+        let listening = server.listening();
+        for (listener, addr) in &listening {
+            writeln!(out, "listening {listener} {addr}")?;
         }
         if let Some(file) = &server.unix {
             writeln!(out, "listening unix {}", file.path().display())?;
@@ -411,16 +404,10 @@ fn run(args: EchoArgs) -> anyhow::Result<()> {
         }
         out.flush()?;
         drop(out);
-        let listeners = [
-            ("tcp", server.tcp_addr),
-            ("http", server.http_addr),
-            ("udp", server.udp_addr),
-            ("tls", server.tls_addr),
-            ("https", server.https_addr),
-        ];
-        let reached: Vec<(&str, SocketAddr)> = listeners
-            .iter()
-            .filter_map(|&(name, addr)| Some((name, addr?)))
+        // The echo's listeners: the DNS responder serves names, not the calls a peer makes.
+        let reached: Vec<(Listener, SocketAddr)> = listening
+            .into_iter()
+            .filter(|(l, _)| *l != Listener::Dns)
             .collect();
         // On stderr: stdout's lines are for programs (`listening`, `ca`, `totals`).
         if reached.iter().any(|(_, a)| a.ip().is_unspecified()) {
@@ -448,8 +435,8 @@ fn run(args: EchoArgs) -> anyhow::Result<()> {
 /// server for another host needs: the addresses that host can call, the `rpcbench` line
 /// that calls them, and the ports to open in a firewall. Empty when every listener is on
 /// a given address (loopback, say): whoever chose it knows where it is.
-pub fn reach_block(listeners: &[(&str, SocketAddr)], addrs: &[IpAddr]) -> Vec<String> {
-    let open: Vec<(&str, SocketAddr)> = listeners
+pub fn reach_block(listeners: &[(Listener, SocketAddr)], addrs: &[IpAddr]) -> Vec<String> {
+    let open: Vec<(Listener, SocketAddr)> = listeners
         .iter()
         .copied()
         .filter(|(_, a)| a.ip().is_unspecified())
@@ -475,7 +462,7 @@ pub fn reach_block(listeners: &[(&str, SocketAddr)], addrs: &[IpAddr]) -> Vec<St
     let (mut tcp, mut udp) = (Vec::new(), Vec::new());
     for (name, addr) in &open {
         let port = addr.port();
-        if *name == "udp" {
+        if *name == Listener::Udp {
             udp.push(port.to_string());
         } else {
             tcp.push(port.to_string());
@@ -565,10 +552,10 @@ mod tests {
     fn the_block_for_another_host_names_addresses_command_and_ports() {
         let any = |port| SocketAddr::from(([0, 0, 0, 0], port));
         let listeners = [
-            ("tcp", any(7001)),
-            ("http", any(7080)),
-            ("udp", any(7002)),
-            ("tls", SocketAddr::from(([127, 0, 0, 1], 7443))),
+            (Listener::Tcp, any(7001)),
+            (Listener::Http, any(7080)),
+            (Listener::Udp, any(7002)),
+            (Listener::Tls, SocketAddr::from(([127, 0, 0, 1], 7443))),
         ];
         let addrs: Vec<IpAddr> = vec![
             "192.168.1.5".parse().unwrap(),
@@ -587,7 +574,7 @@ mod tests {
             reach_block(&listeners[3..], &addrs).is_empty(),
             "loopback only"
         );
-        let v6 = [("tcp", SocketAddr::from(([0u16; 8], 7001)))];
+        let v6 = [(Listener::Tcp, SocketAddr::from(([0u16; 8], 7001)))];
         assert!(reach_block(&v6, &addrs)[0].contains("2001:db8::5"));
         assert!(reach_block(&listeners, &[])[0].contains("none but loopback"));
     }

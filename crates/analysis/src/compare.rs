@@ -47,11 +47,9 @@ pub struct Comparison {
     pub unmatched: Vec<String>,
 }
 
-/// Matches the rows of two reports by transport and mode label.
+/// Matches the rows of two reports by their keys ([`RunKey`](crate::report::RunKey)).
 pub fn compare(base: &Report, new: &Report) -> Comparison {
-    let same = |a: &RunRecord, b: &RunRecord| {
-        a.transport == b.transport && a.mode_label() == b.mode_label()
-    };
+    let same = |a: &RunRecord, b: &RunRecord| a.key() == b.key();
     let mut out = Comparison::default();
     for n in &new.runs {
         let key = format!("{} ({})", n.transport, n.mode_label());

@@ -107,13 +107,10 @@ impl ModelKey {
         }
     }
 
-    /// How tables name it: `tcp-connect` and its modes (`ip`, `uncached tls13`).
+    /// How tables name it: `tcp-connect` and its modes (`ip`, `uncached tls13`), as the
+    /// runs it fits are named ([`RunKey`](crate::report::RunKey)).
     pub fn mode_label(&self) -> String {
-        if self.security.is_tls() {
-            format!("{} {}", self.addr_mode, self.security)
-        } else {
-            self.addr_mode.to_string()
-        }
+        crate::report::RunKey::plain_echo(self.transport, self.addr_mode, self.security).to_string()
     }
 }
 
@@ -347,30 +344,6 @@ pub fn projections(reports: &[&Report], fits: &[Fit]) -> Vec<Projection> {
         }
     }
     rows
-}
-
-/// The sentence that heads the what-if table: what it is, and from what.
-pub fn what_if_heading(rows: &[Projection]) -> String {
-    let fitted = rows.iter().any(|p| p.source == ModelSource::Fitted);
-    let estimate = rows.iter().find_map(|p| match p.source {
-        ModelSource::Expected(rtt) => Some(rtt),
-        ModelSource::Fitted => None,
-    });
-    let mut from = Vec::new();
-    if fitted {
-        from.push("k and c fitted over runs at several link RTTs".to_string());
-    }
-    if let Some(rtt) = estimate {
-        from.push(format!(
-            "the protocol's k with c = mean − k × RTT, the RTT taken as {} ({})",
-            crate::units::duration(rtt.us),
-            rtt.source
-        ));
-    }
-    format!(
-        "what if: a projection, not a measurement: each transport's mean at other round-trip times, as c + k × RTT, from {}",
-        from.join("; and ")
-    )
 }
 
 /// The smallest link RTT a truth check of the model is made at, µs: below 2 ms the few

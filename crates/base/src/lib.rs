@@ -5,7 +5,7 @@
 //! gRPC service `rpcbench.v1.Echo`), [`host`] (facts of this machine), [`placement`] (where
 //! rpcbench's own threads run), [`measure`] (HDR histograms and per-call outcome tallies),
 //! [`sys`] (the few system calls no safe crate wraps; the only `unsafe` code), [`logs`], and
-//! [`link`] (the userspace link of `rpcbench-link`: two namespaces joined through TUN
+//! [`listener`] (the echo server's listeners, named once), and [`link`] (the userspace link of `rpcbench-link`: two namespaces joined through TUN
 //! devices, with delay, jitter, loss, duplication, reordering and a rate).
 //!
 //! **Rule:** it depends on no other crate of rpcbench. The map of all the layers is in the
@@ -17,6 +17,7 @@
 pub mod encoding;
 pub mod host;
 pub mod link;
+pub mod listener;
 pub mod logs;
 pub mod measure;
 pub mod placement;

@@ -10,7 +10,7 @@
 #![forbid(unsafe_code)]
 
 // The modules of the layers below, by the names every path in this crate uses.
-use rpcbench_base::{encoding, host, measure, proto, wire};
+use rpcbench_base::{encoding, host, listener, measure, proto, wire};
 use rpcbench_server::{server, tcpinfo};
 
 pub mod dnsdiag;

@@ -7,7 +7,7 @@
 #![forbid(unsafe_code)]
 
 // The modules of the layers below, by the names every path in this crate uses.
-use rpcbench_base::{encoding, host, proto, sys, wire};
+use rpcbench_base::{encoding, host, listener, proto, sys, wire};
 
 pub mod server;
 pub mod tcpinfo;

@@ -292,7 +292,7 @@ fn on_loopback(report: &Report) -> bool {
 /// name or address.
 fn local_target(report: &Report) -> bool {
     let host = report.target.trim_start_matches('[').trim_end_matches(']');
-    report.target.starts_with("embedded")
+    report.target_kind() == crate::report::Target::Embedded
         || host.eq_ignore_ascii_case("localhost")
         || host
             .parse::<std::net::IpAddr>()
@@ -780,15 +780,32 @@ fn cpu_count(list: &str) -> usize {
 
 /// The CPU both sides are pinned to when the advice is taken: the first, present on every
 /// machine.
-const PIN_CPU: usize = 0;
+pub const PIN_CPU: usize = 0;
 
-/// One line when the figures' placement was left to the scheduler, with what places it:
-/// unpinned, client and server threads wake on whichever core is free, and on a small VM a
-/// round trip across two cores costs many times one on a single core (`docs/output.md`,
-/// "Figures you can trust"). Nothing when rpcbench placed its threads itself and the
-/// server, if remote, was pinned on its host.
-pub fn pinning_advice(report: &Report) -> Option<String> {
-    let embedded = report.target.starts_with("embedded");
+/// Why a report's figures may move between runs: the placement of client and server was
+/// left to the scheduler. Unpinned, client and server threads wake on whichever core is
+/// free, and on a small VM a round trip across two cores costs many times one on a single
+/// core (`docs/output.md`, "Figures you can trust"). The render layer words it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unplaced {
+    /// The embedded server's run, with the client free to move: placed by dropping
+    /// `--placement none` (`placed`), or, for a report from before `--placement`, by
+    /// running `command` under `taskset -c PIN_CPU`.
+    Embedded { placed: bool, command: String },
+    /// A remote server's run with one side or both unpinned: the server is pinned with
+    /// `rpcbench-echo --cpus`; this side as for an embedded run.
+    Remote {
+        client_free: bool,
+        server_free: bool,
+        placed: bool,
+        command: String,
+    },
+}
+
+/// What is unplaced in a report's run, if anything: nothing when rpcbench placed its
+/// threads itself and the server, if remote, was pinned on its host.
+pub fn unplaced(report: &Report) -> Option<Unplaced> {
+    let embedded = report.target_kind() == crate::report::Target::Embedded;
     let placed = report.environment.placement.as_ref();
     // Reports from before `--placement` were placed only by a taskset around rpcbench.
     let client_free = match placed {
@@ -801,27 +818,17 @@ pub fn pinning_advice(report: &Report) -> Option<String> {
         .is_some_and(|s| cpu_count(&s.settings.cpu_affinity) > 1);
     let command = shell_words(&report.command);
     if embedded && client_free {
-        let how = match placed {
-            Some(_) => "drop --placement none".to_string(),
-            None => format!("taskset -c {PIN_CPU} {command}"),
-        };
-        Some(format!(
-            "not placed: client and server may run on different cores, and figures may move between runs; place both on one CPU: {how}"
-        ))
+        Some(Unplaced::Embedded {
+            placed: placed.is_some(),
+            command,
+        })
     } else if !embedded && (client_free || server_free) {
-        let which = match (client_free, server_free) {
-            (true, true) => "neither client nor server was pinned",
-            (true, false) => "the client was not pinned",
-            _ => "the server was not pinned",
-        };
-        let here = match (client_free, placed) {
-            (false, _) => String::new(),
-            (true, Some(_)) => " and drop --placement none here".to_string(),
-            (true, None) => format!(" and run this side as taskset -c {PIN_CPU} {command}"),
-        };
-        Some(format!(
-            "not pinned: {which}; start the server as rpcbench-echo --cpus {PIN_CPU} ... on its host{here}"
-        ))
+        Some(Unplaced::Remote {
+            client_free,
+            server_free,
+            placed: placed.is_some(),
+            command,
+        })
     } else {
         None
     }

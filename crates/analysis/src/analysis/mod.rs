@@ -18,5 +18,5 @@ pub mod sweep;
 /// The truth checks: figures held to what physics says they must be.
 pub mod truth;
 
-pub use findings::{findings, pinning_advice};
+pub use findings::{Unplaced, findings, unplaced};
 pub use peers::{PEER_RATIO_LIMIT, PeerPair, Peers, median};

@@ -25,11 +25,11 @@
 mod exchange;
 mod h2;
 mod words;
+pub use crate::listener::Listener;
 use exchange::{HttpReply, check_health, identity, not_ours, probe_one, read_failed};
 pub use words::{problem_lines, stats_warning, version_warning};
 
 use crate::transport::tls::{TlsClient, TlsFailure};
-use crate::transport::{Port, TransportKind};
 use crate::wire;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
@@ -58,57 +58,6 @@ const MAX_PROBE_REPLY: usize = 1 << 20;
 
 /// Bytes of a reply kept to show what a peer that is not rpcbench-echo sent.
 const SHOWN_BYTES: usize = 16;
-
-/// One of the server's listeners, as the run needs it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Listener {
-    /// Raw frames over TCP (`rpcbench-echo --tcp`).
-    Tcp,
-    /// HTTP/1.1, HTTP/2 and gRPC (`--http`); also where `/stats` is read.
-    Http,
-    /// Raw frames over UDP (`--udp`).
-    Udp,
-    /// Raw frames over TLS (`--tls`).
-    Tls,
-    /// HTTP over TLS (`--https`).
-    Https,
-    /// Raw frames over a Unix socket (`--unix`), on this host.
-    Unix,
-}
-
-impl Listener {
-    /// The stable lowercase name: `rpcbench-echo`'s flag without its dashes.
-    pub fn name(self) -> &'static str {
-        match self {
-            Listener::Tcp => "tcp",
-            Listener::Http => "http",
-            Listener::Udp => "udp",
-            Listener::Tls => "tls",
-            Listener::Https => "https",
-            Listener::Unix => "unix",
-        }
-    }
-
-    /// The listener a transport calls in a security mode (TLS or not).
-    pub fn of(kind: TransportKind, tls: bool) -> Listener {
-        match (kind.port(), tls) {
-            (Port::Tcp, false) => Listener::Tcp,
-            (Port::Tcp, true) => Listener::Tls,
-            (Port::Http, false) => Listener::Http,
-            (Port::Http, true) => Listener::Https,
-            (Port::Udp, _) => Listener::Udp,
-            (Port::Unix, _) => Listener::Unix,
-        }
-    }
-
-    /// True for the listeners that speak raw frames.
-    fn speaks_frames(self) -> bool {
-        matches!(
-            self,
-            Listener::Tcp | Listener::Udp | Listener::Tls | Listener::Unix
-        )
-    }
-}
 
 /// Where a listener is: an address, or a Unix socket's path.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]

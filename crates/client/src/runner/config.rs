@@ -24,7 +24,7 @@ pub struct RunConfig {
     /// Run each transport for this long instead of a fixed number of calls.
     pub duration: Option<Duration>,
     /// Uncounted calls before measuring, spread over the connections, at least one each
-    /// unless this is 0 (see [`warmup_share`]).
+    /// unless this is 0 (see [`warmup_share`](super::warmup_share)).
     pub warmup: u64,
     /// Connections (workers on the blocking engine), each with its own connection or handle.
     pub concurrency: usize,

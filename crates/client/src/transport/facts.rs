@@ -153,6 +153,19 @@ impl TransportKind {
         Self::ALL.into_iter().find(|k| k.name() == name)
     }
 
+    /// The server listener it calls in a security mode (TLS or not).
+    pub fn listener(self, tls: bool) -> crate::listener::Listener {
+        use crate::listener::Listener;
+        match (self.port(), tls) {
+            (Port::Tcp, false) => Listener::Tcp,
+            (Port::Tcp, true) => Listener::Tls,
+            (Port::Http, false) => Listener::Http,
+            (Port::Http, true) => Listener::Https,
+            (Port::Udp, _) => Listener::Udp,
+            (Port::Unix, _) => Listener::Unix,
+        }
+    }
+
     /// True when the transport speaks HTTP (and so uses the server's HTTP port).
     pub fn is_http(self) -> bool {
         self.port() == Port::Http

@@ -649,3 +649,43 @@ fn encodings_sentence(costs: &[EncodingCosts]) -> String {
         .collect();
     format!("Encodings {}.", parts.join(". And "))
 }
+
+/// One line when the figures' placement was left to the scheduler, with what places it
+/// ([`Unplaced`](crate::analysis::findings::Unplaced)); nothing when rpcbench placed its
+/// threads itself and the server, if remote, was pinned on its host.
+pub fn pinning_advice(report: &crate::report::Report) -> Option<String> {
+    use crate::analysis::findings::{PIN_CPU, Unplaced, unplaced};
+    let here = |placed: bool, command: &str, prefix: &str| {
+        if placed {
+            format!("{prefix}drop --placement none")
+        } else {
+            format!("{prefix}taskset -c {PIN_CPU} {command}")
+        }
+    };
+    Some(match unplaced(report)? {
+        Unplaced::Embedded { placed, command } => format!(
+            "not placed: client and server may run on different cores, and figures may move between runs; place both on one CPU: {}",
+            here(placed, &command, "")
+        ),
+        Unplaced::Remote {
+            client_free,
+            server_free,
+            placed,
+            command,
+        } => {
+            let which = match (client_free, server_free) {
+                (true, true) => "neither client nor server was pinned",
+                (true, false) => "the client was not pinned",
+                _ => "the server was not pinned",
+            };
+            let here = match (client_free, placed) {
+                (false, _) => String::new(),
+                (true, true) => " and drop --placement none here".to_string(),
+                (true, false) => format!(" and run this side as taskset -c {PIN_CPU} {command}"),
+            };
+            format!(
+                "not pinned: {which}; start the server as rpcbench-echo --cpus {PIN_CPU} ... on its host{here}"
+            )
+        }
+    })
+}

@@ -2,7 +2,7 @@
 //! the what-if projection, for the terminal (after a run) and the report.
 
 use super::{Grid, table, units, wrap};
-use crate::model::{Fit, ModelSource, Projection, WHAT_IF_RTTS_US, what_if_heading};
+use crate::model::{Fit, ModelSource, Projection, WHAT_IF_RTTS_US};
 use std::io::{self, Write};
 
 /// A number of round trips as a cell: two decimals, `-` when unknown.
@@ -93,4 +93,28 @@ pub fn write_what_if(rows: &[Projection], width: usize, out: &mut dyn Write) -> 
         writeln!(out, "{line}")?;
     }
     Ok(())
+}
+
+/// The sentence that heads the what-if table: what it is, and from what.
+pub fn what_if_heading(rows: &[Projection]) -> String {
+    let fitted = rows.iter().any(|p| p.source == ModelSource::Fitted);
+    let estimate = rows.iter().find_map(|p| match p.source {
+        ModelSource::Expected(rtt) => Some(rtt),
+        ModelSource::Fitted => None,
+    });
+    let mut from = Vec::new();
+    if fitted {
+        from.push("k and c fitted over runs at several link RTTs".to_string());
+    }
+    if let Some(rtt) = estimate {
+        from.push(format!(
+            "the protocol's k with c = mean − k × RTT, the RTT taken as {} ({})",
+            crate::units::duration(rtt.us),
+            rtt.source
+        ));
+    }
+    format!(
+        "what if: a projection, not a measurement: each transport's mean at other round-trip times, as c + k × RTT, from {}",
+        from.join("; and ")
+    )
 }

@@ -5,11 +5,12 @@
 //! No line is wider than [`RenderOptions::width`]: the tables show the columns that fit
 //! (`--wide` all of them, and then only the tables may be wider), and text is wrapped.
 
+use super::findings::pinning_advice;
 use super::{
     Grid, NAME_COLUMNS, RenderOptions, concurrency_lines, engine_line, latency_note, phase_grid,
     problem_lines, summary_grid, units, wrap,
 };
-use crate::analysis::findings::{findings, pinning_advice};
+use crate::analysis::findings::findings;
 use crate::report::Report;
 use std::io::{self, Write};
 
@@ -169,7 +170,7 @@ fn ends(report: &Report) -> Vec<String> {
     let Some(server) = report
         .server
         .as_ref()
-        .filter(|_| !report.target.starts_with("embedded"))
+        .filter(|_| report.target_kind() == crate::report::Target::Remote)
     else {
         return Vec::new();
     };

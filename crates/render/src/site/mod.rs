@@ -125,7 +125,7 @@ impl Site {
         let fits = model::fit_reports(&reports);
         let projections = if reports
             .iter()
-            .any(|r| has_link_rtt(r) || !r.target.starts_with("embedded"))
+            .any(|r| has_link_rtt(r) || r.target_kind() == crate::report::Target::Remote)
         {
             model::projections(&reports, &fits)
         } else {

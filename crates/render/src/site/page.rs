@@ -85,7 +85,7 @@ fn markdown_model_and_sweeps(out: &mut String, site: &Site) {
             let _ = writeln!(
                 out,
                 "\n{}:\n",
-                crate::model::what_if_heading(&site.projections)
+                crate::render::model::what_if_heading(&site.projections)
             );
             out.push_str(&markdown_table(&render::model::what_if_grid(
                 &site.projections,
@@ -548,7 +548,7 @@ fn html_model(out: &mut String, site: &Site) {
             let _ = writeln!(
                 out,
                 "<p>{}:</p>",
-                esc(&crate::model::what_if_heading(&site.projections))
+                esc(&crate::render::model::what_if_heading(&site.projections))
             );
             html_table(out, &render::model::what_if_grid(&site.projections));
         }

@@ -47,7 +47,7 @@ pub struct Figure {
     pub mean_us: f64,
     /// The median, µs.
     pub p50_us: f64,
-    /// The mean's noise as a fraction ([`RunRecord::spread`]); `null` when unknown.
+    /// The mean's noise as a fraction ([`RunRecord::spread`](super::RunRecord::spread)); `null` when unknown.
     pub spread: Option<f64>,
 }
 

@@ -11,7 +11,7 @@ pub mod sweep;
 pub use checks::{Figure, PhysicsCheck, Rule, spread};
 pub use parts::{BytesPerCall, CONCURRENCY_SHORTFALL, CpuPerCall, LookupRecord, PhasesRecord};
 use parts::{bytes_per_call, cpu_per_call};
-pub use run::RunRecord;
+pub use run::{RunKey, RunRecord};
 
 use crate::resolve::{AddrMode, Family};
 use crate::runner::RunConfig;
@@ -170,7 +170,33 @@ impl Environment {
     }
 }
 
+/// What a report called: the in-process server `rpcbench` starts without a target, or a
+/// server elsewhere. The JSON keeps the target as text ([`Report::target`]); this is what
+/// the program decides by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// The embedded server, on loopback in the same process.
+    Embedded,
+    /// A server the user named.
+    Remote,
+}
+
+impl Target {
+    /// How the text of an embedded run's target begins (`embedded (echo.rpcbench.test =
+    /// 127.0.0.1, DNS at ...)`).
+    pub const EMBEDDED: &str = "embedded";
+}
+
 impl Report {
+    /// Whether it called the embedded server or one elsewhere.
+    pub fn target_kind(&self) -> Target {
+        if self.target.starts_with(Target::EMBEDDED) {
+            Target::Embedded
+        } else {
+            Target::Remote
+        }
+    }
+
     /// The smallest mean latency of any run, for the "× fastest" column: of the latency
     /// the table shows ([`RunRecord::latency_shown`]).
     pub fn fastest_mean(&self) -> Option<f64> {

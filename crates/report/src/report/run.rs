@@ -143,21 +143,21 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// What identifies the run among a report's runs ([`RunKey`]).
+    pub fn key(&self) -> RunKey {
+        RunKey {
+            transport: self.transport,
+            addr_mode: self.addr_mode,
+            security: self.security,
+            workers: self.mux_comparison.then_some(self.workers),
+            encoded: self.encoding.zip(self.message),
+        }
+    }
+
     /// The address mode, and the security mode after it when that is not `plain`
-    /// (`ip tls13`): how tables and messages name a run's modes.
+    /// (`ip tls13`): how tables and messages name a run's modes ([`RunKey`]'s text).
     pub fn mode_label(&self) -> String {
-        let mut label = if self.security.is_tls() {
-            format!("{} {}", self.addr_mode, self.security)
-        } else {
-            self.addr_mode.to_string()
-        };
-        if self.mux_comparison {
-            label.push_str(&format!(" c{}", self.workers));
-        }
-        if let (Some(encoding), Some(message)) = (self.encoding, self.message) {
-            label.push_str(&format!(" {encoding} {message}"));
-        }
-        label
+        self.key().to_string()
     }
 
     /// Summarises a merged transport run.
@@ -260,5 +260,55 @@ impl RunRecord {
     /// Failed calls by kind, with `lost` and `mismatched` first: what exit codes count.
     pub fn error_total(&self) -> u64 {
         self.errors.values().sum()
+    }
+}
+
+/// What identifies a run among a report's runs: its transport, address and security
+/// modes, its workers where a report runs a transport at two concurrencies (the
+/// multiplexing comparison's), and its encoding and message where it has them. Two runs of
+/// two reports with equal keys are the same run measured twice (`rpcbench compare`).
+///
+/// Its text (`Display`) is the run's mode label, as tables, messages and the JSON's
+/// `mode` fields write it: the address mode, then the security mode when not `plain`, the
+/// workers as `c16`, the encoding and message (`uncached tls13 c16`, `ip json struct:10`);
+/// the transport is named beside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RunKey {
+    pub transport: TransportKind,
+    pub addr_mode: AddrMode,
+    pub security: Security,
+    /// The workers, for a run of the multiplexing comparison; `None` otherwise.
+    pub workers: Option<usize>,
+    /// The encoding and its message, for an encoded run.
+    pub encoded: Option<(crate::encoding::EncodingKind, crate::encoding::Message)>,
+}
+
+impl RunKey {
+    /// A run of the opaque echo at the run's own concurrency: what the round-trip model
+    /// fits.
+    pub fn plain_echo(transport: TransportKind, addr_mode: AddrMode, security: Security) -> RunKey {
+        RunKey {
+            transport,
+            addr_mode,
+            security,
+            workers: None,
+            encoded: None,
+        }
+    }
+}
+
+impl std::fmt::Display for RunKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.addr_mode)?;
+        if self.security.is_tls() {
+            write!(f, " {}", self.security)?;
+        }
+        if let Some(workers) = self.workers {
+            write!(f, " c{workers}")?;
+        }
+        if let Some((encoding, message)) = self.encoded {
+            write!(f, " {encoding} {message}")?;
+        }
+        Ok(())
     }
 }

@@ -286,8 +286,8 @@ pub enum StartServerError {
     /// A listener could not bind its address (in use, not ours, no permission).
     #[error("cannot listen on {proto} {addr}")]
     Bind {
-        /// The listener: `tcp`, `http`, `dns` or `dns-tcp`.
-        proto: &'static str,
+        /// The listener.
+        proto: crate::listener::Listener,
         /// The address it was asked to listen on.
         addr: SocketAddr,
         source: std::io::Error,

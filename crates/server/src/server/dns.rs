@@ -12,6 +12,7 @@
 
 use super::stats::{Reject, Stats};
 use super::{CheckSettingError, DELAY_CEILING, Shared, sleep_until, within};
+use crate::listener::Listener;
 use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
 use hickory_proto::rr::rdata::{A, AAAA};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
@@ -312,16 +313,18 @@ pub(super) async fn bind(
     for _ in 0..BIND_TRIES {
         let tcp = TcpListener::bind(addr)
             .await
-            .map_err(|e| err("dns-tcp", addr, e))?;
-        let bound = tcp.local_addr().map_err(|e| err("dns-tcp", addr, e))?;
+            .map_err(|e| err(Listener::DnsTcp, addr, e))?;
+        let bound = tcp
+            .local_addr()
+            .map_err(|e| err(Listener::DnsTcp, addr, e))?;
         match UdpSocket::bind(bound).await {
             Ok(udp) => return Ok((udp, tcp, bound)),
             Err(e) if addr.port() == 0 => last = Some(e),
-            Err(e) => return Err(err("dns", addr, e)),
+            Err(e) => return Err(err(Listener::Dns, addr, e)),
         }
     }
     Err(err(
-        "dns",
+        Listener::Dns,
         addr,
         last.unwrap_or_else(|| std::io::Error::from(std::io::ErrorKind::AddrInUse)),
     ))

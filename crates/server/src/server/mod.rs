@@ -32,6 +32,7 @@ pub mod tls;
 mod udp;
 mod unix;
 mod wstest;
+use crate::listener::Listener;
 use clock::{TIMER_TICK, sleep_until, sleep_until_blocking, stopping};
 pub use config::{
     CheckSettingError, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_DELAY,
@@ -183,16 +184,16 @@ impl Bound {
     /// Binds every listener the configuration turns on.
     async fn bind(shared: &Shared) -> Result<Bound, StartServerError> {
         let config = &shared.config;
-        let tcp = bind_tcp("tcp", config.tcp).await?;
-        let http = bind_tcp("http", config.http).await?;
-        let tls = bind_tcp("tls", config.tls).await?;
-        let https = bind_tcp("https", config.https).await?;
+        let tcp = bind_tcp(Listener::Tcp, config.tcp).await?;
+        let http = bind_tcp(Listener::Http, config.http).await?;
+        let tls = bind_tcp(Listener::Tls, config.tls).await?;
+        let https = bind_tcp(Listener::Https, config.https).await?;
         let udp = match config.udp {
             Some(addr) => {
                 let bound = std::net::UdpSocket::bind(addr)
                     .and_then(|s| Ok((s.local_addr()?, s)))
                     .map_err(|source| StartServerError::Bind {
-                        proto: "udp",
+                        proto: Listener::Udp,
                         addr,
                         source,
                     })?;
@@ -237,7 +238,7 @@ impl Bound {
                 .into_std()
                 .and_then(|l| tcp::start_accepting(l, shared.clone(), threads))
                 .map_err(|source| StartServerError::Bind {
-                    proto: "tcp",
+                    proto: Listener::Tcp,
                     addr,
                     source,
                 })?;
@@ -262,7 +263,7 @@ impl Bound {
         let udp_addr = match self.udp {
             Some((addr, socket)) => {
                 udp::start(socket, shared.clone()).map_err(|source| StartServerError::Bind {
-                    proto: "udp",
+                    proto: Listener::Udp,
                     addr,
                     source,
                 })?;
@@ -287,7 +288,7 @@ impl Bound {
 /// Binds a TCP listener of `proto` at `addr` when it is on; returns it with the address
 /// it got (the port, when `addr` asked for 0).
 async fn bind_tcp(
-    proto: &'static str,
+    proto: Listener,
     addr: Option<SocketAddr>,
 ) -> Result<Option<(tokio::net::TcpListener, SocketAddr)>, StartServerError> {
     let Some(addr) = addr else {
@@ -309,6 +310,22 @@ async fn bind_tcp(
 }
 
 impl EchoServer {
+    /// The network listeners bound, in the order `rpcbench-echo` prints them, each with the
+    /// address it got (the Unix socket, a path, is [`EchoServer::unix`]).
+    pub fn listening(&self) -> Vec<(Listener, SocketAddr)> {
+        [
+            (Listener::Tcp, self.tcp_addr),
+            (Listener::Http, self.http_addr),
+            (Listener::Udp, self.udp_addr),
+            (Listener::Dns, self.dns_addr),
+            (Listener::Tls, self.tls_addr),
+            (Listener::Https, self.https_addr),
+        ]
+        .into_iter()
+        .filter_map(|(l, addr)| Some((l, addr?)))
+        .collect()
+    }
+
     /// Binds every enabled listener and starts serving on the current tokio runtime.
     pub async fn start(config: ServerConfig) -> Result<EchoServer, StartServerError> {
         config.check()?;
