@@ -236,3 +236,19 @@ fn only_its_file_and_the_registry_name_a_transport() {
         bad.join("\n")
     );
 }
+
+/// Each transport's file holds its own expected facts in a unit test
+/// (`transport::expect_facts`), so a new transport states them where it is written.
+#[test]
+fn each_transport_file_tests_its_own_facts() {
+    let (lines, _) = registry();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/client/src/transport");
+    for (line, kind) in lines.iter().zip(TransportKind::ALL) {
+        let text = std::fs::read_to_string(dir.join(format!("{}.rs", line.module))).unwrap();
+        assert!(
+            text.contains(&format!("expect_facts(\"{}\"", kind.name())),
+            "{}.rs has no test of its facts",
+            line.module
+        );
+    }
+}

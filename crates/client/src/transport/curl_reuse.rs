@@ -80,3 +80,13 @@ impl Transport for CurlReuse {
         Counts::connects(self.connects)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// What the rest of the program reads from its facts: the connections a healthy run
+    /// of 8 workers and 100 calls opens, the port, an event-loop side.
+    #[test]
+    fn its_facts() {
+        super::super::expect_facts("curl-reuse", 8, super::super::Port::Http, false);
+    }
+}

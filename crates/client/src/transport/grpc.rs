@@ -572,6 +572,13 @@ mod tests {
     use super::super::h2_wire::Replied;
     use super::*;
 
+    /// What the rest of the program reads from its facts: the connections a healthy run
+    /// of 8 workers and 100 calls opens, the port, an event-loop side.
+    #[test]
+    fn its_facts() {
+        super::super::expect_facts("grpc", 8, super::super::Port::Http, false);
+    }
+
     /// The message encoded straight from a call is prost's encoding of its
     /// `EchoRequest`, behind the 5-byte prefix, whichever fields are at their defaults.
     #[test]

@@ -87,3 +87,13 @@ impl MuxProtocol for UnaryStream {
         std::mem::take(&mut self.buf)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// What the rest of the program reads from its facts: the connections a healthy run
+    /// of 8 workers and 100 calls opens, the port, an event-loop side.
+    #[test]
+    fn its_facts() {
+        super::super::expect_facts("grpc-mux", 1, super::super::Port::Http, true);
+    }
+}

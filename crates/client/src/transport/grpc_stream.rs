@@ -295,3 +295,13 @@ fn stream_call(call: &Call<'_>) -> StreamCall {
         body: Bytes::copy_from_slice(call.payload),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// What the rest of the program reads from its facts: the connections a healthy run
+    /// of 8 workers and 100 calls opens, the port, an event-loop side.
+    #[test]
+    fn its_facts() {
+        super::super::expect_facts("grpc-stream", 8, super::super::Port::Http, false);
+    }
+}

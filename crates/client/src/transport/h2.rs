@@ -350,3 +350,13 @@ pub(super) fn classify(e: &::h2::Error) -> CallError {
         CallError::Protocol
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// What the rest of the program reads from its facts: the connections a healthy run
+    /// of 8 workers and 100 calls opens, the port, an event-loop side.
+    #[test]
+    fn its_facts() {
+        super::super::expect_facts("h2", 8, super::super::Port::Http, true);
+    }
+}

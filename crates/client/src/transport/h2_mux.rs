@@ -94,3 +94,13 @@ impl MuxProtocol for EchoStream {
         std::mem::take(&mut self.body)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// What the rest of the program reads from its facts: the connections a healthy run
+    /// of 8 workers and 100 calls opens, the port, an event-loop side.
+    #[test]
+    fn its_facts() {
+        super::super::expect_facts("h2-mux", 1, super::super::Port::Http, true);
+    }
+}

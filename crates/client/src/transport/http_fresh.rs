@@ -136,3 +136,13 @@ impl AsyncTransport for AsyncHttpFresh {
         self.0.counts()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// What the rest of the program reads from its facts: the connections a healthy run
+    /// of 8 workers and 100 calls opens, the port, an event-loop side.
+    #[test]
+    fn its_facts() {
+        super::super::expect_facts("http-fresh", 100, super::super::Port::Http, true);
+    }
+}

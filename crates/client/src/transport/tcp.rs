@@ -730,3 +730,13 @@ pub type Tcp = Persistent<TcpDial>;
 
 /// The `tcp` transport on the event loop.
 pub type AsyncTcp = AsyncPersistent<TcpDial>;
+
+#[cfg(test)]
+mod tests {
+    /// What the rest of the program reads from its facts: the connections a healthy run
+    /// of 8 workers and 100 calls opens, the port, an event-loop side.
+    #[test]
+    fn its_facts() {
+        super::super::expect_facts("tcp", 8, super::super::Port::Tcp, true);
+    }
+}

@@ -135,3 +135,13 @@ impl AsyncTransport for AsyncTcpConnect {
         Counts::connects(self.connects)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// What the rest of the program reads from its facts: the connections a healthy run
+    /// of 8 workers and 100 calls opens, the port, an event-loop side.
+    #[test]
+    fn its_facts() {
+        super::super::expect_facts("tcp-connect", 100, super::super::Port::Tcp, true);
+    }
+}

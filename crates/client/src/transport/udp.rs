@@ -334,6 +334,13 @@ impl AsyncTransport for AsyncUdp {
 mod tests {
     use super::*;
 
+    /// What the rest of the program reads from its facts: the connections a healthy run
+    /// of 8 workers and 100 calls opens, the port, an event-loop side.
+    #[test]
+    fn its_facts() {
+        super::super::expect_facts("udp", 8, super::super::Port::Udp, true);
+    }
+
     /// Each stray is counted by what it answers: a lost call (late), an answered one
     /// (duplicate), and reordered when a later call's reply came first.
     #[test]

@@ -89,3 +89,13 @@ pub type Unix = Persistent<UnixDial>;
 
 /// The `unix` transport on the event loop: the same frames on a tokio Unix socket.
 pub type AsyncUnix = AsyncPersistent<UnixDial>;
+
+#[cfg(test)]
+mod tests {
+    /// What the rest of the program reads from its facts: the connections a healthy run
+    /// of 8 workers and 100 calls opens, the port, an event-loop side.
+    #[test]
+    fn its_facts() {
+        super::super::expect_facts("unix", 8, super::super::Port::Unix, true);
+    }
+}
