@@ -95,7 +95,7 @@ pub fn report(args: &ReportArgs) -> anyhow::Result<u8> {
                 Some(false) => "ABOVE",
                 None => "no figures",
             };
-            let text = format!("{verdict}: {}", pair.describe());
+            let text = format!("{verdict}: {}", render::peer_pair(pair));
             lines.extend(render::wrap(&text, width, "  ", "    "));
         }
     }
@@ -119,7 +119,7 @@ pub fn compare(args: &CompareArgs) -> anyhow::Result<u8> {
     let new: Report = read_json(&args.new)?;
     let c = compare::compare(&base, &new);
     let mut out = std::io::stdout().lock();
-    compare::write(&c, args.fail_above, &mut out)?;
+    render::compare::write(&c, args.fail_above, &mut out)?;
     Ok(match args.fail_above {
         Some(limit) if compare::regressed(&c, limit) => EXIT_FAILED,
         _ => EXIT_OK,

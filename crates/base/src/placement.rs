@@ -110,33 +110,6 @@ pub struct PlacementRecord {
     pub loaded_client_cpu: Option<usize>,
 }
 
-impl PlacementRecord {
-    /// How a heading says it, e.g. `placed: client and server on CPU 1`.
-    pub fn describe(&self) -> String {
-        let text = self.describe_one_worker();
-        match self.loaded_client_cpu {
-            Some(c) => format!("{text}; runs of several workers: client on CPU {c}"),
-            None => text,
-        }
-    }
-
-    /// [`PlacementRecord::describe`] of the runs of the workers asked for.
-    fn describe_one_worker(&self) -> String {
-        match (self.client_cpu, self.server_cpu) {
-            (Some(c), Some(s)) if c == s => format!("placed: client and server on CPU {c}"),
-            (Some(c), Some(s)) => format!("placed: client on CPU {c}, server on CPU {s}"),
-            (Some(c), None) => {
-                format!("placed: client on CPU {c}; the server's placement is its host's")
-            }
-            _ if self.remote_server => format!(
-                "client not placed (CPUs {}); the server's placement is its host's",
-                self.allowed
-            ),
-            _ => format!("not placed (CPUs {})", self.allowed),
-        }
-    }
-}
-
 /// Why threads could not be placed as asked.
 #[derive(Debug, thiserror::Error)]
 pub enum PlaceThreadsError {
@@ -517,12 +490,6 @@ mod tests {
             let loaded = placed.record().loaded_client_cpu.expect("recorded");
             assert_ne!(loaded, server);
             assert_eq!(thread_cpus(&tid()).unwrap(), loaded.to_string());
-            assert!(
-                placed
-                    .record()
-                    .describe()
-                    .ends_with(&format!("runs of several workers: client on CPU {loaded}"))
-            );
             placed.enter_for(1).unwrap();
             assert_eq!(thread_cpus(&tid()).unwrap(), server.to_string());
             // Asked for by name, same-core stays same-core for every run.
@@ -538,7 +505,6 @@ mod tests {
     fn none_places_nothing_and_split_needs_an_embedded_server() {
         let placed = Placed::new(Placement::None, 1, true).unwrap();
         assert_eq!(placed.record().client_cpu, None);
-        assert!(placed.record().describe().starts_with("not placed"));
         assert!(matches!(
             Placed::new(Placement::Split, 1, false),
             Err(PlaceThreadsError::SplitRemote)

@@ -8,7 +8,7 @@
 #![forbid(unsafe_code)]
 
 // The modules of the layers below, by the names every path in this crate uses.
-use rpcbench_analysis::{analysis, model, physics};
+use rpcbench_analysis::{analysis, compare, model, physics};
 use rpcbench_base::{encoding, measure, placement, units};
 use rpcbench_client::{dnsdiag, resolve, runner, transport};
 use rpcbench_report::report;

@@ -8,7 +8,7 @@
 
 use super::peers::{PEER_RATIO_LIMIT, Peers};
 use super::select::{dns_delay_us, find, slow_dns};
-use crate::report::{Report, RunRecord};
+use crate::report::{Report, RunKey, RunRecord};
 use crate::resolve::AddrMode;
 use crate::transport::TransportKind;
 use crate::transport::tls::Security;
@@ -126,9 +126,7 @@ pub struct Choice {
 /// One run with failed calls.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Failed {
-    pub transport: TransportKind,
-    /// The run's mode label (`ip`, `cached tls13`).
-    pub modes: String,
+    pub run: RunKey,
     pub failed: u64,
     pub calls: u64,
 }
@@ -737,8 +735,7 @@ fn lost(base: &Report, others: &[&Report]) -> Finding {
             .iter()
             .filter(|r| r.failed() > 0)
             .map(|r| Failed {
-                transport: r.transport,
-                modes: r.mode_label(),
+                run: r.key(),
                 failed: r.failed(),
                 calls: r.calls,
             })

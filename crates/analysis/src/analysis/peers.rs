@@ -3,7 +3,6 @@
 
 use crate::transport::TransportKind;
 use crate::transport::tls::Security;
-use crate::units;
 use serde::{Deserialize, Serialize};
 
 /// rpcbench may be at most this many times slower than an established tool measuring the
@@ -100,21 +99,5 @@ impl PeerPair {
     /// Whether the ratio is within [`PEER_RATIO_LIMIT`]; `None` without figures.
     pub fn within_limit(&self) -> Option<bool> {
         self.ratio().map(|r| r <= PEER_RATIO_LIMIT)
-    }
-
-    /// `tcp against sockperf ping-pong: 16.3 µs against 14.8 µs, 1.10× (medians of 3
-    /// rounds)`, for lists.
-    pub fn describe(&self) -> String {
-        let what = format!("{} against {}", self.name(), self.peer);
-        match (self.rpcbench_us(), self.peer_us(), self.ratio()) {
-            (Some(rb), Some(peer), Some(ratio)) => format!(
-                "{what}: {} against {}, {}× (medians of {} round(s))",
-                units::duration(rb),
-                units::duration(peer),
-                units::ratio(ratio),
-                self.rpcbench_round_means_us.len()
-            ),
-            _ => format!("{what}: no figures"),
-        }
     }
 }

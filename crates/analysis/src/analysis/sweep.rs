@@ -6,7 +6,6 @@
 use crate::report::sweep::{MIN_ACHIEVED, Series, SloRecord, Step, SweepAxis, SweepReport};
 use crate::resolve::AddrMode;
 use crate::transport::TransportKind;
-use crate::units::rate;
 
 /// The knee of a latency curve is the last step before p99 grows more than this many
 /// times from one step to the next: queueing has started, and each further step costs
@@ -19,14 +18,23 @@ pub const KNEE_P99_GROWTH: f64 = 2.0;
 pub struct CapacityRow {
     pub transport: TransportKind,
     pub mode: AddrMode,
-    /// The objective, e.g. `p99 <= 2.00 ms`; `none` for a sweep without one.
-    pub objective: String,
+    /// The objective as the sweep stated it, e.g. `p99 <= 2.00 ms`; `None` for a sweep
+    /// without one.
+    pub objective: Option<String>,
     /// The highest offered rate that met it.
     pub capacity_per_s: Option<f64>,
-    /// Steps run, retries of the search included.
-    pub steps: usize,
-    /// Each step's offered rate and verdict, in the order run: `closed 1,020, 255 ✓, 383 ✗`.
-    pub offered: String,
+    /// Every step in the order run, retries of the search included.
+    pub steps: Vec<CapacityStep>,
+}
+
+/// One step of a capacity search: what it offered, what it achieved, and its verdict.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CapacityStep {
+    /// Calls per second offered; `None` for a closed (back-to-back) step.
+    pub offered_per_s: Option<f64>,
+    pub achieved_per_s: f64,
+    /// Whether it met the objective; `None` without one.
+    pub meets_slo: Option<bool>,
 }
 
 /// A series' name in a chart or a sentence: the transport, and the mode when it is not
@@ -98,25 +106,17 @@ pub fn capacity_rows(sweeps: &[&SweepReport]) -> Vec<CapacityRow> {
             sw.series.iter().map(|s| CapacityRow {
                 transport: s.transport,
                 mode: s.addr_mode,
-                objective: sw.slo.as_ref().map_or("none".into(), |s| s.text.clone()),
+                objective: sw.slo.as_ref().map(|s| s.text.clone()),
                 capacity_per_s: s.capacity_per_s,
-                steps: s.steps.len(),
-                offered: s
+                steps: s
                     .steps
                     .iter()
-                    .map(|st| {
-                        let verdict = match st.meets_slo {
-                            Some(true) => " ✓",
-                            Some(false) => " ✗",
-                            None => "",
-                        };
-                        match st.offered_per_s {
-                            Some(o) => format!("{}{verdict}", rate(o)),
-                            None => format!("closed {}", rate(st.achieved_per_s)),
-                        }
+                    .map(|st| CapacityStep {
+                        offered_per_s: st.offered_per_s,
+                        achieved_per_s: st.achieved_per_s,
+                        meets_slo: st.meets_slo,
                     })
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                    .collect(),
             })
         })
         .collect()

@@ -6,32 +6,14 @@
 
 use super::select::{dns_delay_us, find_like, is_plain, slow_dns};
 use crate::model;
-use crate::report::{PhysicsCheck, Report, RunRecord};
+use crate::report::{PhysicsCheck, Report, RunKey, RunRecord};
 use crate::resolve::AddrMode;
-use crate::transport::TransportKind;
 
 /// Share of an injected delay (server or DNS) a measurement may be off by, besides the
 /// reference run's noise: the server's timer overshoots a little (a sleep ends at or after
 /// its deadline, by the timer slack and a scheduler wake-up), and 5% of the test bed's
 /// 20 ms covers that with room, while a delay paid twice, or not at all, is far outside.
 pub const DELAY_SHARE: f64 = 0.05;
-
-/// The run a check is about: its transport and mode label (`ip`, `uncached tls13`,
-/// `ip c16`), as the physics figures name runs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Subject {
-    pub transport: TransportKind,
-    pub mode: String,
-}
-
-impl Subject {
-    fn of(r: &RunRecord) -> Subject {
-        Subject {
-            transport: r.transport,
-            mode: r.mode_label(),
-        }
-    }
-}
 
 /// A rise against an injected delay: what it should be, the margin's parts, and what it
 /// was.
@@ -75,7 +57,7 @@ impl Rise {
 pub enum TruthCheck {
     /// With a server delay, a run's mean rose by the delay.
     ServerDelay {
-        run: Subject,
+        run: RunKey,
         rise: Rise,
         /// The reference's calls started this far apart, µs, when it was paced.
         paced_gap_us: Option<f64>,
@@ -83,11 +65,11 @@ pub enum TruthCheck {
         over_back_to_back_us: Option<f64>,
     },
     /// With DNS answers late, a run's mean rose by the delay where a lookup is paid.
-    DnsDelay { run: Subject, rise: Rise },
+    DnsDelay { run: RunKey, rise: Rise },
     /// Across a told link RTT, a run's mean is its mean without one plus the protocol's
     /// round trips times the RTT ([`model::rtt_expectation`]).
     LinkRtt {
-        run: Subject,
+        run: RunKey,
         rtt_us: f64,
         round_trips: f64,
         expected_us: f64,
@@ -310,7 +292,7 @@ fn link_checks(zero: &Report, across: &Report) -> Vec<TruthCheck> {
                 .find(|x| model::ModelKey::of(x) == model::ModelKey::of(r))?;
             let (expected, margin) = model::rtt_expectation(base.latency_us?.mean, k, d);
             Some(TruthCheck::LinkRtt {
-                run: Subject::of(r),
+                run: r.key(),
                 rtt_us: d,
                 round_trips: k,
                 expected_us: expected,
@@ -353,7 +335,7 @@ fn delay_checks(
                 .and_then(|b| find_like(b, r, r.addr_mode))
                 .and_then(|b| Some((r.latency_us?.mean - b.latency_us?.mean).round()));
             Some(TruthCheck::ServerDelay {
-                run: Subject::of(r),
+                run: r.key(),
                 rise: Rise::of(d, d, base, r)?,
                 paced_gap_us,
                 over_back_to_back_us,
@@ -378,7 +360,7 @@ fn dns_checks(base: &Report, slow: &Report) -> Vec<TruthCheck> {
                 0.0
             };
             Some(TruthCheck::DnsDelay {
-                run: Subject::of(r),
+                run: r.key(),
                 rise: Rise::of(d, expected, b, r)?,
             })
         })

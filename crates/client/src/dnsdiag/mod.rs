@@ -23,7 +23,9 @@ pub mod conf;
 mod probe;
 mod record;
 use probe::{Prober, time_getaddrinfo};
-pub use record::{AnswerKind, DnsDiagnosis, DnsFinding, QType, QueryRecord, Via};
+pub use record::{
+    AnswerKind, DnsDiagnosis, DnsFinding, GetaddrinfoSkipped, Intermediary, QType, QueryRecord, Via,
+};
 
 use crate::measure::{Hist, Summary};
 use conf::ResolvConf;
@@ -266,17 +268,15 @@ fn query_records(
 }
 
 /// getaddrinfo's own time for the name over `lookups` lookups, or why it was not timed.
-fn getaddrinfo_timing(spec: &DnsSpec, lookups: u32) -> (Option<Summary>, Option<String>) {
+fn getaddrinfo_timing(
+    spec: &DnsSpec,
+    lookups: u32,
+) -> (Option<Summary>, Option<GetaddrinfoSkipped>) {
     if !spec.getaddrinfo {
-        (None, Some("not asked for (--no-getaddrinfo)".to_string()))
+        (None, Some(GetaddrinfoSkipped::NotAsked))
     } else if spec.port != 53 {
-        (
-            None,
-            Some(format!(
-                "the nameservers are asked on port {}, and getaddrinfo asks on 53",
-                spec.port
-            )),
-        )
+        let port = spec.port;
+        (None, Some(GetaddrinfoSkipped::OtherPort { port }))
     } else {
         (time_getaddrinfo(&spec.name, lookups), None)
     }
@@ -288,37 +288,30 @@ const AGREE_SHARE: f64 = 0.20;
 const AGREE_FLOOR_US: f64 = 200.0;
 
 /// Whether getaddrinfo's mean agrees with the derived lookup's, and if not, what answers
-/// in between, when it can be seen.
-fn in_between(d: &DnsDiagnosis) -> Option<String> {
+/// in between, as far as it can be seen.
+fn in_between(d: &DnsDiagnosis) -> Option<Vec<Intermediary>> {
     let (gai, derived) = (d.getaddrinfo_us?.mean, d.lookup_us?.mean);
     let gap = (gai - derived).abs();
     if gap <= (AGREE_SHARE * derived).max(AGREE_FLOOR_US) {
         return None;
     }
+    let resolved = IpAddr::from([127, 0, 0, 53]);
     let mut seen = Vec::new();
     if ["/run/nscd/socket", "/var/run/nscd/socket"]
         .iter()
         .any(|p| std::path::Path::new(p).exists())
     {
-        seen.push("nscd (its socket is there)".to_string());
+        seen.push(Intermediary::Nscd);
     }
-    if d.hosts_sources.iter().any(|s| s == "resolve")
-        || d.config
-            .nameservers
-            .contains(&IpAddr::from([127, 0, 0, 53]))
+    if d.hosts_sources.iter().any(|s| s == "resolve") || d.config.nameservers.contains(&resolved) {
+        seen.push(Intermediary::SystemdResolved);
+    }
+    if let Some(&address) =
+        (d.config.nameservers.iter()).find(|ip| ip.is_loopback() && **ip != resolved)
     {
-        seen.push("systemd-resolved (127.0.0.53 or nss-resolve)".to_string());
+        seen.push(Intermediary::LocalResolver { address });
     }
-    if let Some(local) = d.config.nameservers.iter().find(|ip| ip.is_loopback())
-        && *local != IpAddr::from([127, 0, 0, 53])
-    {
-        seen.push(format!("a local resolver or cache at {local}"));
-    }
-    Some(if seen.is_empty() {
-        "something between the application and the nameserver (none detected: no nscd socket, no systemd-resolved)".into()
-    } else {
-        seen.join(", ")
-    })
+    Some(seen)
 }
 
 /// What the lookup costs and what to change, as findings.

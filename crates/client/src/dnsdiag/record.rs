@@ -7,6 +7,28 @@ use hickory_proto::rr::RecordType;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// Why a diagnosis did not time getaddrinfo.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "kebab-case")]
+pub enum GetaddrinfoSkipped {
+    /// `--no-getaddrinfo`.
+    NotAsked,
+    /// The nameservers were asked on another port than 53, where getaddrinfo asks.
+    OtherPort { port: u16 },
+}
+
+/// Something seen between the application and the nameserver that could answer a lookup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Intermediary {
+    /// nscd: its socket is there.
+    Nscd,
+    /// systemd-resolved: 127.0.0.53 among the nameservers, or nss-resolve in nsswitch.conf.
+    SystemdResolved,
+    /// Another resolver or cache on a loopback address.
+    LocalResolver { address: std::net::IpAddr },
+}
+
 /// The type of a query a lookup sends: glibc asks for both, in this order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum QType {
@@ -114,9 +136,11 @@ pub struct DnsDiagnosis {
     /// `getaddrinfo` for the name, µs, when timed.
     pub getaddrinfo_us: Option<Summary>,
     /// Why getaddrinfo was not timed, when it was not.
-    pub getaddrinfo_skipped: Option<String>,
-    /// What sits between the application and the nameserver, when one is seen.
-    pub in_between: Option<String>,
+    pub getaddrinfo_skipped: Option<GetaddrinfoSkipped>,
+    /// What answers between the application and the nameserver, when getaddrinfo
+    /// disagrees with the queries it should send: what could be seen there (empty when
+    /// nothing could).
+    pub in_between: Option<Vec<Intermediary>>,
     pub findings: Vec<DnsFinding>,
 }
 
@@ -160,7 +184,7 @@ pub enum DnsFinding {
     /// getaddrinfo much faster than the queries it should send: something in between
     /// answers.
     InBetween {
-        what: String,
+        what: Vec<Intermediary>,
         getaddrinfo_us: f64,
         lookup_us: f64,
     },

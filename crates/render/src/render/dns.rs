@@ -4,7 +4,7 @@
 use super::markdown::write_table;
 use super::table::grid_lines;
 use super::{Cell, Grid, text_column, units, wrap};
-use crate::dnsdiag::DnsDiagnosis;
+use crate::dnsdiag::{DnsDiagnosis, GetaddrinfoSkipped, Intermediary};
 use std::io::{self, Write};
 
 /// The query table: one row per query of the sequence.
@@ -124,7 +124,7 @@ pub fn summary(d: &DnsDiagnosis) -> Vec<String> {
                 ", which agrees with the queries (within 20%)"
             }
         )),
-        (None, Some(why)) => lines.push(format!("getaddrinfo not timed: {why}")),
+        (None, Some(why)) => lines.push(format!("getaddrinfo not timed: {}", skipped(*why))),
         (None, None) => {}
     }
     for ignored in &d.config.ignored {
@@ -169,4 +169,29 @@ pub fn write_markdown(d: &DnsDiagnosis, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out, "- {l}")?;
     }
     Ok(())
+}
+
+/// Why getaddrinfo was not timed, in words.
+fn skipped(why: GetaddrinfoSkipped) -> String {
+    match why {
+        GetaddrinfoSkipped::NotAsked => "not asked for (--no-getaddrinfo)".into(),
+        GetaddrinfoSkipped::OtherPort { port } => {
+            format!("the nameservers are asked on port {port}, and getaddrinfo asks on 53")
+        }
+    }
+}
+
+/// What answers between the application and the nameserver, in words.
+pub fn in_between(seen: &[Intermediary]) -> String {
+    if seen.is_empty() {
+        return "something between the application and the nameserver (none detected: no nscd socket, no systemd-resolved)".into();
+    }
+    let one = |i: &Intermediary| match i {
+        Intermediary::Nscd => "nscd (its socket is there)".to_string(),
+        Intermediary::SystemdResolved => "systemd-resolved (127.0.0.53 or nss-resolve)".to_string(),
+        Intermediary::LocalResolver { address } => {
+            format!("a local resolver or cache at {address}")
+        }
+    };
+    seen.iter().map(one).collect::<Vec<_>>().join(", ")
 }

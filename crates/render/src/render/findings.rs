@@ -146,7 +146,10 @@ pub fn sentence(f: &Finding) -> String {
             "Calls failed: {} (of {calls} measured calls in all); see the tables for their kinds.",
             failed
                 .iter()
-                .map(|r| format!("{} ({}) {} of {}", r.transport, r.modes, r.failed, r.calls))
+                .map(|r| format!(
+                    "{} ({}) {} of {}",
+                    r.run.transport, r.run, r.failed, r.calls
+                ))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
@@ -606,9 +609,10 @@ pub fn dns_sentence(f: &DnsFinding) -> String {
             getaddrinfo_us,
             lookup_us,
         } => format!(
-            "getaddrinfo took {} where the queries it should send took {}: {what} answers instead of the nameserver.",
+            "getaddrinfo took {} where the queries it should send took {}: {} answers instead of the nameserver.",
             duration(*getaddrinfo_us),
-            duration(*lookup_us)
+            duration(*lookup_us),
+            super::dns::in_between(what)
         ),
         DnsFinding::NoAnswer { name } => {
             format!("No candidate of `{name}` got an answer with records.")

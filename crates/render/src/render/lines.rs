@@ -3,6 +3,8 @@
 
 use super::RenderOptions;
 use super::units;
+use crate::analysis::PeerPair;
+use crate::placement::PlacementRecord;
 use crate::report::{Figure, PhysicsCheck, Report, Rule, RunRecord};
 
 /// The line that says which latency the summary table shows, for a report with a paced
@@ -420,4 +422,41 @@ pub fn wrap(text: &str, width: usize, first: &str, rest: &str) -> Vec<String> {
         lines.push(line);
     }
     lines
+}
+
+/// A pair of rpcbench beside a peer, for lists: `tcp against sockperf ping-pong: 16.3 µs
+/// against 14.8 µs, 1.10× (medians of 3 round(s))`.
+pub fn peer_pair(pair: &PeerPair) -> String {
+    let what = format!("{} against {}", pair.name(), pair.peer);
+    match (pair.rpcbench_us(), pair.peer_us(), pair.ratio()) {
+        (Some(rb), Some(peer), Some(ratio)) => format!(
+            "{what}: {} against {}, {}× (medians of {} round(s))",
+            units::duration(rb),
+            units::duration(peer),
+            units::ratio(ratio),
+            pair.rpcbench_round_means_us.len()
+        ),
+        _ => format!("{what}: no figures"),
+    }
+}
+
+/// Where rpcbench placed its threads, as a heading says it, e.g. `placed: client and
+/// server on CPU 1`; the runs of several workers added when their client moved.
+pub fn placement(p: &PlacementRecord) -> String {
+    let one_worker = match (p.client_cpu, p.server_cpu) {
+        (Some(c), Some(s)) if c == s => format!("placed: client and server on CPU {c}"),
+        (Some(c), Some(s)) => format!("placed: client on CPU {c}, server on CPU {s}"),
+        (Some(c), None) => {
+            format!("placed: client on CPU {c}; the server's placement is its host's")
+        }
+        _ if p.remote_server => format!(
+            "client not placed (CPUs {}); the server's placement is its host's",
+            p.allowed
+        ),
+        _ => format!("not placed (CPUs {})", p.allowed),
+    };
+    match p.loaded_client_cpu {
+        Some(c) => format!("{one_worker}; runs of several workers: client on CPU {c}"),
+        None => one_worker,
+    }
 }

@@ -9,6 +9,8 @@
 //! Layer 6 of the map in `lib.rs` (render): uses the analysis, the record and the layers below; never an app or the CLI.
 
 /// One tidy table in fixed units.
+/// `rpcbench compare` as a markdown table.
+pub mod compare;
 mod csv;
 pub mod dns;
 /// The words of the findings.
@@ -30,8 +32,8 @@ pub mod truth;
 use grid::{Candidates, Cell, PHASE_STATS, text_column};
 pub use grid::{Grid, NAME_COLUMNS, SummaryColumn, phase_grid, summary_grid};
 pub use lines::{
-    LIKELY_CAUSES, concurrency_lines, engine_line, figure_text, latency_note, physics_line,
-    problem_lines, rule_sentence, tcp_info_line, wrap,
+    LIKELY_CAUSES, concurrency_lines, engine_line, figure_text, latency_note, peer_pair,
+    physics_line, placement, problem_lines, rule_sentence, tcp_info_line, wrap,
 };
 /// Units live below every layer ([`crate::units`]); renderers reach them here too.
 pub use rpcbench_base::units;

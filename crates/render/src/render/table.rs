@@ -137,7 +137,7 @@ fn heading(report: &Report) -> Vec<String> {
         parts.push(format!("{} rounds merged", c.rounds));
     }
     if let Some(p) = &report.environment.placement {
-        parts.push(p.describe());
+        parts.push(super::placement(p));
     }
     if report.runs.iter().any(|r| r.transport.is_curl()) {
         parts.push(libcurl_part(&report.environment));

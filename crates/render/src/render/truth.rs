@@ -31,7 +31,7 @@ pub fn text(c: &TruthCheck) -> CheckText {
             CheckText {
                 what: format!(
                     "server delay {:.0} µs: {} ({})",
-                    rise.delay_us, run.transport, run.mode
+                    rise.delay_us, run.transport, run
                 ),
                 expected: expected_rise(rise),
                 measured,
@@ -40,7 +40,7 @@ pub fn text(c: &TruthCheck) -> CheckText {
         TruthCheck::DnsDelay { run, rise } => CheckText {
             what: format!(
                 "DNS delay {:.0} µs: {} ({})",
-                rise.delay_us, run.transport, run.mode
+                rise.delay_us, run.transport, run
             ),
             expected: expected_rise(rise),
             measured: format!("{:+.0} µs", rise.measured_us),
@@ -55,7 +55,7 @@ pub fn text(c: &TruthCheck) -> CheckText {
         } => CheckText {
             what: format!(
                 "link RTT {rtt_us:.0} µs: {} ({}), {round_trips} round trips",
-                run.transport, run.mode
+                run.transport, run
             ),
             expected: format!(
                 "{expected_us:.0} µs ± {margin_us:.0} (mean without delay + {round_trips} × {rtt_us:.0}; {:.0}% + {:.0} µs)",

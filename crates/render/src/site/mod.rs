@@ -22,8 +22,12 @@
 //! Layer 6 of the map in `lib.rs` (render): uses the render modules, the analysis, the record and the layers below.
 
 mod charts;
+/// The page as HTML, and the escaper the charts share.
+mod html;
 mod input;
-/// README.md and index.html.
+/// The page as markdown.
+mod markdown;
+/// The page as one list of blocks: what README.md and index.html both say.
 mod page;
 pub mod svg;
 /// The charts of sweep results.
@@ -257,8 +261,9 @@ impl Site {
             let json = serde_json::to_string_pretty(&runs).unwrap_or_default();
             write("runs.json", &json)?;
         }
-        write("README.md", &page::markdown(self))?;
-        write("index.html", &page::html(self))?;
+        let page = page::blocks(self);
+        write("README.md", &markdown::write(&page))?;
+        write("index.html", &html::write(&page))?;
         Ok(())
     }
 }

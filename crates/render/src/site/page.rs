@@ -1,160 +1,273 @@
-//! Writes a [`Site`] as README.md (markdown, charts as linked SVG files) and as one
-//! self-contained index.html (charts inline, no scripts, nothing fetched).
+//! The report page as one list of [`Block`]s, built once from a [`Site`] by [`blocks`] and
+//! written twice: as markdown by [`super::markdown`] (README.md, charts linked as SVG
+//! files) and as HTML by [`super::html`] (index.html, charts inline). A section appears
+//! here once; neither writer knows which sections there are.
 
-use super::svg::esc;
+use super::sweep::Chart;
 use super::wstest;
 use super::{Lead, PEER_RATIO_LIMIT, Site};
-use crate::render::{self, Format, Grid, RenderOptions, units};
+use crate::analysis::sweep::CapacityStep;
+use crate::render::{self, Grid, RenderOptions, units};
 use crate::report::{Environment, Report};
-use std::fmt::Write;
 
-/// The report as markdown.
-pub fn markdown(site: &Site) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "# rpcbench comparison report\n");
-    let _ = writeln!(out, "{}\n", lead_line(site));
-    let _ = writeln!(out, "## Findings\n");
-    for f in &site.findings {
-        let _ = writeln!(out, "- {}", render::findings::sentence(f));
-    }
-    let _ = writeln!(out, "\n## Charts\n");
-    for chart in &site.charts {
-        let _ = writeln!(out, "![{0}]({0})\n", chart.file);
-        if let Some(caption) = &chart.caption {
-            let _ = writeln!(out, "{caption}\n");
-        }
-    }
-    if let Some((path, b)) = &site.baseline {
-        let _ = writeln!(
-            out,
-            "## Tables\n\nLatency is the full round trip of ok calls, connect included for fresh transports; `{}`.\n",
-            path.display()
-        );
-        out.push_str(&tables(b));
-        for (path, r) in &site.others {
-            let _ = writeln!(out, "\n### {} ({})\n", describe(r), path.display());
-            out.push_str(&tables(r));
-        }
-    }
-    if !site.encodings.is_empty() {
-        let _ = writeln!(out, "\n## Encodings\n\n{ENCODINGS_INTRO}\n");
-        out.push_str(&markdown_table(&wstest::grid(&site.encodings)));
-    }
-    markdown_model_and_sweeps(&mut out, site);
-    markdown_checks(&mut out, site);
-    let _ = writeln!(out, "\n## Peers\n");
-    match &site.peers {
-        None => {
-            let _ = writeln!(out, "{NO_PEERS}");
-        }
-        Some(p) => {
-            let _ = writeln!(out, "{}\n", peers_intro(&p.placement));
-            let _ = writeln!(
-                out,
-                "| transport | peer | rpcbench µs | peer µs | ratio | rounds | within {PEER_RATIO_LIMIT}× |"
-            );
-            let _ = writeln!(out, "| --- | --- | ---: | ---: | ---: | ---: | --- |");
-            for row in peer_rows(site) {
-                let _ = writeln!(out, "| {} |", row.join(" | "));
-            }
-        }
-    }
-    let _ = writeln!(out, "\n## Environment\n");
-    out.push_str(&lead_environment(site));
-    let _ = writeln!(out, "\n## Commands\n\n```sh");
-    for command in commands(site) {
-        let _ = writeln!(out, "{command}");
-    }
-    if let Some(p) = &site.peers {
-        for e in &p.pairs {
-            let _ = writeln!(out, "{}", e.command);
-        }
-    }
-    let _ = writeln!(out, "```");
-    out
+/// One piece of the page, in the order it is read.
+#[derive(Debug)]
+pub enum Block<'a> {
+    /// The page's title (`#`, `<h1>`).
+    Title(String),
+    /// A section's heading (`##`, `<h2>`).
+    Section(String),
+    /// A heading inside a section (`###`, `<h3>`).
+    Subsection(String),
+    /// A paragraph.
+    Text(String),
+    /// A bulleted list; `alert` marks it as failures (bold red in HTML).
+    List { items: Vec<String>, alert: bool },
+    /// A table; its `failed` cells are shown as failures.
+    Table(Table),
+    /// A chart, with its caption under it.
+    Chart(&'a Chart),
+    /// Command lines, as a shell block.
+    Code(Vec<String>),
 }
 
-/// The round-trip model's fits and projections, the sweeps and the DNS diagnoses.
-fn markdown_model_and_sweeps(out: &mut String, site: &Site) {
-    if !site.fits.is_empty() || !site.projections.is_empty() {
-        let _ = writeln!(out, "\n## Round trips per call\n\n{MODEL_INTRO}\n");
-        if !site.fits.is_empty() {
-            out.push_str(&markdown_table(&render::model::fit_grid(&site.fits)));
-        }
-        if !site.projections.is_empty() {
-            let _ = writeln!(
-                out,
-                "\n{}:\n",
-                crate::render::model::what_if_heading(&site.projections)
-            );
-            out.push_str(&markdown_table(&render::model::what_if_grid(
-                &site.projections,
-            )));
+/// A table of text cells, some of them marked as failures.
+#[derive(Debug)]
+pub struct Table {
+    pub grid: Grid,
+    /// (row, column) of each cell that reports a failure.
+    pub failed: Vec<(usize, usize)>,
+}
+
+impl From<Grid> for Block<'_> {
+    fn from(grid: Grid) -> Self {
+        Block::Table(Table {
+            grid,
+            failed: Vec::new(),
+        })
+    }
+}
+
+impl Block<'_> {
+    /// A list of plain items.
+    fn list(items: impl IntoIterator<Item = String>) -> Self {
+        Block::List {
+            items: items.into_iter().collect(),
+            alert: false,
         }
     }
-    if !site.sweeps.is_empty() {
-        let _ = writeln!(out, "\n## Sweeps\n\n{}\n", capacity_intro());
-        if !site.capacity.is_empty() {
-            out.push_str(&markdown_table(&capacity_grid(site)));
-        }
-        for (path, sw) in &site.sweeps {
-            let _ = writeln!(out, "\n### Sweep over {} ({})\n", sw.axis, path.display());
-            let mut buf = Vec::new();
-            let _ = render::sweep::write_markdown(sw, &mut buf);
-            out.push_str(&String::from_utf8_lossy(&buf));
+}
+
+/// The whole page, section by section.
+pub fn blocks(site: &Site) -> Vec<Block<'_>> {
+    let mut page = vec![
+        Block::Title("rpcbench comparison report".into()),
+        Block::Text(lead_line(site)),
+        Block::Section("Findings".into()),
+        Block::list(site.findings.iter().map(render::findings::sentence)),
+        Block::Section("Charts".into()),
+    ];
+    page.extend(site.charts.iter().map(Block::Chart));
+    run_tables(&mut page, site);
+    if !site.encodings.is_empty() {
+        page.push(Block::Section("Encodings".into()));
+        page.push(Block::Text(ENCODINGS_INTRO.into()));
+        page.push(wstest::grid(&site.encodings).into());
+    }
+    model(&mut page, site);
+    sweeps(&mut page, site);
+    dns(&mut page, site);
+    checks(&mut page, site);
+    peers(&mut page, site);
+    page.push(Block::Section("Environment".into()));
+    page.push(Block::list(lead_environment(site)));
+    page.push(Block::Section("Commands".into()));
+    let peer_commands = site.peers.iter().flat_map(|p| &p.pairs);
+    page.push(Block::Code(
+        commands(site)
+            .into_iter()
+            .chain(peer_commands.map(|e| e.command.clone()))
+            .collect(),
+    ));
+    page
+}
+
+/// The run tables: the baseline's, then every other input's.
+fn run_tables(page: &mut Vec<Block>, site: &Site) {
+    let Some((path, b)) = &site.baseline else {
+        return;
+    };
+    page.push(Block::Section("Tables".into()));
+    page.push(Block::Text(format!(
+        "Latency is the full round trip of ok calls, connect included for fresh transports; `{}`.",
+        path.display()
+    )));
+    run(page, b);
+    for (path, r) in &site.others {
+        page.push(Block::Subsection(format!(
+            "{} ({})",
+            describe(r),
+            path.display()
+        )));
+        run(page, r);
+    }
+}
+
+/// One report's summary and phase tables, its failed calls and its notes.
+fn run(page: &mut Vec<Block>, r: &Report) {
+    let options = &RenderOptions::WIDE;
+    if let Some(note) = render::latency_note(r, options) {
+        page.push(Block::Text(note));
+    }
+    page.push(render::summary_grid(r, options).into());
+    page.push(render::phase_grid(r, options).into());
+    page.push(Block::List {
+        items: render::problem_lines(r),
+        alert: true,
+    });
+    page.push(Block::list(
+        render::engine_line(r)
+            .into_iter()
+            .chain(render::concurrency_lines(r))
+            .chain(render::tcp_info_line(r)),
+    ));
+}
+
+/// The round-trip model's fits and what-if projections.
+fn model(page: &mut Vec<Block>, site: &Site) {
+    if site.fits.is_empty() && site.projections.is_empty() {
+        return;
+    }
+    page.push(Block::Section("Round trips per call".into()));
+    page.push(Block::Text(MODEL_INTRO.into()));
+    if !site.fits.is_empty() {
+        page.push(render::model::fit_grid(&site.fits).into());
+    }
+    if !site.projections.is_empty() {
+        page.push(Block::Text(format!(
+            "{}:",
+            render::model::what_if_heading(&site.projections)
+        )));
+        page.push(render::model::what_if_grid(&site.projections).into());
+    }
+}
+
+/// The capacity table and each sweep's tables and notes.
+fn sweeps(page: &mut Vec<Block>, site: &Site) {
+    if site.sweeps.is_empty() {
+        return;
+    }
+    page.push(Block::Section("Sweeps".into()));
+    page.push(Block::Text(capacity_intro()));
+    if !site.capacity.is_empty() {
+        page.push(capacity_grid(site).into());
+    }
+    for (path, sw) in &site.sweeps {
+        page.push(Block::Subsection(format!(
+            "Sweep over {} ({})",
+            sw.axis,
+            path.display()
+        )));
+        page.push(Block::Text(render::sweep::heading(sw)));
+        page.push(Block::Text(render::sweep::LEGEND.into()));
+        for series in &sw.series {
+            page.push(render::sweep::grid(sw, series, &RenderOptions::WIDE).into());
+            page.push(Block::list(render::sweep::notes(sw, series)));
         }
     }
-    if !site.dns.is_empty() {
-        let _ = writeln!(out, "\n## DNS lookups\n\n{DNS_INTRO}");
-        for (path, d) in &site.dns {
-            let _ = writeln!(out, "\n### {} ({})\n", d.name, path.display());
-            let mut buf = Vec::new();
-            let _ = render::dns::write_markdown(d, &mut buf);
-            out.push_str(&String::from_utf8_lossy(&buf));
+}
+
+/// Each DNS diagnosis: its queries, summary and findings.
+fn dns(page: &mut Vec<Block>, site: &Site) {
+    if site.dns.is_empty() {
+        return;
+    }
+    page.push(Block::Section("DNS lookups".into()));
+    page.push(Block::Text(DNS_INTRO.into()));
+    for (path, d) in &site.dns {
+        page.push(Block::Subsection(format!(
+            "{} ({})",
+            d.name,
+            path.display()
+        )));
+        page.push(Block::Text(render::dns::heading(d)));
+        if !d.queries.is_empty() {
+            page.push(render::dns::grid(d).into());
         }
+        let findings = d.findings.iter().map(render::findings::dns_sentence);
+        page.push(Block::list(
+            render::dns::summary(d).into_iter().chain(findings),
+        ));
     }
 }
 
 /// Seed 004 then and now, and the truth checks.
-fn markdown_checks(out: &mut String, site: &Site) {
-    let _ = writeln!(out, "\n## Seed 004, then and now\n");
+fn checks(page: &mut Vec<Block>, site: &Site) {
+    page.push(Block::Section("Seed 004, then and now".into()));
     if site.seed.is_empty() {
-        let _ = writeln!(out, "{NO_SEED}");
+        page.push(Block::Text(NO_SEED.into()));
     } else {
-        let _ = writeln!(
-            out,
-            "A PHP team in 2007 timed 1000 calls each way (`../shared/seeds/004_*.txt`). The same five cases today:\n"
-        );
-        out.push_str(&markdown_table(&seed_grid(site)));
+        page.push(Block::Text("A PHP team in 2007 timed 1000 calls each way (`../shared/seeds/004_*.txt`). The same five cases today:".into()));
+        page.push(seed_grid(site).into());
     }
-    let _ = writeln!(out, "\n## Truth checks\n");
-    let _ = writeln!(
-        out,
-        "Expected against measured: an injected delay must come back within {}. The report's exit status is 1 when one fails.\n",
+    page.push(Block::Section("Truth checks".into()));
+    page.push(Block::Text(format!(
+        "Expected against measured: an injected delay must come back within {}. The report's exit status is 1 when one fails.",
         render::truth::check_margin()
-    );
+    )));
     if !site.checks.is_empty() {
-        let _ = writeln!(out, "| check | expected | measured | pass |");
-        let _ = writeln!(out, "| --- | --- | --- | --- |");
-        for c in &site.checks {
+        let rows = site.checks.iter().map(|c| {
             let t = render::truth::text(c);
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {} |",
-                t.what,
-                t.expected,
-                t.measured,
-                if c.pass() { "yes" } else { "**no**" }
-            );
-        }
+            let pass = if c.pass() { "yes" } else { "no" };
+            vec![t.what, t.expected, t.measured, pass.to_string()]
+        });
+        let failed = (site.checks.iter().enumerate())
+            .filter(|(_, c)| !c.pass())
+            .map(|(row, _)| (row, 3))
+            .collect();
+        page.push(Block::Table(Table {
+            grid: Grid {
+                headers: ["check", "expected", "measured", "pass"]
+                    .map(String::from)
+                    .to_vec(),
+                rows: rows.collect(),
+            },
+            failed,
+        }));
     }
-    if !site.not_run.is_empty() {
-        let _ = writeln!(out);
-        for n in &site.not_run {
-            let (check, reason) = render::truth::not_run(n);
-            let _ = writeln!(out, "- not run: {check}: {reason}");
+    page.push(Block::list(site.not_run.iter().map(|n| {
+        let (check, reason) = render::truth::not_run(n);
+        format!("not run: {check}: {reason}")
+    })));
+}
+
+/// rpcbench beside established tools.
+fn peers(page: &mut Vec<Block>, site: &Site) {
+    page.push(Block::Section("Peers".into()));
+    let Some(p) = &site.peers else {
+        page.push(Block::Text(NO_PEERS.into()));
+        return;
+    };
+    page.push(Block::Text(peers_intro(&p.placement)));
+    let headers = [
+        "transport",
+        "peer",
+        "rpcbench µs",
+        "peer µs",
+        "ratio",
+        "rounds",
+    ]
+    .map(String::from)
+    .into_iter()
+    .chain([format!("within {PEER_RATIO_LIMIT}×")])
+    .collect();
+    page.push(
+        Grid {
+            headers,
+            rows: peer_rows(site),
         }
-    }
+        .into(),
+    );
 }
 
 /// The line under the title: what was called, where, when, by which version.
@@ -180,25 +293,26 @@ fn lead_line(site: &Site) -> String {
     format!("Target {target} · {placement} · started {started} · rpcbench {version}")
 }
 
-/// The environment of the lead input: the run's, else the first sweep's.
-fn lead_environment(site: &Site) -> String {
+/// The environment of the lead input (the run's, else the first sweep's), as list items.
+fn lead_environment(site: &Site) -> Vec<String> {
     match site.lead() {
         Lead::Run(b) => environment(b),
         Lead::Sweep(s) => {
-            let mut out = client_environment(&s.environment);
-            let _ = writeln!(
-                out,
-                "- sweep over {}, {} per step",
+            let mut items = client_environment(&s.environment);
+            items.push(format!(
+                "sweep over {}, {} per step",
                 s.axis,
                 units::duration(s.step_duration_s * 1e6)
-            );
-            out
+            ));
+            items
         }
-        Lead::Dns(d) => format!(
-            "- resolver configuration: {}\n- name sources (nsswitch.conf hosts): {}\n",
-            d.resolv_conf,
-            d.hosts_sources.join(" ")
-        ),
+        Lead::Dns(d) => vec![
+            format!("resolver configuration: {}", d.resolv_conf),
+            format!(
+                "name sources (nsswitch.conf hosts): {}",
+                d.hosts_sources.join(" ")
+            ),
+        ],
     }
 }
 
@@ -228,14 +342,6 @@ const NO_SEED: &str = "Seed 004's five cases (PHP, 2007) are read from a run; th
 
 /// What the round-trip section says first.
 const MODEL_INTRO: &str = "A call's mean is a fixed cost plus round trips times the path's round-trip time: mean ≈ c + k × RTT. k is fitted by least squares over runs at two or more link RTTs (`--link-rtt`), beside the round trips the protocol needs (docs/link.md, Round trips per call); a difference above 0.1 is a finding. c is the mean at zero RTT: CPU, kernel and the link's own forwarding.";
-
-/// A grid as a markdown table, as the run tables are written.
-fn markdown_table(grid: &Grid) -> String {
-    let mut buf = Vec::new();
-    // Writing into a Vec cannot fail.
-    let _ = render::write_markdown_table(&mut buf, grid);
-    String::from_utf8_lossy(&buf).into_owned()
-}
 
 /// Seed 004's table beside today's figures, as text cells.
 fn seed_grid(site: &Site) -> Grid {
@@ -287,14 +393,30 @@ fn capacity_grid(site: &Site) -> Grid {
                 vec![
                     c.transport.to_string(),
                     c.mode.to_string(),
-                    c.objective.clone(),
+                    c.objective.clone().unwrap_or_else(|| "none".into()),
                     c.capacity_per_s.map_or("-".into(), units::rate),
-                    c.steps.to_string(),
-                    c.offered.clone(),
+                    c.steps.len().to_string(),
+                    offered(&c.steps),
                 ]
             })
             .collect(),
     }
+}
+
+/// Each step's offered rate and verdict, in the order run: `closed 1,020, 255 ✓, 383 ✗`.
+fn offered(steps: &[CapacityStep]) -> String {
+    let step = |st: &CapacityStep| {
+        let verdict = match st.meets_slo {
+            Some(true) => " ✓",
+            Some(false) => " ✗",
+            None => "",
+        };
+        match st.offered_per_s {
+            Some(o) => format!("{}{verdict}", units::rate(o)),
+            None => format!("closed {}", units::rate(st.achieved_per_s)),
+        }
+    };
+    steps.iter().map(step).collect::<Vec<_>>().join(", ")
 }
 
 /// The opening of the Encodings section.
@@ -347,14 +469,6 @@ fn seed_today(s: &super::SeedRow) -> String {
         .map_or("-".into(), |m| units::Unit::Millis.format(m * 1e3))
 }
 
-/// The client's markdown tables for one report.
-fn tables(r: &Report) -> String {
-    let mut buf = Vec::new();
-    // Writing into a Vec cannot fail.
-    let _ = render::render(r, Format::Markdown, &RenderOptions::WIDE, &mut buf);
-    String::from_utf8_lossy(&buf).into_owned()
-}
-
 /// What a non-baseline input measured differently.
 fn describe(r: &Report) -> String {
     let dns = r
@@ -388,7 +502,7 @@ fn placement(r: &Report) -> String {
 
 /// The placement rpcbench chose, as the lead line states it.
 fn placed(p: &crate::placement::PlacementRecord) -> String {
-    format!("placement: {} ({})", p.placement, p.describe())
+    format!("placement: {} ({})", p.placement, render::placement(p))
 }
 
 /// Placement from the client's allowed CPUs and the server's, when known.
@@ -414,49 +528,45 @@ fn family(f: crate::resolve::Family) -> String {
 }
 
 /// The client host, libcurl and the resolver cache, as list items.
-fn client_environment(e: &Environment) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "- client host: {} ({}), {} CPUs, CPUs allowed {}",
-        e.hostname, e.kernel, e.cpus, e.cpu_affinity
-    );
-    let _ = writeln!(out, "- libcurl {}", e.libcurl);
+fn client_environment(e: &Environment) -> Vec<String> {
+    let mut items = vec![
+        format!(
+            "client host: {} ({}), {} CPUs, CPUs allowed {}",
+            e.hostname, e.kernel, e.cpus, e.cpu_affinity
+        ),
+        format!("libcurl {}", e.libcurl),
+    ];
     if let Some(cache) = &e.resolver_cache {
-        let _ = writeln!(
-            out,
-            "- a caching resolver sits in front of getaddrinfo: {cache}"
-        );
+        items.push(format!(
+            "a caching resolver sits in front of getaddrinfo: {cache}"
+        ));
     }
-    out
+    items
 }
 
-/// The client, the server, the DNS responder and the settings, as a list.
-fn environment(r: &Report) -> String {
-    let mut out = client_environment(&r.environment);
+/// The client, the server, the DNS responder and the settings, as list items.
+fn environment(r: &Report) -> Vec<String> {
+    let mut items = client_environment(&r.environment);
     if let Some(s) = &r.server {
-        let _ = writeln!(
-            out,
-            "- server: rpcbench-echo {}, CPUs allowed {}, max frame {} B",
+        items.push(format!(
+            "server: rpcbench-echo {}, CPUs allowed {}, max frame {} B",
             s.settings.version, s.settings.cpu_affinity, s.settings.max_frame
-        );
+        ));
         if let Some(d) = &s.settings.dns {
-            let _ = writeln!(
-                out,
-                "- DNS responder: {} → {}, TTL {} s, answers {} µs late, drops {:.0}%; answered {} queries",
+            items.push(format!(
+                "DNS responder: {} → {}, TTL {} s, answers {} µs late, drops {:.0}%; answered {} queries",
                 d.name,
                 d.answer,
                 d.ttl_s,
                 d.delay_us,
                 d.drop * 100.0,
                 s.dns_answered
-            );
+            ));
         }
     }
     let c = &r.config;
-    let _ = writeln!(
-        out,
-        "- {} calls per transport and mode after {} warm-up calls, {} worker(s), payload {} B, {} round(s), family {}, resolver {}",
+    items.push(format!(
+        "{} calls per transport and mode after {} warm-up calls, {} worker(s), payload {} B, {} round(s), family {}, resolver {}",
         c.calls,
         c.warmup,
         c.concurrency,
@@ -464,250 +574,6 @@ fn environment(r: &Report) -> String {
         c.rounds,
         family(c.family),
         c.resolver
-    );
-    out
-}
-
-/// The report as one self-contained HTML page.
-pub fn html(site: &Site) -> String {
-    let mut out = String::new();
-    out.push_str(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>rpcbench comparison report</title>\n<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}table{border-collapse:collapse;margin:1em 0;font-size:13px}th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}th:first-child,td:first-child,th:nth-child(2),td:nth-child(2){text-align:left}svg{max-width:100%;height:auto;display:block;margin:1em 0}.fail{color:#b00;font-weight:bold}pre{background:#f6f6f6;padding:1em;overflow-x:auto}</style></head><body>\n",
-    );
-    let _ = writeln!(out, "<h1>rpcbench comparison report</h1>");
-    let _ = writeln!(out, "<p>{}</p>", esc(&lead_line(site)));
-    let _ = writeln!(out, "<h2>Findings</h2><ul>");
-    for f in &site.findings {
-        let _ = writeln!(out, "<li>{}</li>", esc(&render::findings::sentence(f)));
-    }
-    let _ = writeln!(out, "</ul><h2>Charts</h2>");
-    for chart in &site.charts {
-        out.push_str(&chart.svg);
-        out.push('\n');
-        if let Some(caption) = &chart.caption {
-            let _ = writeln!(out, "<p>{}</p>", esc(caption));
-        }
-    }
-    html_tables_of_runs(&mut out, site);
-    if !site.encodings.is_empty() {
-        let _ = writeln!(out, "<h2>Encodings</h2><p>{}</p>", esc(ENCODINGS_INTRO));
-        html_table(&mut out, &wstest::grid(&site.encodings));
-    }
-    html_model(&mut out, site);
-    html_sweeps(&mut out, site);
-    html_dns(&mut out, site);
-    html_checks(&mut out, site);
-    html_peers(&mut out, site);
-    let _ = writeln!(
-        out,
-        "<h2>Environment</h2><pre>{}</pre>",
-        esc(&lead_environment(site))
-    );
-    let _ = writeln!(out, "<h2>Commands</h2><pre>");
-    for command in commands(site) {
-        let _ = writeln!(out, "{}", esc(&command));
-    }
-    if let Some(p) = &site.peers {
-        for e in &p.pairs {
-            let _ = writeln!(out, "{}", esc(&e.command));
-        }
-    }
-    out.push_str("</pre></body></html>\n");
-    out
-}
-
-/// The run tables: the baseline's, then every other input's.
-fn html_tables_of_runs(out: &mut String, site: &Site) {
-    if let Some((_, b)) = &site.baseline {
-        let _ = writeln!(out, "<h2>Tables</h2>");
-        html_tables(out, b);
-        for (path, r) in &site.others {
-            let _ = writeln!(
-                out,
-                "<h3>{} ({})</h3>",
-                esc(&describe(r)),
-                esc(&path.display().to_string())
-            );
-            html_tables(out, r);
-        }
-    }
-}
-
-/// The round-trip model's fits and what-if projections.
-fn html_model(out: &mut String, site: &Site) {
-    if !site.fits.is_empty() || !site.projections.is_empty() {
-        let _ = writeln!(
-            out,
-            "<h2>Round trips per call</h2><p>{}</p>",
-            esc(MODEL_INTRO)
-        );
-        if !site.fits.is_empty() {
-            html_table(out, &render::model::fit_grid(&site.fits));
-        }
-        if !site.projections.is_empty() {
-            let _ = writeln!(
-                out,
-                "<p>{}:</p>",
-                esc(&crate::render::model::what_if_heading(&site.projections))
-            );
-            html_table(out, &render::model::what_if_grid(&site.projections));
-        }
-    }
-}
-
-/// The capacity table and each sweep's tables.
-fn html_sweeps(out: &mut String, site: &Site) {
-    if !site.sweeps.is_empty() {
-        let _ = writeln!(out, "<h2>Sweeps</h2><p>{}</p>", esc(&capacity_intro()));
-        if !site.capacity.is_empty() {
-            html_table(out, &capacity_grid(site));
-        }
-        for (path, sw) in &site.sweeps {
-            let _ = writeln!(
-                out,
-                "<h3>Sweep over {} ({})</h3><p>{}</p><p>{}</p>",
-                esc(sw.axis.name()),
-                esc(&path.display().to_string()),
-                esc(&render::sweep::heading(sw)),
-                esc(render::sweep::LEGEND)
-            );
-            for series in &sw.series {
-                html_table(out, &render::sweep::grid(sw, series, &RenderOptions::WIDE));
-                for note in render::sweep::notes(sw, series) {
-                    let _ = writeln!(out, "<p>{}</p>", esc(&note));
-                }
-            }
-        }
-    }
-}
-
-/// Each DNS diagnosis: its queries, summary and findings.
-fn html_dns(out: &mut String, site: &Site) {
-    if !site.dns.is_empty() {
-        let _ = writeln!(out, "<h2>DNS lookups</h2><p>{}</p>", esc(DNS_INTRO));
-        for (path, d) in &site.dns {
-            let _ = writeln!(
-                out,
-                "<h3>{} ({})</h3><p>{}</p>",
-                esc(&d.name),
-                esc(&path.display().to_string()),
-                esc(&render::dns::heading(d))
-            );
-            if !d.queries.is_empty() {
-                html_table(out, &render::dns::grid(d));
-            }
-            let _ = writeln!(out, "<ul>");
-            let findings = d.findings.iter().map(render::findings::dns_sentence);
-            for line in render::dns::summary(d).into_iter().chain(findings) {
-                let _ = writeln!(out, "<li>{}</li>", esc(&line));
-            }
-            let _ = writeln!(out, "</ul>");
-        }
-    }
-}
-
-/// Seed 004 then and now, and the truth checks.
-fn html_checks(out: &mut String, site: &Site) {
-    let _ = writeln!(out, "<h2>Seed 004, then and now</h2>");
-    if site.seed.is_empty() {
-        let _ = writeln!(out, "<p>{}</p>", esc(NO_SEED));
-    } else {
-        html_table(out, &seed_grid(site));
-    }
-    let _ = writeln!(
-        out,
-        "<h2>Truth checks</h2><p>Expected against measured: an injected delay must come back within {}. The report's exit status is 1 when one fails.</p>",
-        esc(&render::truth::check_margin())
-    );
-    if !site.checks.is_empty() {
-        let _ = writeln!(
-            out,
-            "<table><tr><th>check</th><th>expected</th><th>measured</th><th>pass</th></tr>"
-        );
-        for c in &site.checks {
-            let t = render::truth::text(c);
-            let _ = writeln!(
-                out,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td{}>{}</td></tr>",
-                esc(&t.what),
-                esc(&t.expected),
-                esc(&t.measured),
-                if c.pass() { "" } else { " class=\"fail\"" },
-                if c.pass() { "yes" } else { "no" }
-            );
-        }
-        out.push_str("</table>\n");
-    }
-    if !site.not_run.is_empty() {
-        out.push_str("<ul>");
-        for n in &site.not_run {
-            let (check, reason) = render::truth::not_run(n);
-            let _ = write!(out, "<li>not run: {check}: {}</li>", esc(&reason));
-        }
-        out.push_str("</ul>\n");
-    }
-}
-
-/// rpcbench beside established tools.
-fn html_peers(out: &mut String, site: &Site) {
-    out.push_str("<h2>Peers</h2>\n");
-    match &site.peers {
-        None => {
-            let _ = writeln!(out, "<p>{}</p>", esc(NO_PEERS));
-        }
-        Some(p) => {
-            let _ = writeln!(out, "<p>{}</p>", esc(&peers_intro(&p.placement)));
-            let headers: Vec<String> = [
-                "transport",
-                "peer",
-                "rpcbench µs",
-                "peer µs",
-                "ratio",
-                "rounds",
-            ]
-            .iter()
-            .map(|h| h.to_string())
-            .chain(std::iter::once(format!("within {PEER_RATIO_LIMIT}×")))
-            .collect();
-            html_table(
-                out,
-                &Grid {
-                    headers,
-                    rows: peer_rows(site),
-                },
-            );
-        }
-    }
-}
-
-/// One report's summary and phase tables, its failed calls and idle workers, in HTML.
-fn html_tables(out: &mut String, r: &Report) {
-    if let Some(note) = render::latency_note(r, &RenderOptions::WIDE) {
-        let _ = writeln!(out, "<p>{}</p>", esc(&note));
-    }
-    html_table(out, &render::summary_grid(r, &RenderOptions::WIDE));
-    html_table(out, &render::phase_grid(r, &RenderOptions::WIDE));
-    for line in render::problem_lines(r) {
-        let _ = writeln!(out, "<p class=\"fail\">{}</p>", esc(&line));
-    }
-    for line in render::concurrency_lines(r) {
-        let _ = writeln!(out, "<p>{}</p>", esc(&line));
-    }
-}
-
-/// One grid as an HTML table, every cell escaped.
-fn html_table(out: &mut String, grid: &Grid) {
-    out.push_str("<table><tr>");
-    for h in &grid.headers {
-        let _ = write!(out, "<th>{}</th>", esc(h));
-    }
-    out.push_str("</tr>\n");
-    for row in &grid.rows {
-        out.push_str("<tr>");
-        for c in row {
-            let _ = write!(out, "<td>{}</td>", esc(c));
-        }
-        out.push_str("</tr>\n");
-    }
-    out.push_str("</table>\n");
+    ));
+    items
 }

@@ -5,6 +5,7 @@
 //! A transport has the same colour in every chart ([`transport_colour`]); an address mode
 //! the same dash pattern ([`mode_dash`]). Every axis names its unit.
 
+use super::html::esc;
 use crate::dnsdiag::{DnsDiagnosis, QueryRecord};
 use crate::measure::Phase;
 use crate::report::RunRecord;
@@ -58,14 +59,6 @@ pub fn mode_dash(mode: AddrMode) -> &'static str {
         AddrMode::Uncached => "9 3 2 3",
         AddrMode::UncachedSearch => "9 3 2 3 2 3",
     }
-}
-
-/// Escapes text for XML.
-pub fn esc(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 /// A value axis: linear or log10, mapped onto a pixel range.
