@@ -36,11 +36,12 @@ for rtt in ${RTTS//,/ }; do
   one_way=$(( $(us "$rtt") / 2 ))us
   "${LRT[@]}" "$B/rpcbench-link" --a rbk-s=10.85.0.1/24 --b rbk-c=10.85.0.2/24 --delay "$one_way" > "$OUT/link-$rtt.txt" 2>&1 &
   LP=$!; sleep 0.5
-  ip netns exec rbk-s "${RT[@]}" taskset -c 0 "$B/rpcbench-echo" --threads 1 --tcp 10.85.0.1:7001 --http 10.85.0.1:7080 --udp 10.85.0.1:7002 > /dev/null 2>&1 &
+  ip netns exec rbk-s "${RT[@]}" taskset -c 0 "$B/rpcbench-echo" --threads 1 --tcp 10.85.0.1:7001 --http 10.85.0.1:7080 --udp 10.85.0.1:7002 \
+    --quic 10.85.0.1:7443 --ca-out "$OUT/ca.pem" > /dev/null 2>&1 &
   SP=$!; sleep 0.5
   ip netns exec rbk-c "${RT[@]}" taskset -c 0 "$B/rpcbench" --target 10.85.0.1 --tcp-port 7001 --http-port 7080 --udp-port 7002 \
-    -n "$CALLS" --warmup 20 --names ip --no-progress --link-rtt "$rtt" --what-if \
-    --transports tcp,tcp-connect,http-fresh,http-keepalive,curl-reuse,curl-fresh,h2,h2-mux,grpc,grpc-mux,grpc-stream,udp \
+    --quic-port 7443 --ca "$OUT/ca.pem" -n "$CALLS" --warmup 20 --names ip --no-progress --link-rtt "$rtt" --what-if \
+    --transports tcp,tcp-connect,http-fresh,http-keepalive,curl-reuse,curl-fresh,h2,h2-mux,grpc,grpc-mux,grpc-stream,udp,quic,quic-connect \
     --out "$OUT/rtt-$rtt.json" > "$OUT/rtt-$rtt.txt"
   kill $SP; wait $SP; kill -TERM $LP; wait $LP; SP=""; LP=""
   FILES+=("$OUT/rtt-$rtt.json")

@@ -956,7 +956,13 @@ fn idle_close_curl_fresh() {
 fn no_server_every_call_is_connect_refused() {
     let (tcp, http) = closed_ports();
     let (udp_port, stale) = closed_udp_and_unix();
-    let runs = TransportKind::ALL.into_iter().flat_map(|kind| {
+    // QUIC cannot see a refusal (quinn's socket is not connected, so the ICMP port
+    // unreachable never reaches it): tests/quic.rs holds its no-server case, a connect
+    // timeout.
+    let over_tcp_or_connected_udp = TransportKind::ALL
+        .into_iter()
+        .filter(|k| k.port() != rpcbench::transport::Port::Quic);
+    let runs = over_tcp_or_connected_udp.flat_map(|kind| {
         let evloop = kind.has_async().then_some((kind, Engine::Evloop));
         [Some((kind, Engine::Blocking)), evloop]
             .into_iter()
@@ -1046,7 +1052,7 @@ fn no_server_binary_exits_1() {
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("JSON: {e}: {out}"));
     let runs = report["runs"].as_array().expect("runs");
     // Every transport, and h2 and grpc again at the multiplexing comparison's workers.
-    assert_eq!(runs.len(), TransportKind::ALL.len() + 2, "{out}");
+    assert_eq!(runs.len(), TransportKind::by_default().len() + 2, "{out}");
     for run in runs {
         assert_eq!(num(run, "calls"), 20, "{run}");
         assert_eq!(num(run, "ok"), 0, "{run}");

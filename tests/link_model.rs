@@ -69,12 +69,12 @@ fn pinned(ns: &str, bin: &str) -> Command {
     c
 }
 
-/// rpcbench-echo in namespace `ns` on 10.`net`.0.1 (raw TCP 7001, HTTP 7080, UDP 7002),
-/// killed by its PID on drop.
-struct Echo(Child);
+/// rpcbench-echo in namespace `ns` on 10.`net`.0.1 (raw TCP 7001, HTTP 7080, UDP 7002,
+/// QUIC 7443), killed by its PID on drop, and its net (whose CA file goes with it).
+struct Echo(Child, u8);
 
 impl Echo {
-    /// Starts it and waits for its three listening lines.
+    /// Starts it and waits for its four listening lines; its CA goes to [`ca_path`].
     fn start(ns: &str, net: u8) -> Echo {
         let ip = format!("10.{net}.0.1");
         let mut child = pinned(ns, env!("CARGO_BIN_EXE_rpcbench-echo"))
@@ -82,6 +82,9 @@ impl Echo {
             .args(["--tcp", &format!("{ip}:7001")])
             .args(["--http", &format!("{ip}:7080")])
             .args(["--udp", &format!("{ip}:7002")])
+            .args(["--quic", &format!("{ip}:7443")])
+            .arg("--ca-out")
+            .arg(ca_path(net))
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -89,7 +92,7 @@ impl Echo {
         let mut reader = BufReader::new(child.stdout.take().unwrap());
         let mut listening = 0;
         let mut line = String::new();
-        while listening < 3 {
+        while listening < 4 {
             line.clear();
             assert!(
                 reader.read_line(&mut line).unwrap() > 0,
@@ -99,7 +102,7 @@ impl Echo {
         }
         // Its later output (the totals at exit) is drained, so a write never fails.
         std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
-        Echo(child)
+        Echo(child, net)
     }
 }
 
@@ -107,7 +110,14 @@ impl Drop for Echo {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+        let _ = std::fs::remove_file(ca_path(self.1));
     }
+}
+
+/// Where the echo server of test bed `net` writes the CA its QUIC listener's certificate
+/// is signed by, which the client verifies against.
+fn ca_path(net: u8) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("rpcbench-link-{net}-{}-ca.pem", std::process::id()))
 }
 
 /// Runs rpcbench in `ns` against 10.`net`.0.1 with `args`, writing its JSON to `out`;
@@ -122,7 +132,11 @@ fn rpcbench(ns: &str, net: u8, args: &[&str], out: &Path) -> (Report, Option<i32
             "7080",
             "--udp-port",
             "7002",
+            "--quic-port",
+            "7443",
         ])
+        .arg("--ca")
+        .arg(ca_path(net))
         .args(["--names", "ip", "--no-progress", "--format", "json"])
         .args(args)
         .arg("--out")

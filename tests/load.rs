@@ -143,7 +143,9 @@ fn every_transport_at_200_connections() {
         unix: Some(dir.join("echo.sock")),
         ..common::config()
     });
-    for kind in TransportKind::ALL {
+    // The QUIC transports (TLS built in, a runtime and a UDP socket per worker) are not in
+    // the default run yet; tests/quic.rs holds them.
+    for kind in TransportKind::by_default() {
         let engines: &[Engine] = if kind.has_async() {
             &[Engine::Auto, Engine::Blocking]
         } else {

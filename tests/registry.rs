@@ -58,7 +58,8 @@ fn every_transport_answers_and_the_answers_agree() {
         [
             ("tcp", "tcp-connect"),
             ("http-keepalive", "http-fresh"),
-            ("curl-reuse", "curl-fresh")
+            ("curl-reuse", "curl-fresh"),
+            ("quic", "quic-connect")
         ]
     );
     assert_eq!(

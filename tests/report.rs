@@ -239,7 +239,7 @@ fn report_pages_hold_the_json_figures_and_every_chart() {
     // replies due at once queue at the server.
     assert_eq!(
         readme.matches("| server delay 5000 µs:").count(),
-        rpcbench::transport::TransportKind::ALL.len() - 2,
+        rpcbench::transport::TransportKind::by_default().len() - 2,
         "{readme}"
     );
     assert!(!readme.contains(" c16) | +5000"), "{readme}");

@@ -91,7 +91,7 @@ fn testbed_runs_twice_reports_and_cleans_up() {
     // reference, and a 50 ms DNS delay in fresh connections under uncached only.
     // Every transport but `unix`, which is same-host only and so has no place between two
     // namespaces.
-    let remote = rpcbench::transport::TransportKind::ALL
+    let remote = rpcbench::transport::TransportKind::by_default()
         .iter()
         .filter(|k| k.port() != rpcbench::transport::Port::Unix)
         .count();

@@ -45,10 +45,12 @@ impl Drop for SocketDir {
 /// socket at `unix`.
 /// With `tls`, its TLS and HTTPS listeners too, with a generated certificate, and a
 /// generated client CA whose certificates it verifies but does not require (so `mtls` and
-/// the other modes share its ports).
+/// the other modes share its ports). With `quic`, its QUIC listener, with the same
+/// certificate.
 pub(super) fn start_embedded(
     unix: std::path::PathBuf,
     tls: bool,
+    quic: bool,
 ) -> Result<(ServerHandle, Option<crate::server::tls::GeneratedCerts>), RunBenchError> {
     let client = if tls {
         Some(crate::server::tls::generate_certs(
@@ -65,6 +67,7 @@ pub(super) fn start_embedded(
         unix: Some(unix),
         tls: tls.then_some(loopback),
         https: tls.then_some(loopback),
+        quic: quic.then_some(loopback),
         tls_settings: crate::server::tls::TlsSettings {
             cert: crate::server::tls::CertSource::Generate {
                 dns_name: DEFAULT_DNS_NAME.to_string(),

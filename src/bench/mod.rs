@@ -43,6 +43,9 @@ pub struct BenchSpec {
     /// The target's UDP port; without it a target's `udp` is not run (ignored for the
     /// embedded server, which always has one).
     pub udp_port: Option<u16>,
+    /// The target's QUIC port; without it a target's QUIC transports are not run
+    /// (ignored for the embedded server, which always has one).
+    pub quic_port: Option<u16>,
     /// The target's Unix socket (same host); without it a target's `unix` is not run
     /// (ignored for the embedded server, which makes one in a temporary directory).
     pub unix: Option<std::path::PathBuf>,

@@ -34,6 +34,8 @@ pub(super) struct Plan {
     pub(super) http_port: u16,
     /// The UDP port, when there is one to call.
     pub(super) udp_port: Option<u16>,
+    /// The QUIC port, when there is one to call.
+    pub(super) quic_port: Option<u16>,
     /// The Unix socket, when there is one to call.
     pub(super) unix: Option<std::path::PathBuf>,
     pub(super) resolver: ResolverAddr,
@@ -66,7 +68,12 @@ pub(super) fn tls_options(
     embedded: Option<&ServerHandle>,
     client: Option<&crate::server::tls::GeneratedCerts>,
 ) -> Result<Option<TlsOptions>, RunBenchError> {
-    if !spec.security.iter().any(|s| s.is_tls()) {
+    let secured = |k: &crate::transport::TransportKind| {
+        security_modes(spec)
+            .into_iter()
+            .any(|s| k.security_in(s).is_some_and(Security::is_tls))
+    };
+    if !spec.transports.iter().any(secured) {
         return Ok(None);
     }
     let ca = spec
@@ -114,6 +121,7 @@ impl Plan {
                     tcp_port: tcp.port(),
                     http_port: http.port(),
                     udp_port: e.udp_addr.map(|a| a.port()),
+                    quic_port: e.quic_addr.map(|a| a.port()),
                     unix: e.unix_path.clone(),
                     resolver: ResolverAddr::At(spec.resolver.unwrap_or(dns)),
                     modes,
@@ -127,7 +135,11 @@ impl Plan {
                 }
             }
             (None, target) => {
-                if spec.tcp_port == 0 || spec.http_port == 0 || spec.udp_port == Some(0) {
+                if spec.tcp_port == 0
+                    || spec.http_port == 0
+                    || spec.udp_port == Some(0)
+                    || spec.quic_port == Some(0)
+                {
                     return Err(RunBenchError::ZeroPort);
                 }
                 let host = target.clone().unwrap_or_default();
@@ -137,6 +149,7 @@ impl Plan {
                     tcp_port: spec.tcp_port,
                     http_port: spec.http_port,
                     udp_port: spec.udp_port,
+                    quic_port: spec.quic_port,
                     unix: spec.unix.clone(),
                     resolver: spec.resolver.map_or(ResolverAddr::System, ResolverAddr::At),
                     modes,
@@ -186,6 +199,7 @@ impl Plan {
                 let listener = kind.listener(security.is_tls());
                 let located = match listener {
                     Listener::Udp => self.udp_port.is_some(),
+                    Listener::Quic => self.quic_port.is_some(),
                     Listener::Unix => self.unix.is_some(),
                     _ => true,
                 };
@@ -203,6 +217,7 @@ impl Plan {
                     Listener::Tcp => at(self.tcp_port),
                     Listener::Http => at(self.http_port),
                     Listener::Udp => at(self.udp_port.unwrap_or_default()),
+                    Listener::Quic => at(self.quic_port.unwrap_or_default()),
                     Listener::Tls => at(self.tls_port),
                     Listener::Https => at(self.https_port),
                     Listener::Unix => Address::Path(self.unix.clone().unwrap_or_default()),
@@ -336,9 +351,9 @@ impl Plan {
         };
         if let (true, Some(options)) = (security.is_tls(), &self.tls) {
             let tls = TlsClient::new(security, &names.host(), options)?;
-            return Ok(
-                Endpoint::with_names(names, self.tls_port, self.https_port).with_tls(Some(tls))
-            );
+            return Ok(Endpoint::with_names(names, self.tls_port, self.https_port)
+                .with_tls(Some(tls))
+                .with_quic_port(self.quic_port.unwrap_or(0)));
         }
         Ok(Endpoint::with_names(names, self.tcp_port, self.http_port)
             .with_udp_port(self.udp_port.unwrap_or(0))

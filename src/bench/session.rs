@@ -12,7 +12,7 @@ use crate::resolve::AddrMode;
 use crate::runner::{RunConfig, TransportRun};
 use crate::server::stats::StatsSnapshot;
 use crate::server::{ServerHandle, StartHandleError};
-use crate::transport::tls::TlsClient;
+use crate::transport::tls::{Security, TlsClient};
 use crate::transport::{Port, TransportKind};
 use std::net::IpAddr;
 use std::time::Duration;
@@ -62,7 +62,8 @@ impl Session {
                     ))
                 })?;
                 let tls = spec.security.iter().any(|s| s.is_tls());
-                (Some(start_embedded(dir.socket(), tls)?), Some(dir))
+                let quic = spec.transports.iter().any(|k| k.port() == Port::Quic);
+                (Some(start_embedded(dir.socket(), tls, quic)?), Some(dir))
             }
             Some(_) => (None, None),
         };
@@ -101,8 +102,11 @@ impl Session {
         };
         let probes = plan.probes(spec, ip);
         let calls = |l: Listener| probes.iter().any(|p| p.listener == l && p.needed);
-        let tls = match (security_modes(spec).iter().find(|s| s.is_tls()), &plan.tls) {
-            (Some(&security), Some(options)) if calls(Listener::Tls) || calls(Listener::Https) => {
+        // QUIC is always TLS 1.3: its probe needs the run's CA even when every mode is plain.
+        let secured = calls(Listener::Tls) || calls(Listener::Https) || calls(Listener::Quic);
+        let asked = security_modes(spec).into_iter().find(|s| s.is_tls());
+        let tls = match (asked.or(Some(Security::Tls13)), &plan.tls) {
+            (Some(security), Some(options)) if secured => {
                 Some(TlsClient::new(security, &plan.name, options)?)
             }
             _ => None,
@@ -151,6 +155,7 @@ impl Session {
                 .filter(|&m| m == AddrMode::Ip)
                 .collect(),
             Port::Udp if self.plan.udp_port.is_none() => Vec::new(),
+            Port::Quic if self.plan.quic_port.is_none() => Vec::new(),
             _ => modes.to_vec(),
         }
     }
@@ -173,7 +178,7 @@ impl Session {
                 .collect();
             if !left_out.is_empty() {
                 notes.push(format!(
-                    "{} not run in security mode {security}: datagrams and Unix sockets stay plain (DTLS is out of scope), and a new libcurl handle per call cannot resume (libcurl keeps TLS sessions per handle)",
+                    "{} not run in security mode {security}: datagrams and Unix sockets stay plain (DTLS is out of scope), QUIC is TLS 1.3 only, and a new libcurl handle per call cannot resume (libcurl keeps TLS sessions per handle)",
                     left_out.join(", ")
                 ));
             }
@@ -216,6 +221,9 @@ impl Session {
                 }
                 Port::Udp if self.plan.udp_port.is_none() => {
                     format!("{kind} not run: give the target's UDP port with --udp-port PORT (rpcbench-echo --udp ADDR)")
+                }
+                Port::Quic if self.plan.quic_port.is_none() => {
+                    format!("{kind} not run: give the target's QUIC port with --quic-port PORT (rpcbench-echo --quic ADDR)")
                 }
                 _ => format!(
                     "{kind} not run in mode {}: a socket path has no name to look up, so only mode ip applies",
@@ -264,8 +272,16 @@ impl Session {
         let securities = security_modes(spec);
         let mux = spec.mux_concurrency.filter(|&m| m != config.concurrency);
         let mut jobs: Vec<Job> = Vec::new();
-        for &sec in &securities {
-            for &k in spec.transports.iter().filter(|&&k| k.runs_secured(sec)) {
+        for &asked in &securities {
+            for &k in &spec.transports {
+                // A transport with TLS built in runs `plain` as `tls13`: once, when both
+                // are asked for.
+                let Some(sec) = k.security_in(asked) else {
+                    continue;
+                };
+                if jobs.iter().any(|j| j.kind == k && j.security == sec) {
+                    continue;
+                }
                 let workers = match (mux, k.shared()) {
                     (Some(m), true) => m,
                     _ => config.concurrency,

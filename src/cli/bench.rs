@@ -34,6 +34,11 @@ pub struct BenchArgs {
     /// is not run (said on stderr); the embedded server opens one.
     #[arg(long, value_name = "PORT")]
     pub udp_port: Option<u16>,
+    /// QUIC port of the target (UDP; rpcbench-echo --quic). With --target and without
+    /// it, `quic` and `quic-connect` are not run (said on stderr); the embedded server
+    /// opens one.
+    #[arg(long, value_name = "PORT")]
+    pub quic_port: Option<u16>,
     /// Unix socket of the target, on this host (rpcbench-echo --unix). With --target and
     /// without it, `unix` is not run (said on stderr); the embedded server opens one in a
     /// private temporary directory, removed at the end.
@@ -84,8 +89,8 @@ pub struct BenchArgs {
     /// more than one interval late are counted as `late`.
     #[arg(long, value_name = "CALLS_PER_S", value_parser = parse_rate)]
     pub rate: Option<f64>,
-    /// Transports to run, comma-separated (default: all).
-    #[arg(long, value_name = "LIST", value_enum, value_delimiter = ',', default_values_t = TransportKind::ALL.to_vec())]
+    /// Transports to run, comma-separated (default: all but quic and quic-connect).
+    #[arg(long, value_name = "LIST", value_enum, value_delimiter = ',', default_values_t = TransportKind::by_default())]
     pub transports: Vec<TransportKind>,
     /// Split the calls (or --duration) into this many rounds, run the transport list once
     /// per round, reversing the order every other round, and merge the rounds: how far the
@@ -332,6 +337,7 @@ impl BenchArgs {
             tcp_port: self.tcp_port,
             http_port: self.http_port,
             udp_port: self.udp_port,
+            quic_port: self.quic_port,
             unix: self.unix.clone(),
             run: self.run_config(),
             transports: self.transports.clone(),
@@ -544,8 +550,8 @@ mod tests {
                 .unwrap()
                 .transports
                 .len(),
-            TransportKind::ALL.len(),
-            "every transport by default"
+            TransportKind::by_default().len(),
+            "every default transport by default"
         );
         for bad in [
             &["rpcbench", "--transports", "carrier-pigeon"][..],

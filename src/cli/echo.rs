@@ -138,6 +138,11 @@ pub struct EchoArgs {
     /// included, over TLS 1.2 or 1.3.
     #[arg(long, value_name = "ADDR", default_value = "off", value_parser = parse_listen)]
     pub https: Listen,
+    /// QUIC listen address (UDP, IP:PORT), or `off`: TLS 1.3 built in, with the TLS
+    /// listeners' certificate; ALPN `rpcbench` carries the raw frames of --tcp, one
+    /// stream per call.
+    #[arg(long, value_name = "ADDR", default_value = "off", value_parser = parse_listen)]
+    pub quic: Listen,
     /// The TLS certificate chain (PEM, leaf first), with --key. Without both, a CA and a
     /// leaf for --dns-name, localhost and the TLS listeners' IPs (on 0.0.0.0 or ::, every
     /// address of the host) are generated at start.
@@ -269,6 +274,7 @@ impl EchoArgs {
             }),
             tls: self.tls.0,
             https: self.https.0,
+            quic: self.quic.0,
             tls_settings: TlsSettings {
                 cert: match (&self.cert, &self.key) {
                     (Some(cert), Some(key)) => CertSource::Files {
@@ -305,6 +311,7 @@ impl EchoArgs {
             && args.udp.0.is_none()
             && args.tls.0.is_none()
             && args.https.0.is_none()
+            && args.quic.0.is_none()
         {
             return Err(EchoArgs::command().error(
                 clap::error::ErrorKind::MissingRequiredArgument,
@@ -462,7 +469,7 @@ pub fn reach_block(listeners: &[(Listener, SocketAddr)], addrs: &[IpAddr]) -> Ve
     let (mut tcp, mut udp) = (Vec::new(), Vec::new());
     for (name, addr) in &open {
         let port = addr.port();
-        if *name == Listener::Udp {
+        if name.over_udp() {
             udp.push(port.to_string());
         } else {
             tcp.push(port.to_string());

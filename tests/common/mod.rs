@@ -359,6 +359,8 @@ pub struct EchoProcess {
     pub tls: Option<SocketAddr>,
     /// The HTTPS listener's address, when `--https` was given.
     pub https: Option<SocketAddr>,
+    /// The QUIC listener's address, when `--quic` was given.
+    pub quic: Option<SocketAddr>,
     /// The `ca PATH names N1,N2` line, when the server generated its certificates.
     pub ca_line: Option<String>,
 }
@@ -409,16 +411,19 @@ impl EchoProcess {
             http: SocketAddr::from(([0, 0, 0, 0], 0)),
             tls: None,
             https: None,
+            quic: None,
             ca_line: None,
         };
         let asks = |flag: &str| extra.windows(2).any(|w| w[0] == flag && w[1] != "off");
         let (want_tls, want_https) = (asks("--tls"), asks("--https"));
-        let want_ca = (want_tls || want_https) && !extra.contains(&"--cert");
+        let want_quic = asks("--quic");
+        let want_ca = (want_tls || want_https || want_quic) && !extra.contains(&"--cert");
         let (mut tcp, mut http) = (None, None);
         while tcp.is_none()
             || http.is_none()
             || (want_tls && proc.tls.is_none())
             || (want_https && proc.https.is_none())
+            || (want_quic && proc.quic.is_none())
             || (want_ca && proc.ca_line.is_none())
         {
             let line = proc
@@ -441,6 +446,7 @@ impl EchoProcess {
                         "http" => http = Some(addr),
                         "tls" => proc.tls = Some(addr),
                         "https" => proc.https = Some(addr),
+                        "quic" => proc.quic = Some(addr),
                         _ => panic!("unknown listener in {line:?}"),
                     }
                 }

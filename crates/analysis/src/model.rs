@@ -57,9 +57,11 @@ pub fn resolver_round_trips(kind: TransportKind, mode: AddrMode) -> Option<f64> 
 /// 1.3 handshake one (ClientHello, then the server's flight; the client's Finished goes
 /// with the request), a full TLS 1.2 handshake two; a resumed session one in both versions
 /// (TLS 1.3 resumption without early data is still a round trip; TLS 1.2's abbreviated
-/// handshake is one). Persistent transports handshake in the warm-up: none.
+/// handshake is one). Persistent transports handshake in the warm-up: none. A transport
+/// with TLS built in (QUIC) counts its handshake in its own round trips: one round trip
+/// carries the transport's handshake and TLS's together.
 pub fn handshake_round_trips(kind: TransportKind, security: Security) -> f64 {
-    if kind.persistent() {
+    if kind.persistent() || kind.facts().tls == crate::transport::Tls::Quic {
         return 0.0;
     }
     match security {

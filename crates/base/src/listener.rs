@@ -20,6 +20,8 @@ pub enum Listener {
     Dns,
     /// The DNS responder over TCP, on the same port.
     DnsTcp,
+    /// QUIC (`--quic`), over UDP: the raw frames by ALPN `rpcbench`.
+    Quic,
 }
 
 impl Listener {
@@ -35,6 +37,7 @@ impl Listener {
             Listener::Unix => "unix",
             Listener::Dns => "dns",
             Listener::DnsTcp => "dns-tcp",
+            Listener::Quic => "quic",
         }
     }
 
@@ -42,8 +45,13 @@ impl Listener {
     pub fn speaks_frames(self) -> bool {
         matches!(
             self,
-            Listener::Tcp | Listener::Udp | Listener::Tls | Listener::Unix
+            Listener::Tcp | Listener::Udp | Listener::Tls | Listener::Unix | Listener::Quic
         )
+    }
+
+    /// True for the listeners on a UDP port (a firewall opens them as `udp`).
+    pub fn over_udp(self) -> bool {
+        matches!(self, Listener::Udp | Listener::Dns | Listener::Quic)
     }
 }
 

@@ -6,8 +6,8 @@ use super::{
     Address, Listener, MAX_PROBE_REPLY, PREFLIGHT_TIMEOUT, PROBE_REPLY_LEN, PROBE_SEQ, Probe,
     Reply, SHOWN_BYTES, Seen, ServerIdentity, UDP_PROBES,
 };
-use crate::transport::CallError;
-use crate::transport::tls::{Alpn, TlsClient, TlsFailure, looks_like_tls};
+use crate::transport::tls::{Alpn, Security, TlsClient, TlsFailure, looks_like_tls};
+use crate::transport::{CallError, ConnectFailure};
 use crate::wire::{self, LEN_PREFIX, Request, Response};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, UdpSocket};
@@ -34,6 +34,7 @@ pub(super) fn probe_one(
             frame_exchange(sock).map(|()| None)
         }
         (Address::Socket(addr), Listener::Udp) => datagram_exchange(*addr).map(|()| None),
+        (Address::Socket(addr), Listener::Quic) => quic_exchange(*addr, tls).map(|()| None),
         (Address::Socket(addr), listener) => {
             let sock = connect(*addr)?;
             match (listener, tls) {
@@ -194,6 +195,46 @@ pub(super) fn frame_exchange<S: Read + Write>(mut stream: S) -> Result<(), Seen>
     match wire::decode_frame::<Response>(&buf, MAX_PROBE_REPLY as u32) {
         Ok(Some((reply, _))) if is_probe_reply(&reply) => Ok(()),
         _ => Err(not_ours(&buf)),
+    }
+}
+
+/// Opens a QUIC connection (TLS 1.3 with the run's CA, ALPN `rpcbench`), makes the probe
+/// on a stream of its own and checks the reply.
+fn quic_exchange(addr: SocketAddr, tls: Option<&TlsClient>) -> Result<(), Seen> {
+    let tls = tls.ok_or(Seen::Tls(TlsFailure::Other))?;
+    let tls = TlsClient::new(Security::Tls13, tls.host(), tls.options())
+        .map_err(|e| Seen::Unreachable(e.to_string()))?;
+    let request = probe_request();
+    let call = crate::transport::Call {
+        seq: request.seq,
+        payload: &request.payload,
+        reply_len: request.reply_len,
+        delay_us: 0,
+        max_reply: MAX_PROBE_REPLY,
+        rpc: None,
+    };
+    match crate::transport::quic_probe(addr, tls, &call, PREFLIGHT_TIMEOUT) {
+        Ok((seq, payload)) => {
+            let reply = Response {
+                seq: seq.unwrap_or_default(),
+                status: wire::Status::Ok as u8,
+                server_ns: 0,
+                payload,
+            };
+            if is_probe_reply(&reply) {
+                Ok(())
+            } else {
+                Err(not_ours(&reply.payload))
+            }
+        }
+        // No answer to the handshake: QUIC servers answer nothing to what they cannot
+        // read, and a closed UDP port's refusal does not reach quinn.
+        Err(CallError::Connect(ConnectFailure::TimedOut)) => Err(Seen::NoAnswer),
+        Err(CallError::Connect(ConnectFailure::Refused)) => Err(Seen::Refused),
+        Err(CallError::Tls(failure)) => Err(Seen::Tls(failure)),
+        Err(CallError::Timeout) => Err(Seen::Silent),
+        Err(CallError::Closed) => Err(Seen::Closed),
+        Err(other) => Err(Seen::Unreachable(other.to_string())),
     }
 }
 

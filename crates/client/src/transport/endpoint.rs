@@ -19,6 +19,8 @@ pub struct Endpoint {
     pub http_port: u16,
     /// The UDP port (0 when the target has no UDP listener).
     pub udp_port: u16,
+    /// The QUIC port (UDP; 0 when the target has no QUIC listener).
+    pub quic_port: u16,
     /// The Unix socket's path, when the target has one (same host only).
     pub unix: Option<Arc<std::path::PathBuf>>,
     /// What the workers of one run share (a multiplexed connection); the runner gives
@@ -84,6 +86,7 @@ impl Endpoint {
             tcp_port,
             http_port,
             udp_port: 0,
+            quic_port: 0,
             unix: None,
             shared: Arc::default(),
             tls: None,
@@ -116,6 +119,20 @@ impl Endpoint {
     /// The same endpoint with a UDP port.
     pub fn with_udp_port(self, udp_port: u16) -> Endpoint {
         Endpoint { udp_port, ..self }
+    }
+
+    /// The same endpoint with a QUIC port.
+    pub fn with_quic_port(self, quic_port: u16) -> Endpoint {
+        Endpoint { quic_port, ..self }
+    }
+
+    /// The QUIC address, looked up now if the address mode says so.
+    pub fn quic_addr(
+        &self,
+        deadline: Instant,
+        phases: &mut Phases,
+    ) -> Result<SocketAddr, CallError> {
+        self.addr(self.quic_port, deadline, phases)
     }
 
     /// The same endpoint with a Unix socket path.
@@ -186,6 +203,7 @@ impl Endpoint {
             Port::Tcp => self.tcp_port,
             Port::Http => self.http_port,
             Port::Udp => self.udp_port,
+            Port::Quic => self.quic_port,
             // A path has no name to look up; the unix transport never asks.
             Port::Unix => return Err(CallError::Connect(ConnectFailure::Other)),
         };

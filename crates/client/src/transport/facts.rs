@@ -56,6 +56,8 @@ pub struct Facts {
     /// The encodings its calls can carry (`--encoding`): every one over HTTP, none over
     /// UDP.
     pub encodings: &'static [crate::encoding::EncodingKind],
+    /// True when a run without `--transports` includes it.
+    pub by_default: bool,
 }
 
 impl Facts {
@@ -76,6 +78,7 @@ impl Facts {
         files_per_worker: 0,
         libcurl: false,
         encodings: &[],
+        by_default: true,
     };
 }
 
@@ -90,6 +93,9 @@ pub enum Tls {
     Full,
     /// Every security mode.
     All,
+    /// TLS 1.3 always, as QUIC builds it in: `plain` runs as `tls13` (the run's rows say
+    /// so), the TLS 1.3 modes run as asked, the TLS 1.2 modes not at all.
+    Quic,
 }
 
 /// Open files of one tokio runtime, counted in `/proc/PID/fd` (tokio 1.54): two epoll
@@ -120,13 +126,22 @@ impl TransportKind {
         self.facts().port
     }
 
-    /// True when the transport runs in `security`.
+    /// True when the transport runs when `security` is asked for.
     pub fn runs_secured(self, security: tls::Security) -> bool {
-        match self.facts().tls {
-            _ if !security.is_tls() => true,
-            Tls::None => false,
-            Tls::Full => !security.resumes(),
-            Tls::All => true,
+        self.security_in(security).is_some()
+    }
+
+    /// The security mode its run has when `security` is asked for: `security` itself,
+    /// `tls13` for a transport with TLS built in asked for `plain` (QUIC), or `None` when
+    /// it does not run in it.
+    pub fn security_in(self, security: tls::Security) -> Option<tls::Security> {
+        use tls::Security as S;
+        match (self.facts().tls, security) {
+            (Tls::Quic, S::Plain) => Some(S::Tls13),
+            (Tls::Quic, S::Tls12 | S::Tls12Resume) => None,
+            (_, S::Plain) | (Tls::All | Tls::Quic, _) => Some(security),
+            (Tls::None, _) => None,
+            (Tls::Full, _) => (!security.resumes()).then_some(security),
         }
     }
 
@@ -148,6 +163,14 @@ impl TransportKind {
         }
     }
 
+    /// The transports a run without `--transports` makes, in registry order.
+    pub fn by_default() -> Vec<TransportKind> {
+        Self::ALL
+            .into_iter()
+            .filter(|k| k.facts().by_default)
+            .collect()
+    }
+
     /// Parses a stable name back.
     pub fn from_name(name: &str) -> Option<TransportKind> {
         Self::ALL.into_iter().find(|k| k.name() == name)
@@ -163,6 +186,7 @@ impl TransportKind {
             (Port::Http, true) => Listener::Https,
             (Port::Udp, _) => Listener::Udp,
             (Port::Unix, _) => Listener::Unix,
+            (Port::Quic, _) => Listener::Quic,
         }
     }
 
@@ -196,9 +220,23 @@ impl TransportKind {
                 .collect::<Vec<_>>()
                 .join(", "),
             Tls::All => format!("all {}", number_word(tls::Security::value_variants().len())),
+            Tls::Quic => {
+                tls::Security::value_variants()
+                    .iter()
+                    .filter(|&&s| self.security_in(s) == Some(s))
+                    .map(|s| format!("`{s}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+                    + " (`plain` runs as `tls13`)"
+            }
+        };
+        let opt_in = if facts.by_default {
+            ""
+        } else {
+            "; not in the default run: name it with `--transports`"
         };
         format!(
-            "| `{}` | {} | {modes} | {security} |",
+            "| `{}` | {}{opt_in} | {modes} | {security} |",
             self.name(),
             facts.summary
         )
@@ -262,6 +300,8 @@ pub enum Port {
     Unix,
     /// The UDP listener (`--udp-port`).
     Udp,
+    /// The QUIC listener (`--quic-port`), over UDP.
+    Quic,
 }
 
 impl std::fmt::Display for TransportKind {

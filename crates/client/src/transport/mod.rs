@@ -33,6 +33,7 @@ mod h2_wire;
 mod hpack;
 mod http;
 mod mux;
+mod quic_conn;
 pub mod tls;
 
 pub use call::{Call, CallError, ConnectFailure, Phases, Reply, Rpc, ServerTime};
@@ -41,6 +42,7 @@ pub use connect::{Secure, Took};
 pub use curl::{BundledLibcurl, LinkedLibcurl};
 pub use endpoint::{Endpoint, RunShared};
 pub use facts::{FILES_PER_CURL_HANDLE, FILES_PER_RUNTIME, Facts, Port, Tls};
+pub use quic_conn::probe as quic_probe;
 use std::time::Duration;
 
 /// The registry of transports: one line per transport,
@@ -167,6 +169,12 @@ registry! {
     /// One datagram each way on a connected UDP socket per worker; no reply within the
     /// timeout is lost, and late, duplicate and reordered replies are counted.
     Udp = udp::{Udp, AsyncUdp}, "udp";
+    /// One QUIC connection per worker (TLS 1.3 built in), each call a stream of its own
+    /// carrying the raw frames.
+    Quic = quic::{Quic}, "quic";
+    /// A new QUIC connection per call: a full TLS 1.3 handshake, the call on a stream,
+    /// close.
+    QuicConnect = quic_connect::{QuicConnect}, "quic-connect";
 }
 
 /// Something to do with a freshly opened transport of any kind: the runner's worker loop.

@@ -33,7 +33,7 @@ const ASYNC_INITIAL_BUFFER: usize = 4 * 1024;
 /// Encodes `call` as a request frame into `out` (cleared first): an encoded call's frame
 /// ends with its [`RpcTrailer`] (wire 2), counted in the length prefix.
 #[inline]
-fn encode_request(call: &Call, out: &mut Vec<u8>) {
+pub(super) fn encode_request(call: &Call, out: &mut Vec<u8>) {
     out.clear();
     wire::encode_frame(
         &RequestRef {

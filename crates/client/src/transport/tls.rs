@@ -354,6 +354,8 @@ pub struct TlsClient {
     plain: Arc<rustls::ClientConfig>,
     http1: Arc<rustls::ClientConfig>,
     h2: Arc<rustls::ClientConfig>,
+    /// For QUIC (ALPN `rpcbench`, early data allowed): TLS 1.3 modes only.
+    quic: Arc<rustls::ClientConfig>,
     server_name: ServerName<'static>,
     negotiated: Mutex<Option<Negotiated>>,
 }
@@ -477,6 +479,12 @@ impl TlsClient {
             options: options.clone(),
             http1: with_alpn(b"http/1.1"),
             h2: with_alpn(b"h2"),
+            quic: {
+                let mut c = config.clone();
+                c.alpn_protocols = vec![b"rpcbench".to_vec()];
+                c.enable_early_data = true;
+                Arc::new(c)
+            },
             plain: Arc::new(config),
             server_name,
             negotiated: Mutex::new(None),
@@ -503,6 +511,16 @@ impl TlsClient {
     /// The mode.
     pub fn security(&self) -> Security {
         self.security
+    }
+
+    /// The host called, as the server's certificate must cover it (a name or an IP).
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The configuration of QUIC connections (ALPN `rpcbench`), for a TLS 1.3 mode.
+    pub fn quic_config(&self) -> Arc<rustls::ClientConfig> {
+        self.quic.clone()
     }
 
     /// What the run's first successful handshake negotiated.

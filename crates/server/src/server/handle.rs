@@ -31,6 +31,8 @@ pub struct ServerHandle {
     pub tls_addr: Option<SocketAddr>,
     /// Where the HTTPS listener is bound, with the real port.
     pub https_addr: Option<SocketAddr>,
+    /// Where the QUIC listener is bound (UDP), with the real port.
+    pub quic_addr: Option<SocketAddr>,
     /// The CA generated for the TLS listeners (PEM), when no certificate was given.
     pub ca_pem: Option<String>,
     /// The names and IPs the generated leaf covers.
@@ -68,6 +70,7 @@ impl ServerHandle {
             unix_path: server.unix.as_ref().map(|f| f.path().to_path_buf()),
             tls_addr: server.tls_addr,
             https_addr: server.https_addr,
+            quic_addr: server.quic_addr,
             ca_pem: server.ca_pem.clone(),
             cert_names: server.cert_names.clone(),
             rt: Some(rt),

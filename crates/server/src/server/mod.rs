@@ -11,6 +11,8 @@
 //!
 //! Layer 2 of the map in `lib.rs` (server and readings): uses the kinds and units only; it never reaches into the client.
 
+/// Binding every listener before serving any.
+mod bound;
 pub mod budget;
 mod clock;
 mod config;
@@ -25,6 +27,7 @@ pub mod memory;
 pub mod metrics;
 mod payload;
 mod pool;
+pub mod quic;
 mod registry;
 pub mod stats;
 mod tcp;
@@ -33,6 +36,7 @@ mod udp;
 mod unix;
 mod wstest;
 use crate::listener::Listener;
+use bound::Bound;
 use clock::{TIMER_TICK, sleep_until, sleep_until_blocking, stopping};
 pub use config::{
     CheckSettingError, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_DELAY,
@@ -143,6 +147,8 @@ pub struct EchoServer {
     pub tls_addr: Option<SocketAddr>,
     /// Where the HTTPS listener is bound, with the real port.
     pub https_addr: Option<SocketAddr>,
+    /// Where the QUIC listener is bound (UDP), with the real port.
+    pub quic_addr: Option<SocketAddr>,
     /// The CA generated for the TLS listeners (PEM), when no `--cert` was given.
     pub ca_pem: Option<String>,
     /// Where that CA was written (`--ca-out`).
@@ -156,159 +162,6 @@ pub struct EchoServer {
     alive_rx: mpsc::Receiver<()>,
 }
 
-/// Every listener of a server, bound, not yet served.
-struct Bound {
-    tcp: Option<(tokio::net::TcpListener, SocketAddr)>,
-    http: Option<(tokio::net::TcpListener, SocketAddr)>,
-    tls: Option<(tokio::net::TcpListener, SocketAddr)>,
-    https: Option<(tokio::net::TcpListener, SocketAddr)>,
-    udp: Option<(SocketAddr, std::net::UdpSocket)>,
-    unix: Option<(tokio::net::UnixListener, SocketFile)>,
-    /// The DNS responder's UDP socket, TCP listener, zone and address.
-    dns: Option<DnsBound>,
-}
-
-/// What serving the bound listeners gives back: the UDP address, the Unix socket's file
-/// and the DNS address.
-type Served = (Option<SocketAddr>, Option<SocketFile>, Option<SocketAddr>);
-
-/// The DNS responder's UDP socket, TCP listener, zone and address.
-type DnsBound = (
-    tokio::net::UdpSocket,
-    tokio::net::TcpListener,
-    Arc<dns::Zone>,
-    SocketAddr,
-);
-
-impl Bound {
-    /// Binds every listener the configuration turns on.
-    async fn bind(shared: &Shared) -> Result<Bound, StartServerError> {
-        let config = &shared.config;
-        let tcp = bind_tcp(Listener::Tcp, config.tcp).await?;
-        let http = bind_tcp(Listener::Http, config.http).await?;
-        let tls = bind_tcp(Listener::Tls, config.tls).await?;
-        let https = bind_tcp(Listener::Https, config.https).await?;
-        let udp = match config.udp {
-            Some(addr) => {
-                let bound = std::net::UdpSocket::bind(addr)
-                    .and_then(|s| Ok((s.local_addr()?, s)))
-                    .map_err(|source| StartServerError::Bind {
-                        proto: Listener::Udp,
-                        addr,
-                        source,
-                    })?;
-                Some(bound)
-            }
-            None => None,
-        };
-        let unix = match &config.unix {
-            Some(path) => Some(unix::bind(path, config.unix_mode)?),
-            None => None,
-        };
-        let dns = match &config.dns {
-            Some(cfg) => {
-                let zone = dns::Zone::new(cfg, config.dns_answer(cfg))?;
-                let (socket, tcp, addr) = dns::bind(cfg.addr).await?;
-                Some((socket, tcp, Arc::new(zone), addr))
-            }
-            None => None,
-        };
-        Ok(Bound {
-            tcp,
-            http,
-            tls,
-            https,
-            udp,
-            unix,
-            dns,
-        })
-    }
-
-    /// Serves every listener on the current runtime; returns the UDP address, the Unix
-    /// socket's file and the DNS address.
-    fn serve(
-        self,
-        shared: &Arc<Shared>,
-        server_tls: Option<&Arc<tls::ServerTls>>,
-    ) -> Result<Served, StartServerError> {
-        if let Some((listener, addr)) = self.tcp {
-            // As many accepting threads as the runtime has workers (`--threads`).
-            let threads = tokio::runtime::Handle::current().metrics().num_workers();
-            listener
-                .into_std()
-                .and_then(|l| tcp::start_accepting(l, shared.clone(), threads))
-                .map_err(|source| StartServerError::Bind {
-                    proto: Listener::Tcp,
-                    addr,
-                    source,
-                })?;
-        }
-        if let (Some((listener, _)), Some(server_tls)) = (self.tls, server_tls) {
-            tokio::spawn(tls::accept_loop(
-                listener,
-                shared.clone(),
-                server_tls.clone(),
-            ));
-        }
-        if let (Some((listener, _)), Some(server_tls)) = (self.https, server_tls) {
-            tokio::spawn(http::accept_loop_tls(
-                listener,
-                shared.clone(),
-                server_tls.clone(),
-            ));
-        }
-        if let Some((listener, _)) = self.http {
-            tokio::spawn(http::accept_loop(listener, shared.clone()));
-        }
-        let udp_addr = match self.udp {
-            Some((addr, socket)) => {
-                udp::start(socket, shared.clone()).map_err(|source| StartServerError::Bind {
-                    proto: Listener::Udp,
-                    addr,
-                    source,
-                })?;
-                Some(addr)
-            }
-            None => None,
-        };
-        let unix = self.unix.map(|(listener, file)| {
-            tokio::spawn(unix::accept_loop(listener, shared.clone()));
-            file
-        });
-        tokio::spawn(memory::tidy(shared.shutdown.clone()));
-        let dns_addr = self.dns.map(|(socket, tcp, zone, addr)| {
-            tokio::spawn(dns::serve(socket, zone.clone(), shared.clone()));
-            tokio::spawn(dns::serve_tcp(tcp, zone, shared.clone()));
-            addr
-        });
-        Ok((udp_addr, unix, dns_addr))
-    }
-}
-
-/// Binds a TCP listener of `proto` at `addr` when it is on; returns it with the address
-/// it got (the port, when `addr` asked for 0).
-async fn bind_tcp(
-    proto: Listener,
-    addr: Option<SocketAddr>,
-) -> Result<Option<(tokio::net::TcpListener, SocketAddr)>, StartServerError> {
-    let Some(addr) = addr else {
-        return Ok(None);
-    };
-    let bound = async {
-        let listener = tokio::net::TcpListener::bind(addr).await?;
-        let local = listener.local_addr()?;
-        Ok((listener, local))
-    };
-    bound
-        .await
-        .map(Some)
-        .map_err(|source| StartServerError::Bind {
-            proto,
-            addr,
-            source,
-        })
-}
-
 impl EchoServer {
     /// The network listeners bound, in the order `rpcbench-echo` prints them, each with the
     /// address it got (the Unix socket, a path, is [`EchoServer::unix`]).
@@ -320,6 +173,7 @@ impl EchoServer {
             (Listener::Dns, self.dns_addr),
             (Listener::Tls, self.tls_addr),
             (Listener::Https, self.https_addr),
+            (Listener::Quic, self.quic_addr),
         ]
         .into_iter()
         .filter_map(|(l, addr)| Some((l, addr?)))
@@ -344,10 +198,12 @@ impl EchoServer {
         let addr = |l: &Option<(tokio::net::TcpListener, SocketAddr)>| l.as_ref().map(|(_, a)| *a);
         let (tcp_addr, http_addr) = (addr(&bound.tcp), addr(&bound.http));
         let (tls_addr, https_addr) = (addr(&bound.tls), addr(&bound.https));
-        // Certificates only when a TLS listener is on: generating a key pair costs
-        // milliseconds every plain server (and every embedded one) need not pay.
-        let server_tls = if tls_addr.is_some() || https_addr.is_some() {
-            let ips: Vec<_> = tls_addr.iter().chain(&https_addr).map(|a| a.ip()).collect();
+        let quic_addr = bound.quic.as_ref().map(|(a, _)| *a);
+        // Certificates only when a TLS or QUIC listener is on: generating a key pair
+        // costs milliseconds every plain server (and every embedded one) need not pay.
+        let secured = [tls_addr, https_addr, quic_addr];
+        let server_tls = if secured.iter().any(Option::is_some) {
+            let ips: Vec<_> = secured.iter().flatten().map(|a| a.ip()).collect();
             Some(Arc::new(tls::set_up(&shared.config.tls_settings, &ips)?))
         } else {
             None
@@ -358,6 +214,7 @@ impl EchoServer {
             http_addr,
             tls_addr,
             https_addr,
+            quic_addr,
             ca_pem: server_tls.as_ref().and_then(|t| t.ca_pem.clone()),
             ca_path: server_tls.as_ref().and_then(|t| t.ca_path.clone()),
             cert_names: server_tls.map(|t| t.names.clone()).unwrap_or_default(),

@@ -133,6 +133,11 @@ pub struct HandshakeSnapshot {
 }
 
 impl HandshakeSnapshot {
+    /// True when no handshake was counted: a listener that was off or never called.
+    pub fn is_unused(&self) -> bool {
+        self.full == 0 && self.resumed == 0 && self.failed.values().all(|&n| n == 0)
+    }
+
     /// The failures of one kind.
     pub fn failures(&self, kind: HandshakeFailure) -> u64 {
         self.failed.get(kind.name()).copied().unwrap_or(0)
@@ -238,11 +243,19 @@ pub enum Reject {
     /// A well-formed body that is not a call this server has: an unknown operation or
     /// method, wrong parameters, WSTest's own rules broken.
     RpcBadCall,
+    /// An Initial packet from an unvalidated address, answered with a QUIC Retry while
+    /// many handshakes were under way (`--quic`); the client proves its address and
+    /// comes again.
+    QuicRetry,
+    /// A QUIC connection that agreed on no application protocol (ALPN); closed.
+    QuicNoAlpn,
+    /// A QUIC stream the client reset or stopped before its reply was sent.
+    QuicStreamReset,
 }
 
 impl Reject {
     /// Every kind, in the order they are listed in /stats.
-    pub const ALL: [Reject; 36] = [
+    pub const ALL: [Reject; 39] = [
         Reject::ZeroLengthFrame,
         Reject::OversizedFrame,
         Reject::MalformedFrame,
@@ -279,6 +292,9 @@ impl Reject {
         Reject::RpcDoctype,
         Reject::RpcTooDeep,
         Reject::RpcBadCall,
+        Reject::QuicRetry,
+        Reject::QuicNoAlpn,
+        Reject::QuicStreamReset,
     ];
 
     /// The stable snake_case name used as the JSON key.
@@ -320,6 +336,9 @@ impl Reject {
             Reject::RpcDoctype => "rpc_doctype",
             Reject::RpcTooDeep => "rpc_too_deep",
             Reject::RpcBadCall => "rpc_bad_call",
+            Reject::QuicRetry => "quic_retry",
+            Reject::QuicNoAlpn => "quic_no_alpn",
+            Reject::QuicStreamReset => "quic_stream_reset",
         }
     }
 }
@@ -390,6 +409,11 @@ pub struct Stats {
     pub tls: ProtoCounters,
     /// HTTP over TLS (`--https`); bytes are the plaintext's.
     pub https: ProtoCounters,
+    /// QUIC (`--quic`): requests are calls (streams) answered; bytes are the UDP
+    /// datagrams' of each connection, added when it closes.
+    pub quic: ProtoCounters,
+    /// The `--quic` listener's handshakes.
+    pub quic_handshakes: HandshakeCounters,
     /// The `--tls` listener's handshakes.
     pub tls_handshakes: HandshakeCounters,
     /// The `--https` listener's handshakes.
@@ -431,6 +455,8 @@ impl Stats {
             dns: ProtoCounters::default(),
             tls: ProtoCounters::default(),
             https: ProtoCounters::default(),
+            quic: ProtoCounters::default(),
+            quic_handshakes: HandshakeCounters::default(),
             tls_handshakes: HandshakeCounters::default(),
             https_handshakes: HandshakeCounters::default(),
             http2: Http2Counters::default(),
@@ -476,6 +502,8 @@ impl Stats {
             https: proto(&self.https),
             tls_handshakes: self.tls_handshakes.snapshot(),
             https_handshakes: self.https_handshakes.snapshot(),
+            quic: proto(&self.quic),
+            quic_handshakes: self.quic_handshakes.snapshot(),
             http2: Http2Snapshot {
                 connections_total: self.http2.connections.load(Relaxed),
                 streams_total: self.http2.streams_total.load(Relaxed),
@@ -613,6 +641,13 @@ pub struct ProtoSnapshot {
     pub bytes_out: u64,
 }
 
+impl ProtoSnapshot {
+    /// True when nothing was counted: a listener that was off or never called.
+    pub fn is_unused(&self) -> bool {
+        *self == ProtoSnapshot::default()
+    }
+}
+
 /// WSTest's calls of one encoding and operation: bodies decoded and replies encoded, and
 /// their bytes (bodies only: the HTTP heads are in `http`).
 #[derive(Debug, Default)]
@@ -723,6 +758,13 @@ pub struct StatsSnapshot {
     /// The `--https` listener's handshakes; zeros from a server from before TLS.
     #[serde(default)]
     pub https_handshakes: HandshakeSnapshot,
+    /// The QUIC listener (`--quic`); left out of the JSON while unused, zeros from a
+    /// server from before QUIC.
+    #[serde(default, skip_serializing_if = "ProtoSnapshot::is_unused")]
+    pub quic: ProtoSnapshot,
+    /// The `--quic` listener's handshakes; left out while unused, as `quic`.
+    #[serde(default, skip_serializing_if = "HandshakeSnapshot::is_unused")]
+    pub quic_handshakes: HandshakeSnapshot,
     /// HTTP/2 streams. Zero in the JSON of a server from before this field.
     #[serde(default)]
     pub http2: Http2Snapshot,

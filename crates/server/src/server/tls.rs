@@ -1,5 +1,6 @@
 //! TLS for the server (rustls, TLS 1.2 and 1.3): certificates, the handshake every TLS
-//! listener runs first, and the raw frame listener over TLS (`--tls`).
+//! listener runs first, and the raw frame listener over TLS (`--tls`). The QUIC listener
+//! (`quic.rs`) takes the same certificate and settings, in TLS 1.3.
 //!
 //! The handshake runs on the reactor, bounded by the handshake timeout, so a client that
 //! stalls mid-handshake or sends garbage costs a task and a connection slot for at most
@@ -236,6 +237,9 @@ pub(crate) struct ServerTls {
     pub frames: tokio_rustls::TlsAcceptor,
     /// For `--https`: ALPN `h2` and `http/1.1`.
     pub https: tokio_rustls::TlsAcceptor,
+    /// For `--quic`: the same certificate, client CA and tickets, its ALPN set by the
+    /// QUIC listener (`quic.rs`).
+    pub quic: rustls::ServerConfig,
     /// The generated CA (PEM), when the certificate was generated.
     pub ca_pem: Option<String>,
     /// Where that CA was written (`--ca-out`).
@@ -343,10 +347,12 @@ pub(crate) fn set_up(settings: &TlsSettings, ips: &[IpAddr]) -> Result<ServerTls
         config.send_tls13_tickets = 0;
     }
     let frames = Arc::new(config.clone());
+    let quic = config.clone();
     config.alpn_protocols = HTTPS_ALPN.iter().map(|p| p.to_vec()).collect();
     Ok(ServerTls {
         frames: frames.into(),
         https: Arc::new(config).into(),
+        quic,
         ca_pem,
         ca_path,
         names,

@@ -1,0 +1,279 @@
+//! What the QUIC transports share: a worker's client endpoint (one UDP socket and quinn's
+//! connection state, driven by the worker's own runtime), the handshake that opens a
+//! connection, and one call on a stream of its own.
+//!
+//! QUIC has no plaintext: every connection runs TLS 1.3 with the run's CA (a run in
+//! `plain` runs the QUIC transports as `tls13`, and their rows say so). The handshake is
+//! the call's `tls` phase; there is no separate connect, since QUIC's one round trip
+//! carries both. A call opens a bidirectional stream, sends one request frame (the raw
+//! frames of `tcp`) and finishes its side; the reply is one response frame, then the
+//! server's end of the stream.
+
+use super::tcp::{encode_request, reply_of};
+use super::tls::TlsFailure;
+use super::{Call, CallError, ConnectFailure, Endpoint, OpenTransportError, Phases, Reply};
+use crate::wire::{self, LEN_PREFIX, RESPONSE_OVERHEAD};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The stream error code a client uses when it gives up on a reply (too large, or late).
+const CANCELLED: u32 = 1;
+
+/// What `quic` and `quic-connect` hold for one worker: where the calls go, the client,
+/// and the connection while it is kept. `FRESH` opens a connection per call and closes it
+/// inside the call (`quic-connect`); otherwise the first call's connection is kept.
+pub(super) struct QuicWorker<const FRESH: bool> {
+    endpoint: Endpoint,
+    timeout: Duration,
+    client: QuicClient,
+    conn: Option<quinn::Connection>,
+    connects: u64,
+}
+
+impl<const FRESH: bool> QuicWorker<FRESH> {
+    /// A worker with its runtime; nothing connects until the first call.
+    pub fn open(endpoint: Endpoint, timeout: Duration) -> Result<Self, OpenTransportError> {
+        Ok(QuicWorker {
+            endpoint,
+            timeout,
+            client: QuicClient::new()?,
+            conn: None,
+            connects: 0,
+        })
+    }
+
+    /// Makes `call`, on the kept connection or, for a fresh worker, a new one.
+    pub fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
+        let deadline = Instant::now() + self.timeout;
+        if FRESH {
+            self.reset();
+        }
+        let conn = match &self.conn {
+            Some(conn) => conn.clone(),
+            None => {
+                let conn = self.client.connect(&self.endpoint, deadline, phases)?;
+                self.connects += 1;
+                self.conn.insert(conn).clone()
+            }
+        };
+        self.client.exchange(&conn, call, deadline, phases)
+    }
+
+    /// Closes the connection, if one is open.
+    pub fn reset(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.client.close(conn);
+        }
+    }
+
+    /// Connections opened so far.
+    pub fn counts(&self) -> super::Counts {
+        super::Counts::connects(self.connects)
+    }
+}
+
+/// A worker's QUIC client: its runtime, its endpoint (bound on first use, for the target's
+/// address family) and its buffers.
+pub(super) struct QuicClient {
+    /// The worker's runtime: a call blocks on it, and it drives the endpoint.
+    pub rt: tokio::runtime::Runtime,
+    endpoint: Option<(quinn::Endpoint, bool)>,
+    config: Option<quinn::ClientConfig>,
+    out: Vec<u8>,
+    body: Vec<u8>,
+}
+
+impl QuicClient {
+    /// A client with its runtime; nothing is bound until the first connection.
+    pub fn new() -> Result<QuicClient, OpenTransportError> {
+        Ok(QuicClient {
+            rt: super::http::worker_runtime()?,
+            endpoint: None,
+            config: None,
+            out: Vec::new(),
+            body: Vec::new(),
+        })
+    }
+
+    /// Opens a connection to the target's QUIC port within `deadline`: the lookup (its
+    /// `dns` phase, when the mode looks up) and the handshake (`tls`).
+    pub fn connect(
+        &mut self,
+        target: &Endpoint,
+        deadline: Instant,
+        phases: &mut Phases,
+    ) -> Result<quinn::Connection, CallError> {
+        let addr = target.quic_addr(deadline, phases)?;
+        // QUIC has no plaintext: a run without TLS settings cannot make the call.
+        let tls = (target.tls.as_deref()).ok_or(CallError::Tls(TlsFailure::Other))?;
+        if self.config.is_none() {
+            let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls.quic_config())
+                .map_err(|_| CallError::Tls(TlsFailure::Other))?;
+            self.config = Some(quinn::ClientConfig::new(Arc::new(crypto)));
+        }
+        let endpoint = self.endpoint_for(addr)?;
+        let config = self.config.clone().expect("set above");
+        let started = Instant::now();
+        let conn = self.rt.block_on(async {
+            // The connection's driver is spawned here, on the worker's runtime.
+            let connecting = endpoint
+                .connect_with(config, addr, tls.host())
+                .map_err(|_| CallError::Connect(ConnectFailure::Other))?;
+            tokio::time::timeout_at(deadline.into(), connecting)
+                .await
+                .map_err(|_| CallError::Connect(ConnectFailure::TimedOut))?
+                .map_err(|e| handshake_error(&e))
+        })?;
+        phases.tls = Some(started.elapsed());
+        Ok(conn)
+    }
+
+    /// The endpoint for `addr`'s family, bound now if it is not yet.
+    fn endpoint_for(&mut self, addr: SocketAddr) -> Result<quinn::Endpoint, CallError> {
+        match &self.endpoint {
+            Some((endpoint, v6)) if *v6 == addr.is_ipv6() => return Ok(endpoint.clone()),
+            _ => {}
+        }
+        let local: SocketAddr = if addr.is_ipv6() {
+            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+        } else {
+            (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+        };
+        let _entered = self.rt.enter();
+        let endpoint = quinn::Endpoint::client(local).map_err(|_| CallError::Io)?;
+        self.endpoint = Some((endpoint.clone(), addr.is_ipv6()));
+        Ok(endpoint)
+    }
+
+    /// Makes `call` on a new stream of `conn` within `deadline`: one request frame, one
+    /// response frame; the time to the reply's first byte is its `first_byte` phase.
+    pub fn exchange(
+        &mut self,
+        conn: &quinn::Connection,
+        call: &Call,
+        deadline: Instant,
+        phases: &mut Phases,
+    ) -> Result<Reply<'_>, CallError> {
+        encode_request(call, &mut self.out);
+        let max_body = call.max_body(RESPONSE_OVERHEAD as usize);
+        let (out, body) = (&self.out, &mut self.body);
+        let sent = Instant::now();
+        let exchange = async {
+            let (mut send, mut recv) = conn.open_bi().await.map_err(|e| lost(&e))?;
+            send.write_all(out).await.map_err(|_| CallError::Closed)?;
+            // Fails only when the stream was already reset, which the read then reports.
+            let _ = send.finish();
+            let mut prefix = [0u8; LEN_PREFIX];
+            recv.read_exact(&mut prefix).await.map_err(read_error)?;
+            let first_byte = sent.elapsed();
+            let len = wire::check_len(prefix, wire::DEFAULT_MAX_FRAME)
+                .map_err(|_| CallError::Protocol)?;
+            if len > max_body {
+                let _ = recv.stop(CANCELLED.into());
+                return Err(CallError::ReplyTooLarge);
+            }
+            body.resize(len, 0);
+            recv.read_exact(body).await.map_err(read_error)?;
+            Ok(first_byte)
+        };
+        let first_byte = self
+            .rt
+            .block_on(async { tokio::time::timeout_at(deadline.into(), exchange).await })
+            .map_err(|_| CallError::Timeout)??;
+        phases.first_byte = Some(first_byte);
+        reply_of(&self.body, call.rpc)
+    }
+
+    /// Closes `conn` and lets the endpoint send the close before the next call.
+    pub fn close(&self, conn: quinn::Connection) {
+        let _entered = self.rt.enter();
+        conn.close(0u32.into(), b"");
+    }
+}
+
+impl Drop for QuicClient {
+    fn drop(&mut self) {
+        // Sends the close of every connection still open, so the server does not wait
+        // for its idle timer; bounded, as a server that went away will not answer.
+        if let Some((endpoint, _)) = self.endpoint.take() {
+            let _entered = self.rt.enter();
+            endpoint.close(0u32.into(), b"");
+            let idle = tokio::time::timeout(Duration::from_millis(200), endpoint.wait_idle());
+            let _ = self.rt.block_on(idle);
+        }
+    }
+}
+
+/// One call to the QUIC listener at `addr` on a connection of its own, within `timeout`:
+/// the preflight's probe (a handshake with `tls` and ALPN `rpcbench`, then `call`).
+/// Returns the reply's seq and payload.
+pub fn probe(
+    addr: SocketAddr,
+    tls: Arc<super::tls::TlsClient>,
+    call: &Call,
+    timeout: Duration,
+) -> Result<(Option<u64>, Vec<u8>), CallError> {
+    let mut client = QuicClient::new().map_err(|_| CallError::Io)?;
+    let target = Endpoint::new(addr, addr)
+        .with_tls(Some(tls))
+        .with_quic_port(addr.port());
+    let deadline = Instant::now() + timeout;
+    let mut phases = Phases::default();
+    let conn = client.connect(&target, deadline, &mut phases)?;
+    let reply = client.exchange(&conn, call, deadline, &mut phases);
+    let reply = reply.map(|r| (r.seq, r.body.to_vec()));
+    client.close(conn);
+    reply
+}
+
+/// A failed handshake as a call's error: a TLS alert (sent or received) is the TLS
+/// failure it names; a handshake that timed out, or any other end, is a failed connect.
+fn handshake_error(e: &quinn::ConnectionError) -> CallError {
+    use quinn::ConnectionError as E;
+    let alert = |code: quinn::TransportErrorCode| {
+        let code = u64::from(code);
+        (0x100..0x200).contains(&code).then(|| (code - 0x100) as u8)
+    };
+    let failure = |alert: u8| match alert {
+        // bad_certificate, unknown_ca, certificate_unknown: our verifier refused it.
+        42 | 46 | 48 => TlsFailure::Untrusted,
+        45 => TlsFailure::Expired,
+        116 => TlsFailure::ClientCertRequired,
+        _ => TlsFailure::Other,
+    };
+    match e {
+        E::TransportError(t) => alert(t.code).map_or(CallError::Protocol, |a| {
+            // A certificate that names another host is refused with bad_certificate too;
+            // rustls's reason tells them apart.
+            if t.reason.contains("NotValidForName") {
+                CallError::Tls(TlsFailure::WrongName)
+            } else {
+                CallError::Tls(failure(a))
+            }
+        }),
+        E::ConnectionClosed(c) => match alert(c.error_code) {
+            Some(a) => CallError::Tls(failure(a)),
+            None => CallError::Connect(ConnectFailure::Refused),
+        },
+        E::TimedOut => CallError::Connect(ConnectFailure::TimedOut),
+        _ => CallError::Connect(ConnectFailure::Other),
+    }
+}
+
+/// A connection lost while a call was on it: the call is lost.
+fn lost(e: &quinn::ConnectionError) -> CallError {
+    match e {
+        quinn::ConnectionError::TimedOut => CallError::Timeout,
+        _ => CallError::Closed,
+    }
+}
+
+/// A failed read of the reply: the stream or connection ended before it was whole.
+fn read_error(e: quinn::ReadExactError) -> CallError {
+    match e {
+        quinn::ReadExactError::FinishedEarly(_) => CallError::Closed,
+        quinn::ReadExactError::ReadError(quinn::ReadError::ConnectionLost(e)) => lost(&e),
+        quinn::ReadExactError::ReadError(_) => CallError::Closed,
+    }
+}

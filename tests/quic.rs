@@ -1,0 +1,432 @@
+//! QUIC (issue #51, first step): `rpcbench-echo --quic` and the `quic` and `quic-connect`
+//! transports against the in-process server, every call verified and counted once, and
+//! the bad input the issue names: a QUIC client at a TCP port and the reverse, an
+//! unknown ALPN, frames the server must refuse, a stream reset mid-reply, and more
+//! connections than `--max-connections`. Every case ends with a healthy run, so the
+//! server kept serving.
+
+mod common;
+
+use rpcbench::measure::Phase;
+use rpcbench::runner::{RunConfig, TransportRun, run_transport};
+use rpcbench::server::stats::{Reject, StatsSnapshot};
+use rpcbench::server::{ServerConfig, ServerHandle};
+use rpcbench::transport::tls::{Security, TlsClient, TlsOptions};
+use rpcbench::transport::{Endpoint, TransportKind};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+/// The two QUIC transports of the first step.
+const QUIC: [TransportKind; 2] = [TransportKind::Quic, TransportKind::QuicConnect];
+
+fn server(config: ServerConfig) -> ServerHandle {
+    let config = ServerConfig {
+        quic: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+        ..config
+    };
+    ServerHandle::start(config, 1).expect("start the echo server")
+}
+
+/// The server's QUIC port, with TLS 1.3 verified against its generated CA.
+fn endpoint(server: &ServerHandle) -> Endpoint {
+    let ca = server.ca_pem.as_deref().expect("a generated CA");
+    let options = TlsOptions::from_pem(ca, None, false).expect("the CA reads");
+    let tls = TlsClient::new(Security::Tls13, "127.0.0.1", &options).expect("TLS 1.3 client");
+    Endpoint::new(server.tcp_addr.unwrap(), server.http_addr.unwrap())
+        .with_tls(Some(tls))
+        .with_quic_port(server.quic_addr.expect("the QUIC listener").port())
+}
+
+fn config(calls: u64, workers: usize) -> RunConfig {
+    RunConfig {
+        calls,
+        warmup: 10,
+        concurrency: workers,
+        timeout: Duration::from_secs(5),
+        ..RunConfig::default()
+    }
+}
+
+fn run(endpoint: &Endpoint, kind: TransportKind, config: &RunConfig) -> TransportRun {
+    run_transport(kind, endpoint, config, Arc::new(AtomicU64::new(0)))
+}
+
+/// Every call ok and counted once; connects as the transport promises; the handshake
+/// timed on the calls that opened a connection, and only there.
+fn assert_healthy(kind: TransportKind, run: &TransportRun, config: &RunConfig) {
+    let t = &run.tally;
+    assert_eq!(t.calls(), config.calls, "{kind}: every call counted");
+    assert_eq!(t.ok, config.calls, "{kind}: {:?}", t.errors);
+    assert_eq!((t.lost, t.mismatched, t.duplicated), (0, 0, 0), "{kind}");
+    let expected = kind.expected_connects(config.concurrency, config.calls + config.warmup);
+    assert_eq!(t.connects, expected, "{kind}: connects");
+    let handshakes = t.phase(Phase::Tls).len();
+    if kind.persistent() {
+        assert_eq!(handshakes, 0, "{kind}: a measured call paid a handshake");
+    } else {
+        assert_eq!(handshakes, t.ok, "{kind}: every call's handshake timed");
+    }
+    assert_eq!(
+        t.phase(Phase::Connect).len(),
+        0,
+        "{kind}: QUIC has no TCP connect"
+    );
+    assert_eq!(t.phase(Phase::FirstByte).len(), t.ok, "{kind}");
+    assert_eq!(
+        t.phase(Phase::Server).len(),
+        t.ok,
+        "{kind}: server time read"
+    );
+}
+
+#[test]
+fn every_call_once_at_one_and_eight_workers_echo_pattern_and_64k() {
+    let server = server(ServerConfig::loopback_any_port());
+    let endpoint = endpoint(&server);
+    let mut expected_requests = 0;
+    let mut expected_handshakes = 0;
+    for kind in QUIC {
+        for workers in [1, 8] {
+            let cfg = config(300, workers);
+            let r = run(&endpoint, kind, &cfg);
+            assert_healthy(kind, &r, &cfg);
+            expected_requests += cfg.calls + cfg.warmup;
+            expected_handshakes += r.tally.connects;
+        }
+        for (payload, reply) in [(64, Some(10_000)), (64 << 10, None)] {
+            let cfg = RunConfig {
+                payload,
+                reply,
+                ..config(100, 2)
+            };
+            let r = run(&endpoint, kind, &cfg);
+            assert_healthy(kind, &r, &cfg);
+            expected_requests += cfg.calls + cfg.warmup;
+            expected_handshakes += r.tally.connects;
+        }
+    }
+    let stats = server.stats();
+    assert_eq!(
+        stats.quic.requests, expected_requests,
+        "the server counted every call"
+    );
+    assert_eq!(stats.quic_handshakes.full, expected_handshakes);
+    assert_eq!(stats.quic.connections_total, expected_handshakes);
+    assert!(
+        stats.rejected.values().all(|&n| n == 0),
+        "{:?}",
+        stats.rejected
+    );
+}
+
+/// A QUIC client at a port where no QUIC listens (the raw TCP port, over UDP: nothing
+/// answers) fails every call as a connect timeout, counted, none lost; a TCP client at
+/// the QUIC port (UDP only) is refused. Neither hangs.
+#[test]
+fn a_quic_client_at_a_tcp_port_and_the_reverse_are_clear_errors() {
+    let server = server(ServerConfig::loopback_any_port());
+    let cfg = RunConfig {
+        warmup: 0,
+        timeout: Duration::from_millis(300),
+        ..config(3, 1)
+    };
+    let wrong = endpoint(&server).with_quic_port(server.tcp_addr.unwrap().port());
+    let r = run(&wrong, TransportKind::Quic, &cfg);
+    assert_eq!(r.tally.calls(), 3);
+    assert_eq!((r.tally.ok, r.tally.lost), (0, 0), "{:?}", r.tally.errors);
+    assert_eq!(
+        r.tally.errors_by_key().get("connect_timeout").copied(),
+        Some(3),
+        "{:?}",
+        r.tally.errors
+    );
+    let quic_port = server.quic_addr.unwrap();
+    let tcp_at_quic = Endpoint::new(quic_port, server.http_addr.unwrap());
+    let r = run(&tcp_at_quic, TransportKind::Tcp, &cfg);
+    assert_eq!(r.tally.ok, 0);
+    assert_eq!(
+        r.tally.errors_by_key().get("connect_refused").copied(),
+        Some(3),
+        "{:?}",
+        r.tally.errors
+    );
+    let healthy = config(50, 2);
+    let r = run(&endpoint(&server), TransportKind::Quic, &healthy);
+    assert_healthy(TransportKind::Quic, &r, &healthy);
+}
+
+/// A raw quinn client with ALPN `alpn`, trusting the server's CA.
+fn raw_client(server: &ServerHandle, alpn: &[u8]) -> (quinn::Endpoint, quinn::ClientConfig) {
+    let ca = server.ca_pem.as_deref().unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(ca.as_bytes()).unwrap())
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![alpn.to_vec()];
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
+    let config = quinn::ClientConfig::new(Arc::new(crypto));
+    let _entered = server.runtime().enter();
+    let endpoint = quinn::Endpoint::client(SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
+    (endpoint, config)
+}
+
+/// An ALPN the server does not have fails the handshake (counted as one), and the
+/// listener goes on serving.
+#[test]
+fn an_unknown_alpn_fails_the_handshake_and_is_counted() {
+    let server = server(ServerConfig::loopback_any_port());
+    let (client, config) = raw_client(&server, b"carrier-pigeon/1");
+    let addr = server.quic_addr.unwrap();
+    let outcome = server.block_on(async {
+        let connecting = client.connect_with(config, addr, "localhost").unwrap();
+        tokio::time::timeout(Duration::from_secs(5), connecting).await
+    });
+    let err = outcome
+        .expect("an answer, not a hang")
+        .expect_err("no common protocol");
+    // no_application_protocol, alert 120: 0x100 + 120.
+    assert!(
+        err.to_string().contains("0x178") || err.to_string().contains("120"),
+        "{err}"
+    );
+    let stats = server.stats();
+    let failed: u64 = stats.quic_handshakes.failed.values().sum();
+    assert_eq!(failed, 1, "{:?}", stats.quic_handshakes);
+    assert_eq!(stats.quic_handshakes.full, 0);
+    let healthy = config_for_check();
+    let r = run(&endpoint(&server), TransportKind::Quic, &healthy);
+    assert_healthy(TransportKind::Quic, &r, &healthy);
+}
+
+fn config_for_check() -> RunConfig {
+    config(50, 2)
+}
+
+/// On one connection: a frame above `--max-frame`, a zero-length frame and a body that
+/// is no request each get their stream reset and are counted; a call after them on the
+/// same connection is answered.
+#[test]
+fn frames_the_server_refuses_reset_their_stream_and_the_connection_goes_on() {
+    let server = server(ServerConfig {
+        max_frame: 4096,
+        ..ServerConfig::loopback_any_port()
+    });
+    let (client, config) = raw_client(&server, b"rpcbench");
+    let addr = server.quic_addr.unwrap();
+    let answered = server.block_on(async {
+        let conn = client
+            .connect_with(config, addr, "localhost")
+            .unwrap()
+            .await
+            .expect("handshake");
+        for bad in [
+            (1_000_000u32).to_be_bytes().to_vec(),
+            0u32.to_be_bytes().to_vec(),
+            [&5u32.to_be_bytes()[..], &[0xff; 5]].concat(),
+        ] {
+            let (mut send, mut recv) = conn.open_bi().await.unwrap();
+            send.write_all(&bad).await.unwrap();
+            let _ = send.finish();
+            let got = tokio::time::timeout(Duration::from_secs(5), recv.read_to_end(1 << 20))
+                .await
+                .expect("an answer, not a hang");
+            assert!(got.is_err(), "a refused frame gets no reply: {got:?}");
+        }
+        let req = rpcbench::wire::Request {
+            seq: 7,
+            reply_len: None,
+            delay_us: 0,
+            payload: b"still here".to_vec(),
+        };
+        let mut frame = Vec::new();
+        rpcbench::wire::encode_frame(&req, &mut frame);
+        let (mut send, mut recv) = conn.open_bi().await.unwrap();
+        send.write_all(&frame).await.unwrap();
+        send.finish().unwrap();
+        recv.read_to_end(1 << 20).await.expect("the reply")
+    });
+    let (resp, used): (rpcbench::wire::Response, _) =
+        rpcbench::wire::decode_frame(&answered, 1 << 20)
+            .expect("a response frame")
+            .expect("a whole one");
+    assert_eq!(
+        used,
+        answered.len(),
+        "one frame, then the end of the stream"
+    );
+    assert_eq!((resp.seq, resp.payload.as_slice()), (7, &b"still here"[..]));
+    let stats = server.stats();
+    assert_eq!(stats.rejected(Reject::OversizedFrame), 1);
+    assert_eq!(stats.rejected(Reject::ZeroLengthFrame), 1);
+    assert_eq!(stats.rejected(Reject::MalformedFrame), 1);
+    assert_eq!(stats.quic.requests, 1);
+}
+
+/// A client that stops reading a large reply and resets its stream costs the server
+/// that stream only: counted, and the next call is answered.
+#[test]
+fn a_stream_stopped_mid_reply_is_counted_and_the_server_goes_on() {
+    let server = server(ServerConfig::loopback_any_port());
+    let (client, config) = raw_client(&server, b"rpcbench");
+    let addr = server.quic_addr.unwrap();
+    server.block_on(async {
+        let conn = client
+            .connect_with(config, addr, "localhost")
+            .unwrap()
+            .await
+            .expect("handshake");
+        let req = rpcbench::wire::Request {
+            seq: 1,
+            reply_len: Some(8 << 20),
+            delay_us: 0,
+            payload: Vec::new(),
+        };
+        let mut frame = Vec::new();
+        rpcbench::wire::encode_frame(&req, &mut frame);
+        let (mut send, mut recv) = conn.open_bi().await.unwrap();
+        send.write_all(&frame).await.unwrap();
+        send.finish().unwrap();
+        let mut first = [0u8; 1024];
+        recv.read_exact(&mut first).await.expect("the reply starts");
+        recv.stop(9u32.into()).unwrap();
+    });
+    let stats = wait_until(&server, |s| s.rejected(Reject::QuicStreamReset) == 1);
+    assert_eq!(stats.rejected(Reject::QuicStreamReset), 1);
+    let healthy = config_for_check();
+    let r = run(&endpoint(&server), TransportKind::Quic, &healthy);
+    assert_healthy(TransportKind::Quic, &r, &healthy);
+}
+
+/// More QUIC connections than `--max-connections`: the ones above it are refused at
+/// once (a clear error for the client, counted by the server), and when the first ones
+/// close, new ones are served.
+#[test]
+fn connections_above_the_limit_are_refused_and_counted() {
+    let server = server(ServerConfig {
+        max_connections: 2,
+        ..ServerConfig::loopback_any_port()
+    });
+    let (client, config) = raw_client(&server, b"rpcbench");
+    let addr = server.quic_addr.unwrap();
+    let third = server.block_on(async {
+        let mut open = Vec::new();
+        for _ in 0..2 {
+            let conn = client
+                .connect_with(config.clone(), addr, "localhost")
+                .unwrap();
+            open.push(conn.await.expect("within the limit"));
+        }
+        let third = client
+            .connect_with(config.clone(), addr, "localhost")
+            .unwrap();
+        let third = tokio::time::timeout(Duration::from_secs(5), third)
+            .await
+            .expect("an answer, not a hang");
+        for conn in open {
+            conn.close(0u32.into(), b"");
+        }
+        third
+    });
+    assert!(third.is_err(), "the third connection is refused");
+    assert_eq!(server.stats().rejected(Reject::OverConnectionLimit), 1);
+    // The slots come back when the first two have closed.
+    let stats = wait_until(&server, |s| s.quic.connections_open == 0);
+    assert_eq!(stats.quic.connections_open, 0);
+    let healthy = config_for_check();
+    let r = run(&endpoint(&server), TransportKind::Quic, &healthy);
+    assert_healthy(TransportKind::Quic, &r, &healthy);
+}
+
+/// The server's counters once `done` holds of them, or after 5 s.
+fn wait_until(server: &ServerHandle, done: impl Fn(&StatsSnapshot) -> bool) -> StatsSnapshot {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let stats = server.stats();
+        if done(&stats) || std::time::Instant::now() > deadline {
+            return stats;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `rpcbench` run by its binary, with its stdout, stderr and exit code.
+fn rpcbench(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_rpcbench"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run rpcbench")
+}
+
+/// Against a separate `rpcbench-echo --quic`: the preflight probes the QUIC port with a
+/// QUIC handshake and a call, so a healthy one runs (its rows `tls13` under the default
+/// `plain`), and a port that is not QUIC stops the run before measuring, in one line.
+#[test]
+fn a_target_s_quic_port_is_probed_and_called() {
+    let echo = common::EchoProcess::spawn(&["--quic", "127.0.0.1:0"]);
+    let ca = echo
+        .ca_line
+        .as_deref()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .expect("a ca line")
+        .to_string();
+    let (tcp, http) = (echo.tcp.port().to_string(), echo.http.port().to_string());
+    let quic = echo
+        .quic
+        .expect("the quic listening line")
+        .port()
+        .to_string();
+    let args = |quic_port: &str| {
+        let v = [
+            "--target",
+            "127.0.0.1",
+            "--tcp-port",
+            &tcp,
+            "--http-port",
+            &http,
+            "--quic-port",
+            quic_port,
+            "--ca",
+            &ca,
+            "--transports",
+            "quic,quic-connect",
+            "--names",
+            "ip",
+            "-n",
+            "20",
+            "--timeout",
+            "2s",
+        ];
+        v.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    let run = |a: Vec<String>| rpcbench(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let out = run(args(&quic));
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    for row in ["quic          ip tls13", "quic-connect  ip tls13"] {
+        assert!(stdout.contains(row), "{row}:\n{stdout}");
+    }
+    assert!(stdout.contains("No call was lost"), "{stdout}");
+    // The TCP port's number, over UDP: no QUIC there.
+    let out = run(args(&tcp));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!("quic port {tcp}")),
+        "the line names the QUIC port: {stderr}"
+    );
+    assert!(out.stdout.is_empty(), "stopped before measuring");
+}
