@@ -23,6 +23,9 @@
 #                   rpcbench-echo: its mean per call, timed as rpcbench times it;
 #                   rpcbench's h2 drives the crate's frame layer itself, and this shows
 #                   what leaving out the crate's stream state machine saves
+#   quic            quic_ref (examples/quic_ref.rs): quinn alone, one stream per call on one
+#                   QUIC connection, against the same rpcbench-echo --quic (both TLS 1.3):
+#                   both means
 #   h2-mux          h2load -c1 -m64 (64 streams on one connection) against rpcbench -c 64,
 #                   and -m256 against -c 256: both as 1 / (requests/s)
 #   grpc-stream     grpc_stream_ref (examples/grpc_stream_ref.rs): a minimal bidirectional
@@ -273,7 +276,8 @@ show() {
 if ((build)); then
     echo "building (release) ..." >&2
     cargo build --release --quiet --bin rpcbench --bin rpcbench-echo --example crr_ref \
-        --example unix_ref --example h2_ref --example tcp_ref --example grpc_stream_ref
+        --example unix_ref --example h2_ref --example tcp_ref --example grpc_stream_ref \
+        --example quic_ref
 fi
 rb_bin="$root/target/release/rpcbench"
 echo_bin="$root/target/release/rpcbench-echo"
@@ -282,8 +286,9 @@ unix_ref_bin="$root/target/release/examples/unix_ref"
 h2_ref_bin="$root/target/release/examples/h2_ref"
 tcp_ref_bin="$root/target/release/examples/tcp_ref"
 grpc_stream_ref_bin="$root/target/release/examples/grpc_stream_ref"
+quic_ref_bin="$root/target/release/examples/quic_ref"
 for b in "$rb_bin" "$echo_bin" "$crr_bin" "$unix_ref_bin" "$h2_ref_bin" "$tcp_ref_bin" \
-    "$grpc_stream_ref_bin"; do
+    "$grpc_stream_ref_bin" "$quic_ref_bin"; do
     [[ -x $b ]] || die "$b is missing: build it (or drop --no-build)"
 done
 
@@ -300,7 +305,7 @@ listen_port() {
 echo_unix="$tmp/echo.sock"
 echo_ca="$tmp/ca.pem"
 echo_cmd=("${srv[@]}" "$echo_bin" --threads 1 --tcp "$host:0" --http "$host:0" --udp "$host:0"
-    --unix "$echo_unix" --tls "$host:0" --https "$host:0" --ca-out "$echo_ca")
+    --unix "$echo_unix" --tls "$host:0" --https "$host:0" --quic "$host:0" --ca-out "$echo_ca")
 "${echo_cmd[@]}" >"$tmp/echo.out" 2>"$tmp/echo.out.err" &
 echo_pid=$!
 pids+=("$echo_pid")
@@ -310,6 +315,7 @@ echo_udp_port=$(listen_port "$tmp/echo.out" udp "$echo_pid")
 listen_addr "$tmp/echo.out" unix "$echo_pid" >/dev/null
 echo_tls_port=$(listen_port "$tmp/echo.out" tls "$echo_pid")
 echo_https_port=$(listen_port "$tmp/echo.out" https "$echo_pid")
+echo_quic_port=$(listen_port "$tmp/echo.out" quic "$echo_pid")
 # The generated CA is written before the listening lines are printed.
 [[ -s $echo_ca ]] || die "rpcbench-echo wrote no CA to $echo_ca"
 
@@ -535,11 +541,11 @@ rb_run() {
     local tls_args=()
     if [[ $security != plain ]]; then
         tls_args=(--security "$security" --tls-port "$echo_tls_port" --https-port
-            "$echo_https_port" --ca "$echo_ca")
+            "$echo_https_port")
     fi
     local cmd=("${cli[@]}" "$rb_bin" --target "$server_ip" --tcp-port "$echo_tcp_port"
         --http-port "$echo_http_port" --udp-port "$echo_udp_port" --unix "$echo_unix"
-        "${tls_args[@]}" --names ip --transports "$transport" -n "$calls"
+        --quic-port "$echo_quic_port" --ca "$echo_ca" "${tls_args[@]}" --names ip --transports "$transport" -n "$calls"
         -c "$workers" --warmup 200 --format csv --out "$file" --no-progress)
     echo "  $(show "${cmd[@]}")" >&2
     "${cmd[@]}" >"$csv" || die "rpcbench $transport $security failed (exit $?)"
@@ -753,6 +759,9 @@ echo_h2load16() { server_load "$tmp/h2load16_echo.out" h2load h2load16_cmd "$ech
 peer_nginx_h2load16() { read -r us _ < <(server_load "$tmp/h2load16_nginx.out" h2load h2load16_cmd "$nginx_h2_port"); echo "$us"; }
 # The h2 crate's client (examples/h2_ref.rs), one stream at a time on one connection: its mean.
 h2_ref_cmd=("${cli[@]}" "$h2_ref_bin" "$host:$echo_http_port" "$calls")
+# quinn alone (examples/quic_ref.rs), one stream at a time on one QUIC connection: its mean.
+quic_ref_cmd=("${cli[@]}" env RPCBENCH_CA="$echo_ca" "$quic_ref_bin" "$host:$echo_quic_port" "$calls")
+peer_quic_ref() { ref_run quic_ref quic_ref "${quic_ref_cmd[@]}"; }
 peer_h2_ref() { ref_run h2_ref h2_ref "${h2_ref_cmd[@]}"; }
 # A bidirectional gRPC stream on the h2 crate's client (examples/grpc_stream_ref.rs): its mean.
 grpc_stream_ref_cmd=("${cli[@]}" "$grpc_stream_ref_bin" "$host:$echo_http_port" "$calls")
@@ -844,6 +853,7 @@ pairs=(
     "h2|plain|h2load -c1 -m1 (mean time for request)|peer_h2load"
     "h2|plain|h2load -c1 -m1 (1/rps; rpcbench 1/rps)|peer_h2load_rps|rps"
     "h2|plain|h2_ref (the h2 crate's client, mean)|peer_h2_ref"
+    "quic|tls13|quic_ref (quinn alone, mean)|peer_quic_ref"
     "h2-mux|plain|h2load -c1 -m64 (1/rps; rpcbench -c 64)|peer_h2load_mux64|rps|64"
     "h2-mux|plain|h2load -c1 -m256 (1/rps; rpcbench -c 256)|peer_h2load_mux256|rps|256"
     "grpc-stream|plain|grpc_stream_ref (one stream on the h2 crate's client, mean)|peer_grpc_stream_ref"
@@ -900,6 +910,7 @@ commands=(
     "$(show "${h2load_cmd[@]}") # $(basename "$body_file"): 64 bytes"
     "the h2 pair's h2load run: 1e6 / its req/s"
     "$(show "${h2_ref_cmd[@]}")"
+    "$(show "${quic_ref_cmd[@]}")"
     "$(h2load_mux_cmd 64) # $(basename "$body_file"): 64 bytes"
     "$(h2load_mux_cmd 256) # $(basename "$body_file"): 64 bytes"
     "$(show "${grpc_stream_ref_cmd[@]}")"
