@@ -373,7 +373,16 @@ impl EchoProcess {
             .wait_exit(Duration::from_secs(8))
             .expect("rpcbench-echo did not exit after SIGTERM");
         assert_eq!(status.code(), Some(0), "exit status {status:?}");
-        let lines = self.take_lines();
+        // The reader thread may still be forwarding the last lines when the process is
+        // gone: read until it ends at the pipe's end (bounded), not only what has arrived.
+        let mut lines = Vec::new();
+        let deadline = Instant::now() + IO_TIMEOUT;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) => lines.push(line),
+                Err(_) => break,
+            }
+        }
         let totals = lines
             .iter()
             .find_map(|l| l.strip_prefix("totals "))
