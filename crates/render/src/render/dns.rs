@@ -4,7 +4,7 @@
 use super::markdown::write_table;
 use super::table::grid_lines;
 use super::{Cell, Grid, text_column, units, wrap};
-use crate::dnsdiag::{DnsDiagnosis, GetaddrinfoSkipped, Intermediary};
+use crate::dnsdiag::{DnsDiagnosis, GetaddrinfoSkipped};
 use std::io::{self, Write};
 
 /// The query table: one row per query of the sequence.
@@ -179,19 +179,4 @@ fn skipped(why: GetaddrinfoSkipped) -> String {
             format!("the nameservers are asked on port {port}, and getaddrinfo asks on 53")
         }
     }
-}
-
-/// What answers between the application and the nameserver, in words.
-pub fn in_between(seen: &[Intermediary]) -> String {
-    if seen.is_empty() {
-        return "something between the application and the nameserver (none detected: no nscd socket, no systemd-resolved)".into();
-    }
-    let one = |i: &Intermediary| match i {
-        Intermediary::Nscd => "nscd (its socket is there)".to_string(),
-        Intermediary::SystemdResolved => "systemd-resolved (127.0.0.53 or nss-resolve)".to_string(),
-        Intermediary::LocalResolver { address } => {
-            format!("a local resolver or cache at {address}")
-        }
-    };
-    seen.iter().map(one).collect::<Vec<_>>().join(", ")
 }

@@ -9,7 +9,7 @@ use crate::analysis::findings::{
 };
 use crate::analysis::peers::PEER_RATIO_LIMIT;
 use crate::analysis::sweep::{SeriesName, StepAt, SweepFinding};
-use crate::dnsdiag::{AnswerKind, DnsFinding};
+use crate::dnsdiag::{AnswerKind, DnsFinding, Intermediary};
 
 /// What a sentence says of two figures that lie within their noise.
 const NO_DIFFERENCE: &str = "no measurable difference";
@@ -612,7 +612,7 @@ pub fn dns_sentence(f: &DnsFinding) -> String {
             "getaddrinfo took {} where the queries it should send took {}: {} answers instead of the nameserver.",
             duration(*getaddrinfo_us),
             duration(*lookup_us),
-            super::dns::in_between(what)
+            in_between(what)
         ),
         DnsFinding::NoAnswer { name } => {
             format!("No candidate of `{name}` got an answer with records.")
@@ -692,4 +692,19 @@ pub fn pinning_advice(report: &crate::report::Report) -> Option<String> {
             )
         }
     })
+}
+
+/// What answers between the application and the nameserver, in words.
+fn in_between(seen: &[Intermediary]) -> String {
+    if seen.is_empty() {
+        return "something between the application and the nameserver (none detected: no nscd socket, no systemd-resolved)".into();
+    }
+    let one = |i: &Intermediary| match i {
+        Intermediary::Nscd => "nscd (its socket is there)".to_string(),
+        Intermediary::SystemdResolved => "systemd-resolved (127.0.0.53 or nss-resolve)".to_string(),
+        Intermediary::LocalResolver { address } => {
+            format!("a local resolver or cache at {address}")
+        }
+    };
+    seen.iter().map(one).collect::<Vec<_>>().join(", ")
 }

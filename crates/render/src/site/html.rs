@@ -1,19 +1,11 @@
 //! The page as one self-contained HTML file (index.html): charts inline, no scripts,
-//! nothing fetched; every text escaped by [`esc`], which the SVG charts use too.
+//! nothing fetched; every text escaped by [`esc`].
 
-use super::page::{Block, Table};
+use super::block::{Block, Table, esc};
 use std::fmt::Write;
 
 /// The page's head: its title and the one style sheet.
 const HEAD: &str = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>rpcbench comparison report</title>\n<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}table{border-collapse:collapse;margin:1em 0;font-size:13px}th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}th:first-child,td:first-child,th:nth-child(2),td:nth-child(2){text-align:left}svg{max-width:100%;height:auto;display:block;margin:1em 0}.fail{color:#b00;font-weight:bold}pre{background:#f6f6f6;padding:1em;overflow-x:auto}</style></head><body>\n";
-
-/// Escapes text for HTML and XML.
-pub fn esc(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
 
 /// Writes every block; an empty list writes nothing.
 pub fn write(blocks: &[Block]) -> String {

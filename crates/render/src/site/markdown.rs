@@ -1,6 +1,6 @@
 //! The page as markdown (README.md): charts as linked SVG files beside it.
 
-use super::page::{Block, Table};
+use super::block::{Block, Table};
 use crate::render::{self, Grid};
 use std::fmt::Write;
 

@@ -21,8 +21,10 @@
 //!
 //! Layer 6 of the map in `lib.rs` (render): uses the render modules, the analysis, the record and the layers below.
 
+/// The page's parts, and the escaper the HTML and the charts share.
+mod block;
 mod charts;
-/// The page as HTML, and the escaper the charts share.
+/// The page as HTML.
 mod html;
 mod input;
 /// The page as markdown.

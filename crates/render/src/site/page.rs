@@ -3,60 +3,12 @@
 //! files) and as HTML by [`super::html`] (index.html, charts inline). A section appears
 //! here once; neither writer knows which sections there are.
 
-use super::sweep::Chart;
+use super::block::{Block, Table};
 use super::wstest;
 use super::{Lead, PEER_RATIO_LIMIT, Site};
 use crate::analysis::sweep::CapacityStep;
 use crate::render::{self, Grid, RenderOptions, units};
 use crate::report::{Environment, Report};
-
-/// One piece of the page, in the order it is read.
-#[derive(Debug)]
-pub enum Block<'a> {
-    /// The page's title (`#`, `<h1>`).
-    Title(String),
-    /// A section's heading (`##`, `<h2>`).
-    Section(String),
-    /// A heading inside a section (`###`, `<h3>`).
-    Subsection(String),
-    /// A paragraph.
-    Text(String),
-    /// A bulleted list; `alert` marks it as failures (bold red in HTML).
-    List { items: Vec<String>, alert: bool },
-    /// A table; its `failed` cells are shown as failures.
-    Table(Table),
-    /// A chart, with its caption under it.
-    Chart(&'a Chart),
-    /// Command lines, as a shell block.
-    Code(Vec<String>),
-}
-
-/// A table of text cells, some of them marked as failures.
-#[derive(Debug)]
-pub struct Table {
-    pub grid: Grid,
-    /// (row, column) of each cell that reports a failure.
-    pub failed: Vec<(usize, usize)>,
-}
-
-impl From<Grid> for Block<'_> {
-    fn from(grid: Grid) -> Self {
-        Block::Table(Table {
-            grid,
-            failed: Vec::new(),
-        })
-    }
-}
-
-impl Block<'_> {
-    /// A list of plain items.
-    fn list(items: impl IntoIterator<Item = String>) -> Self {
-        Block::List {
-            items: items.into_iter().collect(),
-            alert: false,
-        }
-    }
-}
 
 /// The whole page, section by section.
 pub fn blocks(site: &Site) -> Vec<Block<'_>> {

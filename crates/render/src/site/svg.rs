@@ -5,7 +5,7 @@
 //! A transport has the same colour in every chart ([`transport_colour`]); an address mode
 //! the same dash pattern ([`mode_dash`]). Every axis names its unit.
 
-use super::html::esc;
+use super::block::esc;
 use crate::dnsdiag::{DnsDiagnosis, QueryRecord};
 use crate::measure::Phase;
 use crate::report::RunRecord;

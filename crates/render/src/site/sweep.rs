@@ -6,16 +6,7 @@ use super::svg::{self, ChartLine};
 use crate::analysis::sweep::{KNEE_P99_GROWTH, curve_steps, knee, label, p50_p99};
 use crate::report::sweep::{MIN_ACHIEVED, SloRecord, Step, SweepAxis, SweepReport};
 
-/// One chart of a sweep: its file name, the SVG, and the caption that says how to read it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Chart {
-    /// File name beside README.md, e.g. `latency-throughput.svg`.
-    pub file: String,
-    /// What the chart shows and how its marks are defined, for the page under it.
-    pub caption: Option<String>,
-    /// The chart itself.
-    pub svg: String,
-}
+pub use super::block::Chart;
 
 /// The caption of a latency-throughput chart: which latency, and how the knee is defined.
 fn latency_caption(paced: bool, slo: Option<&SloRecord>) -> String {
