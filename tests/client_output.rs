@@ -76,8 +76,8 @@ fn json_matches_the_committed_fixture() {
     let fixture: Report = serde_json::from_str(FIXTURE).expect("fixture is a Report");
     assert_eq!(
         fixture.runs.len(),
-        20,
-        "six transports in three address modes, h2-mux at the default run's 16 workers, and a grpc-stream run (no first-byte phase)"
+        21,
+        "six transports in three address modes, h2-mux at the default run's 16 workers, a grpc-stream run (no first-byte phase) and a quic-connect run (tls13: a handshake phase, no connect)"
     );
     // ...and real output must have exactly its shape: no key added, dropped or retyped.
     let (stdout, from_file) = run("json");

@@ -18,7 +18,7 @@ mod common;
 use common::TestServer;
 use rpcbench::measure::Phase;
 use rpcbench::runner::{Engine, RunConfig, TransportRun, run_transport};
-use rpcbench::transport::{Endpoint, TransportKind};
+use rpcbench::transport::{Endpoint, Port, TransportKind};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -31,10 +31,12 @@ const TIMEOUT: Duration = Duration::from_secs(20);
 const CHILD_LIMIT: Duration = Duration::from_secs(60);
 
 fn run(server: &TestServer, kind: TransportKind, config: &RunConfig) -> TransportRun {
-    let endpoint = Endpoint::new(server.tcp, server.http)
-        .with_udp_port(server.udp_addr().map_or(0, |a| a.port()))
-        .with_unix(server.unix_path());
-    run_transport(kind, &endpoint, config, Arc::new(AtomicU64::new(0)))
+    run_transport(
+        kind,
+        &server.endpoint_for(kind),
+        config,
+        Arc::new(AtomicU64::new(0)),
+    )
 }
 
 /// UDP datagrams the kernel dropped for a full receive buffer, machine-wide
@@ -62,6 +64,7 @@ fn answered(server: &TestServer) -> u64 {
         + s.grpc.messages
         + s.unix.requests
         + s.udp.requests
+        + s.quic.requests
 }
 
 /// `calls` measured calls over `connections`, one warm-up call each.
@@ -121,11 +124,13 @@ fn assert_healthy(run: &TransportRun, calls: u64, connections: usize, what: &str
             calls + connections as u64,
             "{what}: a connection per call and warm-up call"
         );
-        assert_eq!(
-            t.phase(Phase::Connect).len(),
-            calls,
-            "{what}: connect phase"
-        );
+        // QUIC has no TCP connect: its handshake is the phase every fresh call pays.
+        let opening = if kind.port() == Port::Quic {
+            Phase::Tls
+        } else {
+            Phase::Connect
+        };
+        assert_eq!(t.phase(opening).len(), calls, "{what}: {opening:?} phase");
     }
 }
 
@@ -141,10 +146,9 @@ fn every_transport_at_200_connections() {
     std::fs::create_dir(&dir).unwrap();
     let server = TestServer::start(rpcbench::server::ServerConfig {
         unix: Some(dir.join("echo.sock")),
+        quic: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
         ..common::config()
     });
-    // The QUIC transports (TLS built in, a runtime and a UDP socket per worker) are not in
-    // the default run yet; tests/quic.rs holds them.
     for kind in TransportKind::by_default() {
         let engines: &[Engine] = if kind.has_async() {
             &[Engine::Auto, Engine::Blocking]

@@ -859,4 +859,40 @@ impl TestServer {
     pub fn unix_path(&self) -> Option<std::path::PathBuf> {
         self.handle.unix_path.clone()
     }
+
+    /// The QUIC listener's real address, when the config turned it on.
+    pub fn quic_addr(&self) -> Option<SocketAddr> {
+        self.handle.quic_addr
+    }
+
+    /// The endpoint `kind` calls under `--security plain`: every listener the server
+    /// opened, in plain text but for a transport that has no plain mode (QUIC), which gets
+    /// TLS 1.3 verified against the server's generated CA.
+    pub fn endpoint_for(
+        &self,
+        kind: rpcbench::transport::TransportKind,
+    ) -> rpcbench::transport::Endpoint {
+        endpoint_of(&self.handle, kind)
+    }
+}
+
+/// The endpoint `kind` calls on `server` under `--security plain`: every listener the
+/// server opened, with TLS 1.3 (verified against its generated CA) for a transport that
+/// has no plain mode.
+pub fn endpoint_of(
+    server: &ServerHandle,
+    kind: rpcbench::transport::TransportKind,
+) -> rpcbench::transport::Endpoint {
+    use rpcbench::transport::tls::{Security, TlsClient, TlsOptions};
+    let security = kind.security_in(Security::Plain).unwrap_or(Security::Plain);
+    let tls = (security != Security::Plain).then(|| {
+        let ca = server.ca_pem.as_deref().expect("a generated CA");
+        let options = TlsOptions::from_pem(ca, None, false).expect("the CA reads");
+        TlsClient::new(security, "127.0.0.1", &options).expect("a TLS client")
+    });
+    rpcbench::transport::Endpoint::new(server.tcp_addr.unwrap(), server.http_addr.unwrap())
+        .with_udp_port(server.udp_addr.map_or(0, |a| a.port()))
+        .with_unix(server.unix_path.clone())
+        .with_quic_port(server.quic_addr.map_or(0, |a| a.port()))
+        .with_tls(tls)
 }

@@ -21,9 +21,6 @@ impl Transport for Quic {
         tls: Tls::Quic,
         fresh_twin: Some("quic-connect"),
         files_per_worker: super::FILES_PER_RUNTIME + 1,
-        // Named with --transports until its place in the default run's figures, physics
-        // checks and committed report is settled (the QUIC issue's later steps).
-        by_default: false,
         ..Facts::DEFAULT
     };
 

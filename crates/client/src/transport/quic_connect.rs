@@ -22,7 +22,6 @@ impl Transport for QuicConnect {
         tls: Tls::Quic,
         files_per_worker: super::FILES_PER_RUNTIME + 1,
         // As `quic`'s: named with --transports for now.
-        by_default: false,
         ..Facts::DEFAULT
     };
 
