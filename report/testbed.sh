@@ -4,7 +4,7 @@
 # Creates two network namespaces, rb-srv (10.77.0.1) and rb-cli (10.77.0.2), joined by a veth
 # pair. rb-cli gets its own resolv.conf (/etc/netns/rb-cli/resolv.conf) pointing at
 # rpcbench-echo's DNS responder in rb-srv on port 53. rpcbench-echo runs in rb-srv (tcp,
-# http, dns); rpcbench runs in rb-cli against the server's name and its IP, every transport
+# http, udp, quic, dns); rpcbench runs in rb-cli against the server's name and its IP, every transport
 # under every address mode. Then the truth checks: a server delay, a slow DNS responder, and
 # established tools measuring the same paths (report/peers.sh). Finally `rpcbench report`.
 #
@@ -158,6 +158,7 @@ NAME=echo.rpcbench.test
 TCP_PORT=7001
 HTTP_PORT=7080
 UDP_PORT=7002
+QUIC_PORT=7443
 WORK=$(mktemp -d /tmp/rb-testbed.XXXXXX)
 SERVER_PID=""
 LINK_PID=""
@@ -306,11 +307,13 @@ start_server() { # start_server EXTRA-ARGS...: rpcbench-echo in rb-srv, pinned
     # exec into it) so that it can be stopped by PID.
     hold_signals
     ip netns exec "$SRV" "${SRV_PIN[@]}" "$BIN/rpcbench-echo" --threads 1 --tcp "$SRV_IP:$TCP_PORT" --http "$SRV_IP:$HTTP_PORT" \
-        --udp "$SRV_IP:$UDP_PORT" --dns "$SRV_IP:53" --dns-name "$NAME" "$@" >"$WORK/server.out" 2>"$WORK/server.err" &
+        --udp "$SRV_IP:$UDP_PORT" --quic "$SRV_IP:$QUIC_PORT" --ca-out "$WORK/ca.pem" --dns "$SRV_IP:53" --dns-name "$NAME" "$@" \
+        >"$WORK/server.out" 2>"$WORK/server.err" &
     SERVER_PID=$!
     release_signals
     for _ in $(seq 100); do
-        [ "$(grep -c '^listening' "$WORK/server.out" 2>/dev/null || true)" -ge 3 ] && return 0
+        # The CA's line comes once every listener is up (and its file written).
+        grep -q '^ca ' "$WORK/server.out" 2>/dev/null && return 0
         kill -0 "$SERVER_PID" 2>/dev/null || break
         sleep 0.05
     done
@@ -323,7 +326,7 @@ bench() { # bench OUT.json ARGS...: rpcbench in rb-cli against the server's name
     local out=$1
     shift
     in_cli "${CLI_PIN[@]}" "$BIN/rpcbench" --target "$NAME" \
-        --tcp-port "$TCP_PORT" --http-port "$HTTP_PORT" --udp-port "$UDP_PORT" -n "$CALLS" --warmup "$WARMUP" --payload "$PAYLOAD" \
+        --tcp-port "$TCP_PORT" --http-port "$HTTP_PORT" --udp-port "$UDP_PORT" --quic-port "$QUIC_PORT" --ca "$WORK/ca.pem" -n "$CALLS" --warmup "$WARMUP" --payload "$PAYLOAD" \
         --rounds "$ROUNDS" --timeout 5s --format csv --out "$out" "${BENCH_EXTRA[@]}" "$@" >/dev/null
 }
 

@@ -918,7 +918,12 @@ fn notes_under_the_table_are_said_once() {
             !note.contains("-n)"),
             "advice for workers the user did not ask for: {note}"
         );
+        // (The TCP_INFO note names each run with retransmits, a shared one at each of
+        // its modes: a list, not a repeated say.)
         for transport in ["h2-mux", "grpc-mux"] {
+            if note.starts_with("TCP_INFO") {
+                break;
+            }
             assert!(
                 note.matches(transport).count() <= 1,
                 "{transport} twice: {note}"

@@ -1274,6 +1274,7 @@ fn troubleshooting_has_every_preflight_line() {
                 at: at.clone(),
                 needed: true,
                 http2,
+                h3: false,
             },
             seen,
         };

@@ -49,6 +49,7 @@ fn server_with_unix() -> (TestServer, UnixDir) {
     std::fs::create_dir_all(&dir.0).unwrap();
     let mut config = common::config();
     config.unix = Some(dir.0.join("echo.sock"));
+    config.quic = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
     (TestServer::start(config), dir)
 }
 
@@ -77,7 +78,6 @@ fn body_len(encoding: EncodingKind, message: Message, seq: u64) -> u64 {
 #[test]
 fn every_encoding_through_every_carrying_transport() {
     let (server, _dir) = server_with_unix();
-    let endpoint = || Endpoint::new(server.tcp, server.http).with_unix(server.unix_path());
     let messages = [
         Message::Void,
         Message::Struct(1),
@@ -100,7 +100,7 @@ fn every_encoding_through_every_carrying_transport() {
                 let cell = format!("{kind} {encoding} {message}");
                 let before =
                     server.stats().rpc[encoding.name()][message.operation().name()].clone();
-                let r = run_at(kind, endpoint(), &config(encoding, message));
+                let r = run_at(kind, server.endpoint_for(kind), &config(encoding, message));
                 let t = &r.tally;
                 assert_eq!(
                     (t.ok, t.lost, t.mismatched, t.failed()),

@@ -1,5 +1,6 @@
-//! QUIC (issue #51, first step): `rpcbench-echo --quic` and the `quic` and `quic-connect`
-//! transports against the in-process server, every call verified and counted once, and
+//! QUIC and HTTP/3: `rpcbench-echo --quic` and the five QUIC transports (`quic`,
+//! `quic-connect`, `h3`, `h3-mux`, `h3-fresh`) against the in-process server, every call
+//! verified and counted once, and
 //! the bad input the issue names: a QUIC client at a TCP port and the reverse, an
 //! unknown ALPN, frames the server must refuse, a stream reset mid-reply, and more
 //! connections than `--max-connections`. Every case ends with a healthy run, so the
@@ -20,8 +21,23 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-/// The two QUIC transports of the first step.
-const QUIC: [TransportKind; 2] = [TransportKind::Quic, TransportKind::QuicConnect];
+/// The QUIC transports: the raw frames (ALPN `rpcbench`) and HTTP/3 (ALPN `h3`).
+const QUIC: [TransportKind; 5] = [
+    TransportKind::Quic,
+    TransportKind::QuicConnect,
+    TransportKind::H3,
+    TransportKind::H3Mux,
+    TransportKind::H3Fresh,
+];
+
+#[test]
+fn the_list_is_every_transport_on_the_quic_port() {
+    let on_quic: Vec<_> = TransportKind::ALL
+        .into_iter()
+        .filter(|k| k.port() == rpcbench::transport::Port::Quic)
+        .collect();
+    assert_eq!(on_quic, QUIC);
+}
 
 fn server(config: ServerConfig) -> ServerHandle {
     let config = ServerConfig {
@@ -111,8 +127,9 @@ fn every_call_once_at_one_and_eight_workers_echo_pattern_and_64k() {
     }
     let stats = server.stats();
     assert_eq!(
-        stats.quic.requests, expected_requests,
-        "the server counted every call"
+        stats.quic.requests + stats.http.requests,
+        expected_requests,
+        "the server counted every call (HTTP/3's as HTTP requests)"
     );
     assert_eq!(stats.quic_handshakes.full, expected_handshakes);
     assert_eq!(stats.quic.connections_total, expected_handshakes);

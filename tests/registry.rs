@@ -33,8 +33,14 @@ fn every_transport_answers_and_the_answers_agree() {
             assert!(f.shared && !t.shared && t.persistent, "{kind}, {unshared}");
             assert_eq!(t.port, f.port, "{kind}, {unshared}");
         }
-        // The HTTP port is spoken to in HTTP/1.1 or HTTP/2, the others in raw frames.
-        assert_eq!(f.port == Port::Http, f.alpn != Alpn::None, "{kind}");
+        // The HTTP port is spoken to in HTTP/1.1 or HTTP/2, the QUIC port in HTTP/3 or raw
+        // frames, the others in raw frames.
+        let port_speaks = match f.alpn {
+            Alpn::None => f.port != Port::Http,
+            Alpn::Http1 | Alpn::H2 => f.port == Port::Http,
+            Alpn::H3 => f.port == Port::Quic,
+        };
+        assert!(port_speaks, "{kind}: {:?} on {:?}", f.alpn, f.port);
         // Datagrams and Unix sockets stay plain; the rest speak TLS.
         let plain_only = matches!(f.port, Port::Unix | Port::Udp);
         assert_eq!(f.tls == Tls::None, plain_only, "{kind}");
@@ -59,12 +65,13 @@ fn every_transport_answers_and_the_answers_agree() {
             ("tcp", "tcp-connect"),
             ("http-keepalive", "http-fresh"),
             ("curl-reuse", "curl-fresh"),
-            ("quic", "quic-connect")
+            ("quic", "quic-connect"),
+            ("h3", "h3-fresh")
         ]
     );
     assert_eq!(
         twins(TransportKind::unshared_twin),
-        [("h2-mux", "h2"), ("grpc-mux", "grpc")]
+        [("h2-mux", "h2"), ("grpc-mux", "grpc"), ("h3-mux", "h3")]
     );
 }
 
@@ -126,8 +133,10 @@ fn the_transports_facts_name_are_registered() {
         let against = kind.multiplexing_against();
         assert_eq!(against.len(), f.multiplexing_against.len(), "{kind}");
         assert_eq!(f.shared, !against.is_empty(), "{kind}: shared, so weighed");
+        // Weighed against the same call on its own port, or against another protocol's
+        // shared connection (h3-mux against h2-mux: QUIC's streams against TCP's).
         for t in against {
-            assert_eq!(t.port(), f.port, "{kind} against {t}");
+            assert!(t.port() == f.port || t.shared(), "{kind} against {t}");
         }
     }
     assert_eq!(

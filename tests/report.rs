@@ -234,12 +234,16 @@ fn report_pages_hold_the_json_figures_and_every_chart() {
         assert!(readme.contains(&format!("| {case} |")), "seed row {case}");
     }
     assert!(readme.contains("| 156.42 |"));
-    // The delay truth checks: one per transport at one worker; not h2-mux and grpc-mux,
+    // The delay truth checks: one per transport at one worker; not the shared ones (h2-mux,
+    // grpc-mux, h3-mux),
     // which the default run measures at 16 workers (with h2 and grpc beside them), where
     // replies due at once queue at the server.
     assert_eq!(
         readme.matches("| server delay 5000 µs:").count(),
-        rpcbench::transport::TransportKind::by_default().len() - 2,
+        rpcbench::transport::TransportKind::by_default()
+            .into_iter()
+            .filter(|k| !k.shared())
+            .count(),
         "{readme}"
     );
     assert!(!readme.contains(" c16) | +5000"), "{readme}");

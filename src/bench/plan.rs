@@ -188,8 +188,11 @@ impl Plan {
     /// when none calls it; `udp` and `unix` only when the target has them.
     pub(super) fn probes(&self, spec: &BenchSpec, ip: IpAddr) -> Vec<crate::preflight::Probe> {
         use crate::preflight::{Address, Listener, Probe};
+        use crate::transport::tls::Alpn;
         let at = |port: u16| Address::Socket(SocketAddr::new(ip, port));
-        let mut needed: Vec<(Listener, bool)> = Vec::new();
+        // Each listener a run calls, once per protocol its transports speak there: HTTP/2
+        // or HTTP/1.1 on an HTTP listener, HTTP/3 or the raw frames on the QUIC one.
+        let mut needed: Vec<(Listener, bool, bool)> = Vec::new();
         for &security in &security_modes(spec) {
             for &kind in spec
                 .transports
@@ -203,15 +206,16 @@ impl Plan {
                     Listener::Unix => self.unix.is_some(),
                     _ => true,
                 };
-                let http2 = kind.facts().alpn == crate::transport::tls::Alpn::H2;
-                if located && !needed.contains(&(listener, http2)) {
-                    needed.push((listener, http2));
+                let alpn = kind.facts().alpn;
+                let (http2, h3) = (alpn == Alpn::H2, alpn == Alpn::H3);
+                if located && !needed.contains(&(listener, http2, h3)) {
+                    needed.push((listener, http2, h3));
                 }
             }
         }
         let mut probes: Vec<Probe> = needed
             .iter()
-            .map(|&(listener, http2)| Probe {
+            .map(|&(listener, http2, h3)| Probe {
                 listener,
                 at: match listener {
                     Listener::Tcp => at(self.tcp_port),
@@ -228,17 +232,19 @@ impl Plan {
                 },
                 needed: true,
                 http2,
+                h3,
             })
             .collect();
-        if !needed.iter().any(|&(l, _)| l == Listener::Http) {
+        if !needed.iter().any(|&(l, _, _)| l == Listener::Http) {
             probes.push(Probe {
                 listener: Listener::Http,
                 at: at(self.http_port),
                 needed: false,
                 http2: false,
+                h3: false,
             });
         }
-        probes.sort_by_key(|p| (p.listener, p.http2));
+        probes.sort_by_key(|p| (p.listener, p.http2, p.h3));
         probes
     }
 

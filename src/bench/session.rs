@@ -296,10 +296,11 @@ impl Session {
                     }));
                 }
                 // The twin at the same concurrency, by IP, so that the multiplexing
-                // finding compares like with like.
+                // finding compares like with like (where the twin can run: not a QUIC
+                // one without the target's QUIC port).
                 if let (Some(m), Some(twin)) = (mux, k.unshared_twin())
                     && twin.runs_secured(sec)
-                    && modes.contains(&AddrMode::Ip)
+                    && self.modes_for(twin, &modes).contains(&AddrMode::Ip)
                 {
                     for rpc in rpcs_for(spec, twin) {
                         jobs.push(Job {

@@ -34,7 +34,9 @@ pub(super) fn probe_one(
             frame_exchange(sock).map(|()| None)
         }
         (Address::Socket(addr), Listener::Udp) => datagram_exchange(*addr).map(|()| None),
-        (Address::Socket(addr), Listener::Quic) => quic_exchange(*addr, tls).map(|()| None),
+        (Address::Socket(addr), Listener::Quic) => {
+            quic_exchange(*addr, tls, probe.h3).map(|()| None)
+        }
         (Address::Socket(addr), listener) => {
             let sock = connect(*addr)?;
             match (listener, tls) {
@@ -198,9 +200,10 @@ pub(super) fn frame_exchange<S: Read + Write>(mut stream: S) -> Result<(), Seen>
     }
 }
 
-/// Opens a QUIC connection (TLS 1.3 with the run's CA, ALPN `rpcbench`), makes the probe
-/// on a stream of its own and checks the reply.
-fn quic_exchange(addr: SocketAddr, tls: Option<&TlsClient>) -> Result<(), Seen> {
+/// Opens a QUIC connection (TLS 1.3 with the run's CA; ALPN `h3` when `h3`, else
+/// `rpcbench`), makes the probe on a stream of its own (HTTP/3's `POST /echo`, or a frame)
+/// and checks the reply.
+fn quic_exchange(addr: SocketAddr, tls: Option<&TlsClient>, h3: bool) -> Result<(), Seen> {
     let tls = tls.ok_or(Seen::Tls(TlsFailure::Other))?;
     let tls = TlsClient::new(Security::Tls13, tls.host(), tls.options())
         .map_err(|e| Seen::Unreachable(e.to_string()))?;
@@ -213,7 +216,12 @@ fn quic_exchange(addr: SocketAddr, tls: Option<&TlsClient>) -> Result<(), Seen> 
         max_reply: MAX_PROBE_REPLY,
         rpc: None,
     };
-    match crate::transport::quic_probe(addr, tls, &call, PREFLIGHT_TIMEOUT) {
+    let probe = if h3 {
+        crate::transport::h3_probe
+    } else {
+        crate::transport::quic_probe
+    };
+    match probe(addr, tls, &call, PREFLIGHT_TIMEOUT) {
         Ok((seq, payload)) => {
             let reply = Response {
                 seq: seq.unwrap_or_default(),

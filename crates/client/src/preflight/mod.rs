@@ -75,6 +75,10 @@ pub struct Probe {
     /// TLS), as the run's HTTP/2 and gRPC transports speak to it, rather than HTTP/1.1.
     /// A run of both kinds probes the listener once each way.
     pub http2: bool,
+    /// For the QUIC listener: probed in HTTP/3 (ALPN `h3`, `POST /echo`), as the run's
+    /// HTTP/3 transports speak to it, rather than in the raw frames (ALPN `rpcbench`).
+    /// A run of both kinds probes the listener once each way.
+    pub h3: bool,
     /// True when a transport of the run calls it. The HTTP listener is probed even when
     /// none does, for `/stats`; its trouble then leaves the server's version and counters
     /// out of the report, and stops nothing.

@@ -233,6 +233,7 @@ mod tests {
                 at: Address::Socket(SocketAddr::from(([10, 0, 0, 2], port))),
                 needed: true,
                 http2: false,
+                h3: false,
             },
             seen,
         }

@@ -232,10 +232,12 @@ pub(super) struct Origin {
 
 impl Origin {
     pub(super) fn new(endpoint: &Endpoint) -> Origin {
-        Origin {
-            base: origin(endpoint),
-            last: None,
-        }
+        Origin::with_base(origin(endpoint))
+    }
+
+    /// The origin `base` (`scheme://host:port`): HTTP/3's, at the QUIC port.
+    pub(super) fn with_base(base: String) -> Origin {
+        Origin { base, last: None }
     }
 
     /// The URI of `path` at the origin.
@@ -321,7 +323,7 @@ pub(super) fn echo_request(origin: &mut Origin, call: &Call<'_>) -> Result<Outgo
 
 /// A call's request headers: its seq, the payload's content type, and its encoding's
 /// operation header if it has one.
-fn request_headers(call: &Call<'_>) -> hyper::HeaderMap {
+pub(super) fn request_headers(call: &Call<'_>) -> hyper::HeaderMap {
     let mut headers = hyper::HeaderMap::with_capacity(3);
     // Never indexed by HPACK: a new value in every request, as the server's reply
     // headers (see `server::http::reply::unindexed`).

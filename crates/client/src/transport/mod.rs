@@ -30,6 +30,7 @@ mod h1;
 mod h2_mux_wire;
 mod h2_read;
 mod h2_wire;
+mod h3_conn;
 mod hpack;
 mod http;
 mod mux;
@@ -42,6 +43,7 @@ pub use connect::{Secure, Took};
 pub use curl::{BundledLibcurl, LinkedLibcurl};
 pub use endpoint::{Endpoint, RunShared};
 pub use facts::{FILES_PER_CURL_HANDLE, FILES_PER_RUNTIME, Facts, Port, Tls};
+pub use h3_conn::probe as h3_probe;
 pub use quic_conn::probe as quic_probe;
 use std::time::Duration;
 
@@ -175,6 +177,12 @@ registry! {
     /// A new QUIC connection per call: a full TLS 1.3 handshake, the call on a stream,
     /// close.
     QuicConnect = quic_connect::{QuicConnect}, "quic-connect";
+    /// HTTP/3 POST /echo, one QUIC connection per worker, one request stream at a time.
+    H3 = h3::{H3}, "h3";
+    /// HTTP/3 with all workers sharing one QUIC connection, each call a concurrent stream.
+    H3Mux = h3_mux::{H3Mux}, "h3-mux";
+    /// A new QUIC connection per call: a full TLS 1.3 handshake, HTTP/3 POST /echo, close.
+    H3Fresh = h3_fresh::{H3Fresh}, "h3-fresh";
 }
 
 /// Something to do with a freshly opened transport of any kind: the runner's worker loop.

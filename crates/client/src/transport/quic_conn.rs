@@ -10,7 +10,7 @@
 //! server's end of the stream.
 
 use super::tcp::{encode_request, reply_of};
-use super::tls::TlsFailure;
+use super::tls::{Alpn, TlsFailure};
 use super::{Call, CallError, ConnectFailure, Endpoint, OpenTransportError, Phases, Reply};
 use crate::wire::{self, LEN_PREFIX, RESPONSE_OVERHEAD};
 use std::net::SocketAddr;
@@ -37,7 +37,7 @@ impl<const FRESH: bool> QuicWorker<FRESH> {
         Ok(QuicWorker {
             endpoint,
             timeout,
-            client: QuicClient::new()?,
+            client: QuicClient::new(Alpn::None)?,
             conn: None,
             connects: 0,
         })
@@ -74,10 +74,12 @@ impl<const FRESH: bool> QuicWorker<FRESH> {
 }
 
 /// A worker's QUIC client: its runtime, its endpoint (bound on first use, for the target's
-/// address family) and its buffers.
+/// address family), the ALPN its connections offer and its buffers.
 pub(super) struct QuicClient {
-    /// The worker's runtime: a call blocks on it, and it drives the endpoint.
-    pub rt: tokio::runtime::Runtime,
+    /// The worker's runtime (or, for `h3-mux`, the run's): a call blocks on it, and it
+    /// drives the endpoint.
+    pub rt: Arc<tokio::runtime::Runtime>,
+    alpn: Alpn,
     endpoint: Option<(quinn::Endpoint, bool)>,
     config: Option<quinn::ClientConfig>,
     out: Vec<u8>,
@@ -85,15 +87,25 @@ pub(super) struct QuicClient {
 }
 
 impl QuicClient {
-    /// A client with its runtime; nothing is bound until the first connection.
-    pub fn new() -> Result<QuicClient, OpenTransportError> {
-        Ok(QuicClient {
-            rt: super::http::worker_runtime()?,
+    /// A client offering `alpn` ([`Alpn::H3`], or the raw frames for any other), with a
+    /// runtime of its own; nothing is bound until the first connection.
+    pub fn new(alpn: Alpn) -> Result<QuicClient, OpenTransportError> {
+        Ok(QuicClient::on(
+            Arc::new(super::http::worker_runtime()?),
+            alpn,
+        ))
+    }
+
+    /// A client offering `alpn` on `rt`.
+    pub fn on(rt: Arc<tokio::runtime::Runtime>, alpn: Alpn) -> QuicClient {
+        QuicClient {
+            rt,
+            alpn,
             endpoint: None,
             config: None,
             out: Vec::new(),
             body: Vec::new(),
-        })
+        }
     }
 
     /// Opens a connection to the target's QUIC port within `deadline`: the lookup (its
@@ -108,8 +120,9 @@ impl QuicClient {
         // QUIC has no plaintext: a run without TLS settings cannot make the call.
         let tls = (target.tls.as_deref()).ok_or(CallError::Tls(TlsFailure::Other))?;
         if self.config.is_none() {
-            let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls.quic_config())
-                .map_err(|_| CallError::Tls(TlsFailure::Other))?;
+            let crypto =
+                quinn::crypto::rustls::QuicClientConfig::try_from(tls.quic_config(self.alpn))
+                    .map_err(|_| CallError::Tls(TlsFailure::Other))?;
             self.config = Some(quinn::ClientConfig::new(Arc::new(crypto)));
         }
         let endpoint = self.endpoint_for(addr)?;
@@ -187,8 +200,14 @@ impl QuicClient {
 
     /// Closes `conn` and lets the endpoint send the close before the next call.
     pub fn close(&self, conn: quinn::Connection) {
+        self.close_with(conn, 0);
+    }
+
+    /// Closes `conn` with the application's error `code` (HTTP/3's `H3_NO_ERROR` is
+    /// 0x100, not 0).
+    pub fn close_with(&self, conn: quinn::Connection, code: u32) {
         let _entered = self.rt.enter();
-        conn.close(0u32.into(), b"");
+        conn.close(code.into(), b"");
     }
 }
 
@@ -214,10 +233,7 @@ pub fn probe(
     call: &Call,
     timeout: Duration,
 ) -> Result<(Option<u64>, Vec<u8>), CallError> {
-    let mut client = QuicClient::new().map_err(|_| CallError::Io)?;
-    let target = Endpoint::new(addr, addr)
-        .with_tls(Some(tls))
-        .with_quic_port(addr.port());
+    let (mut client, target) = probe_client(addr, tls, Alpn::None)?;
     let deadline = Instant::now() + timeout;
     let mut phases = Phases::default();
     let conn = client.connect(&target, deadline, &mut phases)?;
@@ -225,6 +241,19 @@ pub fn probe(
     let reply = reply.map(|r| (r.seq, r.body.to_vec()));
     client.close(conn);
     reply
+}
+
+/// A client offering `alpn` and the target at `addr` (its QUIC port), for a probe.
+pub(super) fn probe_client(
+    addr: SocketAddr,
+    tls: Arc<super::tls::TlsClient>,
+    alpn: Alpn,
+) -> Result<(QuicClient, Endpoint), CallError> {
+    let client = QuicClient::new(alpn).map_err(|_| CallError::Io)?;
+    let target = Endpoint::new(addr, addr)
+        .with_tls(Some(tls))
+        .with_quic_port(addr.port());
+    Ok((client, target))
 }
 
 /// A failed handshake as a call's error: a TLS alert (sent or received) is the TLS

@@ -21,7 +21,6 @@ impl Transport for QuicConnect {
         round_trips: Some(2.0),
         tls: Tls::Quic,
         files_per_worker: super::FILES_PER_RUNTIME + 1,
-        // As `quic`'s: named with --transports for now.
         ..Facts::DEFAULT
     };
 

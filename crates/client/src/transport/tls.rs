@@ -243,6 +243,8 @@ pub enum Alpn {
     Http1,
     /// `h2` (HTTP/2 and gRPC).
     H2,
+    /// `h3` (HTTP/3, over QUIC only).
+    H3,
 }
 
 /// What a run's TLS connections negotiated, recorded once per run.
@@ -356,6 +358,8 @@ pub struct TlsClient {
     h2: Arc<rustls::ClientConfig>,
     /// For QUIC (ALPN `rpcbench`, early data allowed): TLS 1.3 modes only.
     quic: Arc<rustls::ClientConfig>,
+    /// For HTTP/3 (ALPN `h3`, early data allowed): TLS 1.3 modes only.
+    h3: Arc<rustls::ClientConfig>,
     server_name: ServerName<'static>,
     negotiated: Mutex<Option<Negotiated>>,
 }
@@ -473,18 +477,20 @@ impl TlsClient {
             c.alpn_protocols = vec![alpn.to_vec()];
             Arc::new(c)
         };
+        let over_quic = |alpn: &[u8]| {
+            let mut c = config.clone();
+            c.alpn_protocols = vec![alpn.to_vec()];
+            c.enable_early_data = true;
+            Arc::new(c)
+        };
         Ok(Arc::new(TlsClient {
             security,
             host: host.to_string(),
             options: options.clone(),
             http1: with_alpn(b"http/1.1"),
             h2: with_alpn(b"h2"),
-            quic: {
-                let mut c = config.clone();
-                c.alpn_protocols = vec![b"rpcbench".to_vec()];
-                c.enable_early_data = true;
-                Arc::new(c)
-            },
+            quic: over_quic(b"rpcbench"),
+            h3: over_quic(b"h3"),
             plain: Arc::new(config),
             server_name,
             negotiated: Mutex::new(None),
@@ -518,9 +524,13 @@ impl TlsClient {
         &self.host
     }
 
-    /// The configuration of QUIC connections (ALPN `rpcbench`), for a TLS 1.3 mode.
-    pub fn quic_config(&self) -> Arc<rustls::ClientConfig> {
-        self.quic.clone()
+    /// The configuration of QUIC connections offering `alpn`: [`Alpn::H3`] for HTTP/3,
+    /// any other for the raw frames (ALPN `rpcbench`). For a TLS 1.3 mode.
+    pub fn quic_config(&self, alpn: Alpn) -> Arc<rustls::ClientConfig> {
+        match alpn {
+            Alpn::H3 => self.h3.clone(),
+            _ => self.quic.clone(),
+        }
     }
 
     /// What the run's first successful handshake negotiated.
@@ -536,6 +546,8 @@ impl TlsClient {
             Alpn::None => self.plain.clone(),
             Alpn::Http1 => self.http1.clone(),
             Alpn::H2 => self.h2.clone(),
+            // HTTP/3 never runs over TCP; asked anyway, it offers nothing.
+            Alpn::H3 => self.plain.clone(),
         }
     }
 

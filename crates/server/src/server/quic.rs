@@ -2,6 +2,7 @@
 //! client CA), the protocol chosen by ALPN. ALPN `rpcbench` carries the raw frames of
 //! `--tcp`, one bidirectional stream per call: the client sends one request frame and
 //! finishes its side, the server answers with one response frame and finishes its own.
+//! ALPN `h3` is HTTP/3 with the HTTP port's routes (`server/http/h3.rs`).
 //!
 //! Limits as on TCP: a connection takes a slot of `--max-connections` for as long as it is
 //! open (refused at once without one); it may open [`STREAMS_PER_CONNECTION`] streams at a
@@ -27,6 +28,20 @@ use std::time::{Duration, Instant};
 /// The ALPN of the raw frames over QUIC.
 pub const ALPN_FRAMES: &[u8] = b"rpcbench";
 
+/// The ALPN of HTTP/3.
+pub const ALPN_H3: &[u8] = b"h3";
+
+/// Unidirectional streams a client may have open: HTTP/3's control stream, QPACK's
+/// encoder and decoder streams (RFC 9114 §6.2) and one of a reserved type (the h3
+/// crate's grease stream, which it waits to open); the raw frames use none.
+const UNI_STREAMS: u8 = 4;
+
+/// What quinn buffers for a connection before the server reads it: per stream, and for
+/// the whole connection (QUIC's flow-control windows). A client sending faster than the
+/// calls are read waits for credit, so a connection holds at most this much.
+const STREAM_WINDOW: u32 = 256 * 1024;
+const CONNECTION_WINDOW: u32 = 1024 * 1024;
+
 /// Bidirectional streams a client may have open on one connection at a time: each is one
 /// call in flight, so this bounds a connection's calls (and the tasks serving them) as
 /// HTTP/2's `SETTINGS_MAX_CONCURRENT_STREAMS` does.
@@ -48,7 +63,7 @@ pub(crate) fn server_config(
     mut tls: rustls::ServerConfig,
     shared: &super::ServerConfig,
 ) -> Result<quinn::ServerConfig, super::tls::SetUpTlsError> {
-    tls.alpn_protocols = vec![ALPN_FRAMES.to_vec()];
+    tls.alpn_protocols = vec![ALPN_FRAMES.to_vec(), ALPN_H3.to_vec()];
     // No early data yet: rustls allows it only with stateful resumption, and the TLS
     // listeners' tickets are stateless. 0-RTT is its own step.
     tls.max_early_data_size = 0;
@@ -58,7 +73,9 @@ pub(crate) fn server_config(
     let mut transport = quinn::TransportConfig::default();
     transport
         .max_concurrent_bidi_streams(STREAMS_PER_CONNECTION.into())
-        .max_concurrent_uni_streams(0u8.into())
+        .max_concurrent_uni_streams(UNI_STREAMS.into())
+        .stream_receive_window(STREAM_WINDOW.into())
+        .receive_window(CONNECTION_WINDOW.into())
         .max_idle_timeout(shared.idle_timeout.try_into().ok());
     config.transport_config(Arc::new(transport));
     Ok(config)
@@ -156,13 +173,33 @@ async fn serve(conn: quinn::Connection, shared: Arc<Shared>, _guard: ConnGuard) 
         .handshake_data()
         .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
         .and_then(|d| d.protocol);
-    if alpn.as_deref() != Some(ALPN_FRAMES) {
-        // rustls refuses a client offering no protocol we have, so this is a client
-        // that offered none: nothing to speak.
-        shared.stats.reject(Reject::QuicNoAlpn);
-        conn.close(REFUSED.into(), b"no application protocol");
-        return;
+    match alpn.as_deref() {
+        Some(ALPN_FRAMES) => frames(&conn, &shared).await,
+        Some(ALPN_H3) => super::http::h3::serve(conn.clone(), shared.clone()).await,
+        _ => {
+            // rustls refuses a client offering no protocol we have, so this is a client
+            // that offered none: nothing to speak.
+            shared.stats.reject(Reject::QuicNoAlpn);
+            conn.close(REFUSED.into(), b"no application protocol");
+            return;
+        }
     }
+    let stats = conn.stats();
+    shared
+        .stats
+        .quic
+        .bytes_in
+        .fetch_add(stats.udp_rx.bytes, Relaxed);
+    shared
+        .stats
+        .quic
+        .bytes_out
+        .fetch_add(stats.udp_tx.bytes, Relaxed);
+}
+
+/// Serves the raw frames' streams of `conn`, a call each, until it closes (the client,
+/// the idle timer) or shutdown starts.
+async fn frames(conn: &quinn::Connection, shared: &Arc<Shared>) {
     loop {
         let (send, recv) = tokio::select! {
             stream = conn.accept_bi() => match stream {
@@ -181,17 +218,6 @@ async fn serve(conn: quinn::Connection, shared: Arc<Shared>, _guard: ConnGuard) 
         };
         tokio::spawn(call(send, recv, shared.clone()));
     }
-    let stats = conn.stats();
-    shared
-        .stats
-        .quic
-        .bytes_in
-        .fetch_add(stats.udp_rx.bytes, Relaxed);
-    shared
-        .stats
-        .quic
-        .bytes_out
-        .fetch_add(stats.udp_tx.bytes, Relaxed);
 }
 
 /// Answers one call on its stream: one request frame in, one response frame out.

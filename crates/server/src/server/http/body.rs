@@ -8,8 +8,25 @@ use crate::server::stats::Reject;
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::StatusCode;
-use hyper::body::Incoming;
 use std::sync::Arc;
+
+/// A request's body as the routes read it: hyper's (HTTP/1.1 and HTTP/2) or HTTP/3's
+/// ([`super::h3`]).
+pub(in crate::server) trait RequestBody:
+    hyper::body::Body<Data = Bytes, Error: std::error::Error + Send + Sync + 'static>
+    + Send
+    + Unpin
+    + 'static
+{
+}
+
+impl<B> RequestBody for B where
+    B: hyper::body::Body<Data = Bytes, Error: std::error::Error + Send + Sync + 'static>
+        + Send
+        + Unpin
+        + 'static
+{
+}
 
 /// A request the server refuses, with the one-line reason sent back as the body.
 #[derive(Debug, thiserror::Error)]
@@ -67,7 +84,7 @@ impl HttpError {
 /// what arrives. At most the max frame; over the budget the request is refused and what
 /// was read so far let go.
 pub(super) async fn read_body(
-    body: &mut Incoming,
+    body: &mut impl RequestBody,
     declared: Option<u64>,
     shared: &Shared,
     share: &Arc<ConnShare>,
@@ -96,10 +113,15 @@ pub(super) async fn read_body(
     Ok(held.freeze())
 }
 
-/// Whether a body read failed because the client reset its HTTP/2 stream (RST_STREAM):
-/// hyper hands back the `h2` crate's error as the source.
+/// Whether a body read failed because the client reset its stream: HTTP/2's RST_STREAM
+/// (hyper hands back the `h2` crate's error as the source) or HTTP/3's RESET_STREAM.
 fn reset_by_client(e: &(dyn std::error::Error + 'static)) -> bool {
-    std::iter::successors(Some(e), |e| e.source())
-        .filter_map(|e| e.downcast_ref::<h2::Error>())
-        .any(|e| e.is_reset() && e.is_remote())
+    std::iter::successors(Some(e), |e| e.source()).any(|e| {
+        e.downcast_ref::<h2::Error>()
+            .is_some_and(|e| e.is_reset() && e.is_remote())
+            || matches!(
+                e.downcast_ref::<h3::error::StreamError>(),
+                Some(h3::error::StreamError::RemoteTerminate { .. })
+            )
+    })
 }

@@ -10,6 +10,7 @@
 //! read, and measured, without the other two.
 
 mod body;
+pub(super) mod h3;
 mod head;
 mod io;
 mod lean;

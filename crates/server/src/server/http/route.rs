@@ -7,7 +7,7 @@
 //! ([`super::reply`]): this is the part a new route or parameter changes, and the part
 //! whose rules (limits, statuses, `/stats` counters) `docs/transports.md` documents.
 
-use super::body::{HttpError, read_body};
+use super::body::{HttpError, RequestBody, read_body};
 use super::params::EchoParams;
 use super::reply::{self, Body, SEQ_NAME};
 use crate::server::Shared;
@@ -17,7 +17,7 @@ use crate::server::stats::Reject;
 use crate::wire::SEQ_HEADER;
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use hyper::body::{Body as _, Incoming};
+use hyper::body::Body as _;
 use hyper::header::{self, HeaderValue};
 use hyper::http::request::Parts;
 use hyper::{Method, Request, Response, StatusCode, Version};
@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 /// Answers one request on a connection whose share of the buffer budget is `share`.
 pub(super) async fn route(
-    req: Request<Incoming>,
+    req: Request<impl RequestBody>,
     shared: &Shared,
     share: &Arc<ConnShare>,
 ) -> Response<Body> {
@@ -80,7 +80,7 @@ const DRAIN_FOR: Duration = Duration::from_secs(5);
 
 /// Reads `body` to its end, or for [`DRAIN_FOR`], dropping every frame, in a task of its
 /// own: the refusal is written meanwhile.
-fn drain(mut body: Incoming) {
+fn drain(mut body: impl RequestBody) {
     tokio::spawn(async move {
         let to_the_end = async { while let Some(Ok(_)) = body.frame().await {} };
         let _ = tokio::time::timeout(DRAIN_FOR, to_the_end).await;
@@ -101,7 +101,7 @@ pub(super) fn over_budget(shared: &Shared) -> Response<Body> {
 /// body or the pattern.
 async fn echo(
     parts: &mut Parts,
-    body: &mut Incoming,
+    body: &mut impl RequestBody,
     shared: &Shared,
     share: &Arc<ConnShare>,
     got_it: Instant,

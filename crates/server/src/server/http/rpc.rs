@@ -17,13 +17,12 @@
 //!   whole request from having its head, and the decode and encode within it. `?delay_us=N`
 //!   waits as on `/echo`, from having the head.
 
-use super::body::{HttpError, read_body};
+use super::body::{HttpError, RequestBody, read_body};
 use super::reply::{self, Body};
 use crate::encoding::{EncodingKind, Operation, Route, soap};
 use crate::server::Shared;
 use crate::server::budget::ConnShare;
 use crate::server::wstest::{self, Refusal};
-use hyper::body::Incoming;
 use hyper::header;
 use hyper::http::request::Parts;
 use hyper::{Response, StatusCode};
@@ -70,7 +69,7 @@ pub(super) fn wsdl(parts: &Parts) -> Result<Response<Body>, HttpError> {
 /// path (or the body), the echo of the decoded message, encoded again.
 pub(super) async fn call(
     parts: &Parts,
-    body: &mut Incoming,
+    body: &mut impl RequestBody,
     shared: &Shared,
     share: &Arc<ConnShare>,
     got_it: Instant,
