@@ -26,6 +26,9 @@
 #   quic            quic_ref (examples/quic_ref.rs): quinn alone, one stream per call on one
 #                   QUIC connection, against the same rpcbench-echo --quic (both TLS 1.3):
 #                   both means
+#   h3              h3_ref (examples/h3_ref.rs): hyperium's h3 on h3-quinn alone, one
+#                   request at a time on one HTTP/3 connection, against the same
+#                   rpcbench-echo --quic (ALPN h3, both TLS 1.3): both means
 #   h2-mux          h2load -c1 -m64 (64 streams on one connection) against rpcbench -c 64,
 #                   and -m256 against -c 256: both as 1 / (requests/s)
 #   grpc-stream     grpc_stream_ref (examples/grpc_stream_ref.rs): a minimal bidirectional
@@ -277,7 +280,7 @@ if ((build)); then
     echo "building (release) ..." >&2
     cargo build --release --quiet --bin rpcbench --bin rpcbench-echo --example crr_ref \
         --example unix_ref --example h2_ref --example tcp_ref --example grpc_stream_ref \
-        --example quic_ref
+        --example quic_ref --example h3_ref
 fi
 rb_bin="$root/target/release/rpcbench"
 echo_bin="$root/target/release/rpcbench-echo"
@@ -287,8 +290,9 @@ h2_ref_bin="$root/target/release/examples/h2_ref"
 tcp_ref_bin="$root/target/release/examples/tcp_ref"
 grpc_stream_ref_bin="$root/target/release/examples/grpc_stream_ref"
 quic_ref_bin="$root/target/release/examples/quic_ref"
+h3_ref_bin="$root/target/release/examples/h3_ref"
 for b in "$rb_bin" "$echo_bin" "$crr_bin" "$unix_ref_bin" "$h2_ref_bin" "$tcp_ref_bin" \
-    "$grpc_stream_ref_bin" "$quic_ref_bin"; do
+    "$grpc_stream_ref_bin" "$quic_ref_bin" "$h3_ref_bin"; do
     [[ -x $b ]] || die "$b is missing: build it (or drop --no-build)"
 done
 
@@ -762,6 +766,9 @@ h2_ref_cmd=("${cli[@]}" "$h2_ref_bin" "$host:$echo_http_port" "$calls")
 # quinn alone (examples/quic_ref.rs), one stream at a time on one QUIC connection: its mean.
 quic_ref_cmd=("${cli[@]}" env RPCBENCH_CA="$echo_ca" "$quic_ref_bin" "$host:$echo_quic_port" "$calls")
 peer_quic_ref() { ref_run quic_ref quic_ref "${quic_ref_cmd[@]}"; }
+# hyperium's h3 on h3-quinn alone (examples/h3_ref.rs), one request at a time: its mean.
+h3_ref_cmd=("${cli[@]}" env RPCBENCH_CA="$echo_ca" "$h3_ref_bin" "$host:$echo_quic_port" "$calls")
+peer_h3_ref() { ref_run h3_ref h3_ref "${h3_ref_cmd[@]}"; }
 peer_h2_ref() { ref_run h2_ref h2_ref "${h2_ref_cmd[@]}"; }
 # A bidirectional gRPC stream on the h2 crate's client (examples/grpc_stream_ref.rs): its mean.
 grpc_stream_ref_cmd=("${cli[@]}" "$grpc_stream_ref_bin" "$host:$echo_http_port" "$calls")
@@ -854,6 +861,7 @@ pairs=(
     "h2|plain|h2load -c1 -m1 (1/rps; rpcbench 1/rps)|peer_h2load_rps|rps"
     "h2|plain|h2_ref (the h2 crate's client, mean)|peer_h2_ref"
     "quic|tls13|quic_ref (quinn alone, mean)|peer_quic_ref"
+    "h3|tls13|h3_ref (the h3 crate on quinn alone, mean)|peer_h3_ref"
     "h2-mux|plain|h2load -c1 -m64 (1/rps; rpcbench -c 64)|peer_h2load_mux64|rps|64"
     "h2-mux|plain|h2load -c1 -m256 (1/rps; rpcbench -c 256)|peer_h2load_mux256|rps|256"
     "grpc-stream|plain|grpc_stream_ref (one stream on the h2 crate's client, mean)|peer_grpc_stream_ref"
@@ -911,6 +919,7 @@ commands=(
     "the h2 pair's h2load run: 1e6 / its req/s"
     "$(show "${h2_ref_cmd[@]}")"
     "$(show "${quic_ref_cmd[@]}")"
+    "$(show "${h3_ref_cmd[@]}")"
     "$(h2load_mux_cmd 64) # $(basename "$body_file"): 64 bytes"
     "$(h2load_mux_cmd 256) # $(basename "$body_file"): 64 bytes"
     "$(show "${grpc_stream_ref_cmd[@]}")"

@@ -447,3 +447,99 @@ fn a_target_s_quic_port_is_probed_and_called() {
     );
     assert!(out.stdout.is_empty(), "stopped before measuring");
 }
+
+/// A flood of Initial packets from many source addresses (each from a socket of its
+/// own, as spoofed sources look on loopback), none of which ever answers the server's
+/// first flight: once more than `RETRY_ABOVE` handshakes are under way, the Initials of
+/// unvalidated addresses are answered with a Retry (no state kept), counted; a healthy
+/// client still gets through, answering its Retry as QUIC clients do.
+#[test]
+fn an_initial_flood_is_met_with_retries_and_a_healthy_client_gets_through() {
+    const FLOOD: usize = 100;
+    let server = server(ServerConfig::loopback_any_port());
+    let above = rpcbench::server::quic::RETRY_ABOVE;
+    assert!(
+        FLOOD > above + 10,
+        "the flood outnumbers the handshakes allowed"
+    );
+    // Real Initials, each with a connection ID of its own, caught at a socket that never
+    // answers: a quinn client sends them, the socket keeps the first of each ID.
+    let (client, config) = raw_client(&server, b"rpcbench");
+    let catcher = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    catcher
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let at = catcher.local_addr().unwrap();
+    let _connecting: Vec<_> = {
+        let _entered = server.runtime().enter();
+        (0..FLOOD)
+            .map(|_| {
+                client
+                    .connect_with(config.clone(), at, "localhost")
+                    .unwrap()
+            })
+            .collect()
+    };
+    let mut initials: Vec<Vec<u8>> = Vec::new();
+    let mut ids = std::collections::HashSet::new();
+    let mut buf = [0u8; 2048];
+    while initials.len() < FLOOD {
+        let (n, _) = catcher.recv_from(&mut buf).expect("the client's Initials");
+        // A long header: flags, version (4 bytes), the destination ID's length, the ID.
+        let id_len = usize::from(buf[5]);
+        if n > 6 + id_len && ids.insert(buf[6..6 + id_len].to_vec()) {
+            initials.push(buf[..n].to_vec());
+        }
+    }
+    // Sent to the server from a socket each; the sockets stay open and never answer.
+    let quic = server.quic_addr.unwrap();
+    let spoofed: Vec<std::net::UdpSocket> = initials
+        .iter()
+        .map(|initial| {
+            let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            s.send_to(initial, quic).unwrap();
+            s
+        })
+        .collect();
+    let stats = wait_until(&server, |s| {
+        s.rejected(Reject::QuicRetry) as usize >= FLOOD - above - 10
+    });
+    let retried = stats.rejected(Reject::QuicRetry) as usize;
+    assert!(retried <= FLOOD - above, "{retried} retries");
+    // The healthy client is answered with a Retry too, and gets through.
+    let healthy = config_for_check();
+    let r = run(&endpoint(&server), TransportKind::Quic, &healthy);
+    assert_healthy(TransportKind::Quic, &r, &healthy);
+    assert!(server.stats().rejected(Reject::QuicRetry) as usize > retried);
+    drop(spoofed);
+}
+
+/// The default run's words on QUIC: what a kept connection saves against a connection
+/// per call, and what QUIC's stack in user space costs in client CPU against kernel TCP,
+/// each QUIC transport against the same call over TCP.
+#[test]
+fn the_findings_weigh_quic_against_tcp() {
+    let out = rpcbench(&[
+        "--transports",
+        "tcp,h2,quic,quic-connect,h3",
+        "--names",
+        "ip",
+        "-n",
+        "300",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(text.contains("quic-connect"), "{text}");
+    assert!(
+        text.contains("QUIC runs its stack in user space: quic tls13 "),
+        "{text}"
+    );
+    assert!(text.contains(" against tcp "), "{text}");
+    assert!(text.contains("; h3 tls13 "), "{text}");
+    assert!(text.contains(" against h2 "), "{text}");
+}

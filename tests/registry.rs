@@ -133,10 +133,8 @@ fn the_transports_facts_name_are_registered() {
         let against = kind.multiplexing_against();
         assert_eq!(against.len(), f.multiplexing_against.len(), "{kind}");
         assert_eq!(f.shared, !against.is_empty(), "{kind}: shared, so weighed");
-        // Weighed against the same call on its own port, or against another protocol's
-        // shared connection (h3-mux against h2-mux: QUIC's streams against TCP's).
         for t in against {
-            assert!(t.port() == f.port || t.shared(), "{kind} against {t}");
+            assert_eq!(t.port(), f.port, "{kind} against {t}");
         }
     }
     assert_eq!(

@@ -182,10 +182,15 @@ pub enum Finding {
         http: Choice,
         loopback: bool,
     },
-    /// The range of client CPU time per call, µs.
+    /// The range of client CPU time per call, µs; and what QUIC's stack in user space
+    /// costs against kernel TCP: each kept QUIC transport (µs per call) against the same
+    /// call over TCP (`quic` against `tcp`, `h3` against `h2`), in the same security mode
+    /// when that ran, else in `plain` (the encryption then counts on QUIC's side, and the
+    /// run names say so).
     ClientCpu {
         least: (RunName, f64),
         most: (RunName, f64),
+        quic: Vec<((RunName, f64), (RunName, f64))>,
     },
     /// Connections that retransmitted their SYN, and what that did to the tail.
     SynRetries(crate::report::SynRetries),
@@ -432,6 +437,15 @@ fn plain(report: &Report, transport: TransportKind, mode: AddrMode) -> Option<&R
     secured(report, transport, mode, Security::Plain)
 }
 
+/// The run of `transport` under `mode` in the security a `plain` run gives it (`tls13`
+/// for QUIC, which has no plaintext), when it has a mean: what the default run ran.
+fn as_default(report: &Report, transport: TransportKind, mode: AddrMode) -> Option<&RunRecord> {
+    let security = transport
+        .security_in(Security::Plain)
+        .unwrap_or(Security::Plain);
+    secured(report, transport, mode, security)
+}
+
 /// The run of `transport` under `mode` and `security` in `report`, when it has a mean.
 fn secured(
     report: &Report,
@@ -500,8 +514,8 @@ fn reuse(base: &Report) -> Option<Finding> {
         .filter_map(|keep| {
             let fresh = keep.fresh_twin()?;
             let (k, f) = (
-                plain(base, keep, AddrMode::Ip)?,
-                plain(base, fresh, AddrMode::Ip)?,
+                as_default(base, keep, AddrMode::Ip)?,
+                as_default(base, fresh, AddrMode::Ip)?,
             );
             Some(ReusePair {
                 kept: figure(k),
@@ -526,7 +540,7 @@ fn at_equal_concurrency(
         base.runs.iter().filter(move |r| {
             r.transport == k
                 && r.addr_mode == AddrMode::Ip
-                && r.security == Security::Plain
+                && Some(r.security) == k.security_in(Security::Plain)
                 && r.latency_us.is_some()
         })
     };
@@ -720,7 +734,46 @@ fn cpu(base: &Report) -> Option<Finding> {
     Some(Finding::ClientCpu {
         least: *per_call.iter().min_by(|a, b| a.1.total_cmp(&b.1))?,
         most: *per_call.iter().max_by(|a, b| a.1.total_cmp(&b.1))?,
+        quic: quic_cpu(base),
     })
+}
+
+/// Client CPU per call of a run, µs.
+fn cpu_per_call(r: &RunRecord) -> f64 {
+    (r.cpu_user_s + r.cpu_sys_s) / r.calls as f64 * 1e6
+}
+
+/// Each kept, unshared QUIC transport's client CPU per call against the same call over
+/// TCP: the first kept, unshared transport of the TCP or HTTP port whose protocol is the
+/// QUIC one's over TCP (the raw frames: `tcp`; HTTP/3: HTTP/2, `h2`).
+fn quic_cpu(base: &Report) -> Vec<((RunName, f64), (RunName, f64))> {
+    use crate::transport::{Port, tls::Alpn};
+    let by_ip = |k: TransportKind, s: Security| {
+        find(base, k, AddrMode::Ip, s).filter(|r| r.calls > 0 && r.workers == 1)
+    };
+    TransportKind::ALL
+        .into_iter()
+        .filter(|k| k.port() == Port::Quic && k.persistent() && !k.shared())
+        .filter_map(|quic| {
+            let over_tcp = match quic.facts().alpn {
+                Alpn::H3 => Alpn::H2,
+                _ => Alpn::None,
+            };
+            let tcp = TransportKind::ALL.into_iter().find(|t| {
+                matches!(t.port(), Port::Tcp | Port::Http)
+                    && t.persistent()
+                    && !t.shared()
+                    && t.facts().alpn == over_tcp
+            })?;
+            let q = base
+                .runs
+                .iter()
+                .find(|r| r.transport == quic && r.addr_mode == AddrMode::Ip && r.workers == 1)
+                .filter(|r| r.calls > 0)?;
+            let t = by_ip(tcp, q.security).or_else(|| by_ip(tcp, Security::Plain))?;
+            Some(((name(q), cpu_per_call(q)), (name(t), cpu_per_call(t))))
+        })
+        .collect()
 }
 
 /// Lost calls, over every input.

@@ -42,7 +42,7 @@ impl Transport for H3Mux {
         round_trips: Some(1.0),
         tls: Tls::Quic,
         unshared_twin: Some("h3"),
-        multiplexing_against: &["h3", "h2-mux"],
+        multiplexing_against: &["h3"],
         encodings: crate::encoding::EncodingKind::ALL,
         ..Facts::DEFAULT
     };

@@ -127,13 +127,29 @@ pub fn sentence(f: &Finding) -> String {
             choice(any),
             choice(http)
         ),
-        Finding::ClientCpu { least, most } => format!(
-            "Client CPU per call ranges from {} ({}) to {} ({}).",
-            duration(least.1),
-            run_name(least.0),
-            duration(most.1),
-            run_name(most.0)
-        ),
+        Finding::ClientCpu { least, most, quic } => {
+            let range = format!(
+                "Client CPU per call ranges from {} ({}) to {} ({}).",
+                duration(least.1),
+                run_name(least.0),
+                duration(most.1),
+                run_name(most.0)
+            );
+            if quic.is_empty() {
+                return range;
+            }
+            format!(
+                "{range} QUIC runs its stack in user space: {}.",
+                joined(quic, |(quic, tcp)| format!(
+                    "{} {} against {} {} over kernel TCP ({}×)",
+                    run_name(quic.0),
+                    duration(quic.1),
+                    run_name(tcp.0),
+                    duration(tcp.1),
+                    ratio(quic.1 / tcp.1)
+                ))
+            )
+        }
         Finding::SynRetries(s) => syn_retries_sentence(s),
         Finding::Encodings(costs) => encodings_sentence(costs),
         Finding::AtLinkRtt { rtt_us, finding } => {

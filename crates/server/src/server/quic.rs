@@ -106,9 +106,11 @@ pub(super) async fn accept_loop(endpoint: quinn::Endpoint, shared: Arc<Shared>) 
             incoming.refuse();
             continue;
         };
+        // Counted here, not in the task: a burst of Initials is accepted before any of
+        // the tasks runs, and each must count against the ones after it.
+        handshaking.fetch_add(1, Relaxed);
         let (shared, handshaking) = (shared.clone(), handshaking.clone());
         tokio::spawn(async move {
-            handshaking.fetch_add(1, Relaxed);
             let conn = handshake(incoming, &shared).await;
             handshaking.fetch_sub(1, Relaxed);
             if let Some(conn) = conn {
