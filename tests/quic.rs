@@ -543,3 +543,54 @@ fn the_findings_weigh_quic_against_tcp() {
     assert!(text.contains("; h3 tls13 "), "{text}");
     assert!(text.contains(" against h2 "), "{text}");
 }
+
+/// A client that vanishes mid-reply (its socket gone, so it neither acknowledges nor
+/// closes): the server's reply stalls without acknowledgements, QUIC's idle timer ends
+/// the connection, counted, its slot comes back, and the server goes on serving.
+#[test]
+fn a_client_that_stops_acking_is_timed_out_and_counted() {
+    let server = server(ServerConfig {
+        idle_timeout: Duration::from_secs(1),
+        ..ServerConfig::loopback_any_port()
+    });
+    let (_, config) = raw_client(&server, b"rpcbench");
+    let addr = server.quic_addr.unwrap();
+    // The client on a runtime of its own, which is dropped (with its socket and its
+    // connection's state) once the reply has started: no ACK and no close ever come.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = quinn::Endpoint::client(SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
+        let conn = client
+            .connect_with(config, addr, "localhost")
+            .unwrap()
+            .await
+            .expect("handshake");
+        let req = rpcbench::wire::Request {
+            seq: 1,
+            reply_len: Some(8 << 20),
+            delay_us: 0,
+            payload: Vec::new(),
+        };
+        let mut frame = Vec::new();
+        rpcbench::wire::encode_frame(&req, &mut frame);
+        let (mut send, mut recv) = conn.open_bi().await.unwrap();
+        send.write_all(&frame).await.unwrap();
+        send.finish().unwrap();
+        let mut first = [0u8; 1024];
+        recv.read_exact(&mut first).await.expect("the reply starts");
+        std::mem::forget((client, conn, send, recv));
+    });
+    rt.shutdown_background();
+    let stats = wait_until(&server, |s| s.quic.connections_open == 0);
+    assert!(
+        stats.rejected(Reject::IdleTimeout) >= 1,
+        "{:?}",
+        stats.rejected
+    );
+    let healthy = config_for_check();
+    let r = run(&endpoint(&server), TransportKind::Quic, &healthy);
+    assert_healthy(TransportKind::Quic, &r, &healthy);
+}
