@@ -41,7 +41,7 @@ for rtt in ${RTTS//,/ }; do
   SP=$!; sleep 0.5
   ip netns exec rbk-c "${RT[@]}" taskset -c 0 "$B/rpcbench" --target 10.85.0.1 --tcp-port 7001 --http-port 7080 --udp-port 7002 \
     --quic-port 7443 --ca "$OUT/ca.pem" -n "$CALLS" --warmup 20 --names ip --no-progress --link-rtt "$rtt" --what-if \
-    --transports tcp,tcp-connect,http-fresh,http-keepalive,curl-reuse,curl-fresh,h2,h2-mux,grpc,grpc-mux,grpc-stream,udp,quic,quic-connect \
+    --transports tcp,tcp-connect,http-fresh,http-keepalive,curl-reuse,curl-fresh,h2,h2-mux,grpc,grpc-mux,grpc-stream,udp,quic,quic-connect,h3,h3-mux,h3-fresh \
     --out "$OUT/rtt-$rtt.json" > "$OUT/rtt-$rtt.txt"
   kill $SP; wait $SP; kill -TERM $LP; wait $LP; SP=""; LP=""
   FILES+=("$OUT/rtt-$rtt.json")

@@ -12,7 +12,6 @@ use rpcbench::measure::Phase;
 use rpcbench::runner::{RunConfig, TransportRun, run_transport};
 use rpcbench::server::stats::{Reject, StatsSnapshot};
 use rpcbench::server::{ServerConfig, ServerHandle};
-use rpcbench::transport::tls::{Security, TlsClient, TlsOptions};
 use rpcbench::transport::{Endpoint, TransportKind};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
@@ -49,12 +48,8 @@ fn server(config: ServerConfig) -> ServerHandle {
 
 /// The server's QUIC port, with TLS 1.3 verified against its generated CA.
 fn endpoint(server: &ServerHandle) -> Endpoint {
-    let ca = server.ca_pem.as_deref().expect("a generated CA");
-    let options = TlsOptions::from_pem(ca, None, false).expect("the CA reads");
-    let tls = TlsClient::new(Security::Tls13, "127.0.0.1", &options).expect("TLS 1.3 client");
-    Endpoint::new(server.tcp_addr.unwrap(), server.http_addr.unwrap())
-        .with_tls(Some(tls))
-        .with_quic_port(server.quic_addr.expect("the QUIC listener").port())
+    assert!(server.quic_addr.is_some(), "the QUIC listener");
+    common::endpoint_of(server, TransportKind::Quic)
 }
 
 fn config(calls: u64, workers: usize) -> RunConfig {
