@@ -19,8 +19,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 LP=""; SP=""
-# Stops what this script started (by PID) and removes its namespaces, on any exit.
-trap '[ -z "$SP" ] || kill $SP 2>/dev/null; [ -z "$LP" ] || kill -TERM $LP 2>/dev/null; wait; ip netns del rbk-s 2>/dev/null; ip netns del rbk-c 2>/dev/null' EXIT
+# The echo server's generated CA, for the QUIC transports: a file of this run's own.
+CA=$(mktemp /tmp/rbk-ca.XXXXXX)
+# Stops what this script started (by PID), removes its namespaces and the CA, on any exit.
+trap '[ -z "$SP" ] || kill $SP 2>/dev/null; [ -z "$LP" ] || kill -TERM $LP 2>/dev/null; wait; ip netns del rbk-s 2>/dev/null; ip netns del rbk-c 2>/dev/null; rm -f "$CA"' EXIT
 trap 'exit 130' INT TERM
 B=${RPCBENCH_BIN_DIR:-$(cd "$(dirname "$0")/.." && pwd)/target/release}
 RT=(); LRT=()
@@ -37,10 +39,10 @@ for rtt in ${RTTS//,/ }; do
   "${LRT[@]}" "$B/rpcbench-link" --a rbk-s=10.85.0.1/24 --b rbk-c=10.85.0.2/24 --delay "$one_way" > "$OUT/link-$rtt.txt" 2>&1 &
   LP=$!; sleep 0.5
   ip netns exec rbk-s "${RT[@]}" taskset -c 0 "$B/rpcbench-echo" --threads 1 --tcp 10.85.0.1:7001 --http 10.85.0.1:7080 --udp 10.85.0.1:7002 \
-    --quic 10.85.0.1:7443 --ca-out "$OUT/ca.pem" > /dev/null 2>&1 &
+    --quic 10.85.0.1:7443 --ca-out "$CA" > /dev/null 2>&1 &
   SP=$!; sleep 0.5
   ip netns exec rbk-c "${RT[@]}" taskset -c 0 "$B/rpcbench" --target 10.85.0.1 --tcp-port 7001 --http-port 7080 --udp-port 7002 \
-    --quic-port 7443 --ca "$OUT/ca.pem" -n "$CALLS" --warmup 20 --names ip --no-progress --link-rtt "$rtt" --what-if \
+    --quic-port 7443 --ca "$CA" -n "$CALLS" --warmup 20 --names ip --no-progress --link-rtt "$rtt" --what-if \
     --transports tcp,tcp-connect,http-fresh,http-keepalive,curl-reuse,curl-fresh,h2,h2-mux,grpc,grpc-mux,grpc-stream,udp,quic,quic-connect,h3,h3-mux,h3-fresh \
     --out "$OUT/rtt-$rtt.json" > "$OUT/rtt-$rtt.txt"
   kill $SP; wait $SP; kill -TERM $LP; wait $LP; SP=""; LP=""
