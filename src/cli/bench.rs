@@ -35,8 +35,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "PORT")]
     pub udp_port: Option<u16>,
     /// QUIC port of the target (UDP; rpcbench-echo --quic). With --target and without
-    /// it, `quic` and `quic-connect` are not run (said on stderr); the embedded server
-    /// opens one.
+    /// it, the QUIC transports (`quic`, `quic-connect`, `h3`, `h3-mux`, `h3-fresh`) are
+    /// not run (said on stderr); the embedded server opens one.
     #[arg(long, value_name = "PORT")]
     pub quic_port: Option<u16>,
     /// Unix socket of the target, on this host (rpcbench-echo --unix). With --target and
