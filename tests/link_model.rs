@@ -236,6 +236,30 @@ fn on_the_line(zero: &Report, r: &rpcbench::report::RunRecord) -> bool {
     }
 }
 
+/// rpcbench's arguments for a run of the model: `transports`, `calls` after the warm-up,
+/// the link's `rtt` recorded, one worker, and `more`.
+fn model_args(transports: &str, calls: u64, rtt: u32, more: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--transports",
+        transports,
+        "-n",
+        &calls.to_string(),
+        "--warmup",
+        &WARMUP.to_string(),
+        "--link-rtt",
+        &format!("{rtt}ms"),
+        // One worker for every transport, h2-mux and grpc-mux too: the model is c + k x D
+        // for one call at a time (without -c the run adds rows at 16 workers, whose calls
+        // queue on the link and whose c is not this).
+        "-c",
+        "1",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(more.iter().map(|s| s.to_string()));
+    args
+}
+
 fn list(kinds: &[TransportKind]) -> String {
     kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join(",")
 }
@@ -257,24 +281,11 @@ fn means_are_c_plus_k_rtt_and_the_fitted_k_is_the_protocols() {
         // Zero-RTT calls take a fraction of a millisecond: many of them make c steady.
         let calls = if rtt == 0 { ZERO_RTT_CALLS } else { CALLS };
         let run = |transports: &str, out: &Path| {
+            let args = model_args(transports, calls, rtt, &[]);
             rpcbench(
                 &cli.name,
                 net,
-                &[
-                    "--transports",
-                    transports,
-                    "-n",
-                    &calls.to_string(),
-                    "--warmup",
-                    &WARMUP.to_string(),
-                    "--link-rtt",
-                    &format!("{rtt}ms"),
-                    // One worker for every transport, h2-mux and grpc-mux too: the model
-                    // is c + k x D for one call at a time (without -c the run adds rows at
-                    // 16 workers, whose calls queue on the link and whose c is not this).
-                    "-c",
-                    "1",
-                ],
+                &args.iter().map(String::as_str).collect::<Vec<_>>(),
                 out,
             )
         };
@@ -475,4 +486,117 @@ fn one_percent_loss_keeps_every_call_counted_once() {
         udp.late_replies, 0,
         "a 2 ms RTT never outlasts {UDP_TIMEOUT}"
     );
+}
+
+/// 0-RTT against physics: `quic-connect` and `h3-fresh` at 0 and 50 ms RTT, in `tls13`
+/// (a full handshake, then the request: k = 2) and `tls13-0rtt` (the request in early data
+/// with the resumed handshake, answered at once: k = 1). Every measured call sent its
+/// request in early data and the server took it (the warm-up leaves tickets, and each
+/// connection leaves two); each mean is c + k × RTT within the model's margin, and the
+/// fitted k is the protocol's within 0.1.
+#[test]
+#[ignore = "needs root"]
+fn early_data_takes_a_round_trip_off_a_new_quic_connection() {
+    let Bed { srv, cli, dir, .. } = &Bed::new("t3");
+    let net = 81;
+    let mut reports = Vec::new();
+    for rtt in [0u32, 50] {
+        let one_way = format!("{}us", rtt * 500);
+        let link = LinkProcess::start(&srv.name, &cli.name, net, &["--delay", &one_way]);
+        let echo = Echo::start(&srv.name, net);
+        let calls = if rtt == 0 { ZERO_RTT_CALLS } else { CALLS };
+        let run = |security: &str, out: &Path| {
+            let args = model_args(
+                "quic-connect,h3-fresh",
+                calls,
+                rtt,
+                &["--security", security],
+            );
+            rpcbench(
+                &cli.name,
+                net,
+                &args.iter().map(String::as_str).collect::<Vec<_>>(),
+                out,
+            )
+        };
+        let out = dir.path().join(format!("early-{rtt}ms.json"));
+        let (mut report, status) = run("tls13,tls13-0rtt", &out);
+        assert_eq!(status, Some(0), "every call verified at {rtt} ms RTT");
+        // A run off the line (a stall of the host) is measured once more, in its mode.
+        if let Some(zero) = reports.first() {
+            let off: Vec<usize> = (0..report.runs.len())
+                .filter(|&i| !on_the_line_in_mode(zero, &report.runs[i]))
+                .collect();
+            for i in off {
+                let security = report.runs[i].security.name();
+                eprintln!("measured once more at {rtt} ms: {security}");
+                let again = dir.path().join(format!("early-{rtt}ms-{i}.json"));
+                let (second, status) = run(security, &again);
+                assert_eq!(status, Some(0));
+                let key = report.runs[i].key();
+                if let Some(r) = second.runs.into_iter().find(|r| r.key() == key) {
+                    report.runs[i] = r;
+                }
+            }
+        }
+        drop(echo);
+        let (code, _) = link.stop();
+        assert_eq!(code, Some(0), "the link exits 0 on SIGINT");
+        assert_accounting(&report, calls);
+        assert_eq!(report.runs.len(), 4, "two transports in two modes");
+        for r in &report.runs {
+            let Some(z) = r.zero_rtt else {
+                assert_eq!(
+                    r.security.name(),
+                    "tls13",
+                    "{}: early data counted",
+                    r.transport
+                );
+                continue;
+            };
+            assert_eq!(z.sent, calls, "{}: every call in early data", r.transport);
+            assert_eq!(
+                z.accepted, z.sent,
+                "{}: every early data taken",
+                r.transport
+            );
+        }
+        reports.push(report);
+    }
+    let (zero, fifty) = (&reports[0], &reports[1]);
+    for r in &fifty.runs {
+        let k = model::expected_for(r).unwrap();
+        assert_eq!(k, if r.zero_rtt.is_some() { 1.0 } else { 2.0 });
+        assert!(
+            on_the_line_in_mode(zero, r),
+            "{} {}: mean {:?} µs off c + {k} × 50 ms",
+            r.transport,
+            r.security,
+            r.latency_us.map(|l| l.mean)
+        );
+    }
+    let fits = model::fit_reports(&[zero, fifty]);
+    assert_eq!(fits.len(), 4, "a fit per transport and mode");
+    for f in &fits {
+        eprintln!(
+            "fit {} {}: k {:.3} (expected {:?})",
+            f.key.transport, f.key.security, f.round_trips_per_call, f.expected
+        );
+        assert!(f.gap().unwrap().abs() <= model::K_GAP, "{f:?}");
+    }
+}
+
+/// [`on_the_line`] for a run among runs of several security modes: c is the zero-RTT
+/// run's of the same transport and mode.
+fn on_the_line_in_mode(zero: &Report, r: &rpcbench::report::RunRecord) -> bool {
+    let same = Report {
+        runs: zero
+            .runs
+            .iter()
+            .filter(|z| z.security == r.security)
+            .cloned()
+            .collect(),
+        ..zero.clone()
+    };
+    on_the_line(&same, r)
 }

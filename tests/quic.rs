@@ -12,6 +12,7 @@ use rpcbench::measure::Phase;
 use rpcbench::runner::{RunConfig, TransportRun, run_transport};
 use rpcbench::server::stats::{Reject, StatsSnapshot};
 use rpcbench::server::{ServerConfig, ServerHandle};
+use rpcbench::transport::tls::{Security, TlsClient, TlsOptions};
 use rpcbench::transport::{Endpoint, TransportKind};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
@@ -588,4 +589,208 @@ fn a_client_that_stops_acking_is_timed_out_and_counted() {
     let healthy = config_for_check();
     let r = run(&endpoint(&server), TransportKind::Quic, &healthy);
     assert_healthy(TransportKind::Quic, &r, &healthy);
+}
+
+/// The server's QUIC port with `security` (TLS 1.3 against its generated CA) at `port`.
+fn endpoint_in(server: &ServerHandle, security: Security, port: u16) -> Endpoint {
+    let ca = server.ca_pem.as_deref().expect("a generated CA");
+    let options = TlsOptions::from_pem(ca, None, false).expect("the CA reads");
+    let tls = TlsClient::new(security, "127.0.0.1", &options).expect("a TLS client");
+    endpoint(server).with_tls(Some(tls)).with_quic_port(port)
+}
+
+/// `tls13-0rtt`: a connection per call sends its request in early data whenever it holds
+/// a ticket, the server takes it and answers in the same round trip, and both sides
+/// count it: the client the early data sent and accepted, the server the resumed
+/// handshakes (every one found its session). A kept connection sends none in the
+/// measured calls. Every call ok and counted once.
+#[test]
+fn early_data_is_sent_accepted_and_counted_on_both_sides() {
+    let server = server(ServerConfig::loopback_any_port());
+    let port = server.quic_addr.unwrap().port();
+    let endpoint = endpoint_in(&server, Security::Tls13ZeroRtt, port);
+    let mut sent = 0;
+    for kind in [
+        TransportKind::QuicConnect,
+        TransportKind::H3Fresh,
+        TransportKind::Quic,
+    ] {
+        let config = config(200, 2);
+        let r = run(&endpoint, kind, &config);
+        assert_healthy(kind, &r, &config);
+        let t = &r.tally;
+        if kind.persistent() {
+            assert_eq!(t.zero_rtt_sent, 0, "{kind}: opened in the warm-up");
+        } else {
+            // The warm-up's connections leave tickets for the first measured calls, and
+            // each connection leaves two: only a call made before any came would miss.
+            assert!(t.zero_rtt_sent >= 190, "{kind}: {} sent", t.zero_rtt_sent);
+            sent += t.zero_rtt_sent;
+        }
+        assert_eq!(t.zero_rtt_accepted, t.zero_rtt_sent, "{kind}: all accepted");
+    }
+    let stats = wait_until(&server, |s| s.quic.connections_open == 0);
+    assert!(
+        stats.quic_handshakes.resumed >= sent,
+        "{:?}: {sent} sent early data",
+        stats.quic_handshakes
+    );
+    assert_eq!(stats.rejected(Reject::QuicUnknownTicket), 0);
+}
+
+/// A UDP relay between one client and the server's QUIC port that keeps a copy of every
+/// datagram the client sent, for a replay.
+struct Relay {
+    port: u16,
+    sent: Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Relay {
+    fn start(server: SocketAddr) -> Relay {
+        use std::net::UdpSocket;
+        let front = Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap());
+        let back = Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap());
+        back.connect(server).unwrap();
+        for s in [&front, &back] {
+            s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+        }
+        let port = front.local_addr().unwrap().port();
+        let sent = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let client = Arc::new(std::sync::Mutex::new(None::<SocketAddr>));
+        let up = {
+            let (front, back, sent, stop, client) = (
+                front.clone(),
+                back.clone(),
+                sent.clone(),
+                stop.clone(),
+                client.clone(),
+            );
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 2048];
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if let Ok((n, from)) = front.recv_from(&mut buf) {
+                        *client.lock().unwrap() = Some(from);
+                        sent.lock().unwrap().push(buf[..n].to_vec());
+                        let _ = back.send(&buf[..n]);
+                    }
+                }
+            })
+        };
+        let down = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 2048];
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if let Ok(n) = back.recv(&mut buf)
+                        && let Some(to) = *client.lock().unwrap()
+                    {
+                        let _ = front.send_to(&buf[..n], to);
+                    }
+                }
+            })
+        };
+        Relay {
+            port,
+            sent,
+            stop,
+            threads: vec![up, down],
+        }
+    }
+
+    /// The client's datagrams that open a connection: those starting with an Initial
+    /// packet (long header, type 0), which carry the ClientHello and, coalesced or
+    /// after, the 0-RTT packets (long header, type 1).
+    fn first_flights(&self) -> Vec<Vec<u8>> {
+        let long_type = |d: &[u8]| (d[0] & 0x80 != 0).then_some((d[0] >> 4) & 0x3);
+        (self.sent.lock().unwrap().iter())
+            .filter(|d| matches!(long_type(d), Some(0 | 1)))
+            .cloned()
+            .collect()
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// 0-RTT data replayed: every client datagram that opened a connection, captured on the
+/// way, is sent again from another socket once the calls were answered. Each copy finds
+/// its session ticket used, so the server counts an unknown ticket, handshakes in full
+/// with nobody and never reads the early data again: no request is answered twice. A
+/// healthy client is served after.
+#[test]
+fn replayed_early_data_is_not_read_again() {
+    let server = server(ServerConfig::loopback_any_port());
+    let quic = server.quic_addr.unwrap();
+    let relay = Relay::start(quic);
+    let endpoint = endpoint_in(&server, Security::Tls13ZeroRtt, relay.port);
+    let config = config(20, 1);
+    let r = run(&endpoint, TransportKind::QuicConnect, &config);
+    assert_healthy(TransportKind::QuicConnect, &r, &config);
+    assert!(r.tally.zero_rtt_sent >= 15, "{}", r.tally.zero_rtt_sent);
+    let before = wait_until(&server, |s| s.quic.connections_open == 0);
+    // Past the connections' draining, so that a copy is a new connection attempt.
+    std::thread::sleep(Duration::from_millis(300));
+    let flights = relay.first_flights();
+    assert!(flights.len() as u64 >= config.calls + config.warmup);
+    let replayer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for d in &flights {
+        replayer.send_to(d, quic).unwrap();
+    }
+    let after = wait_until(&server, |s| {
+        s.rejected(Reject::QuicUnknownTicket) >= r.tally.zero_rtt_sent
+    });
+    assert!(
+        after.rejected(Reject::QuicUnknownTicket) >= r.tally.zero_rtt_sent,
+        "each replayed ticket found used: {:?}",
+        after.rejected
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        server.stats().quic.requests,
+        before.quic.requests,
+        "no early data read twice"
+    );
+    drop(relay);
+    let healthy = config_for_check();
+    let r = run(&self::endpoint(&server), TransportKind::Quic, &healthy);
+    assert_healthy(TransportKind::Quic, &r, &healthy);
+}
+
+/// The default output of a run in `tls13` and `tls13-0rtt`: the line on the early data
+/// sent and accepted under the table, and the finding on what it wins back against a full
+/// handshake.
+#[test]
+fn the_output_tells_the_early_data_and_what_it_wins() {
+    let out = rpcbench(&[
+        "-n",
+        "200",
+        "--transports",
+        "quic-connect",
+        "--security",
+        "tls13,tls13-0rtt",
+        "--names",
+        "ip",
+        "--no-progress",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let flat = stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("0-RTT: quic-connect (ip tls13-0rtt)")
+            && flat.contains("of 200 calls sent their request in early data"),
+        "{stdout}"
+    );
+    assert!(
+        flat.contains("Sending the request in early data (0-RTT) wins back per fresh call"),
+        "{stdout}"
+    );
 }

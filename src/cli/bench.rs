@@ -129,9 +129,11 @@ pub struct BenchArgs {
     /// Never show the progress bar (it is shown only when stderr is a terminal anyway).
     #[arg(long)]
     pub no_progress: bool,
-    /// Security modes to run every TCP transport under, comma-separated: plain, tls13,
-    /// tls13-resume, tls12, tls12-resume, mtls (default: plain). udp and unix run in plain
-    /// only (DTLS is out of scope); curl-fresh does not run in the resume modes.
+    /// Security modes to run the transports under, comma-separated: plain, tls13,
+    /// tls13-resume, tls13-0rtt, tls12, tls12-resume, mtls (default: plain). udp and unix
+    /// run in plain only (DTLS is out of scope); curl-fresh does not run in the resume
+    /// modes; the QUIC transports run plain as tls13, tls13-0rtt (the request in early
+    /// data) only they run, and no tls12 mode.
     #[arg(
         long,
         value_name = "MODES",

@@ -59,14 +59,23 @@ pub fn resolver_round_trips(kind: TransportKind, mode: AddrMode) -> Option<f64> 
 /// (TLS 1.3 resumption without early data is still a round trip; TLS 1.2's abbreviated
 /// handshake is one). Persistent transports handshake in the warm-up: none. A transport
 /// with TLS built in (QUIC) counts its handshake in its own round trips: one round trip
-/// carries the transport's handshake and TLS's together.
+/// carries the transport's handshake and TLS's together; with the request in early data
+/// (`tls13-0rtt`) that round trip carries the call too, so a fresh connection's call
+/// takes one fewer (-1 here: 2 + -1, the call's one).
 pub fn handshake_round_trips(kind: TransportKind, security: Security) -> f64 {
-    if kind.persistent() || kind.facts().tls == crate::transport::Tls::Quic {
+    if kind.persistent() {
         return 0.0;
+    }
+    if kind.facts().tls == crate::transport::Tls::Quic {
+        return if security.early_data() { -1.0 } else { 0.0 };
     }
     match security {
         Security::Plain => 0.0,
-        Security::Tls13 | Security::Tls13Resume | Security::Tls12Resume | Security::Mtls => 1.0,
+        Security::Tls13
+        | Security::Tls13Resume
+        | Security::Tls13ZeroRtt
+        | Security::Tls12Resume
+        | Security::Mtls => 1.0,
         Security::Tls12 => 2.0,
     }
 }

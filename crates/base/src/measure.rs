@@ -279,6 +279,10 @@ pub struct Tally {
     pub late_replies: u64,
     /// Late or duplicate replies that arrived after a reply to a later call (UDP).
     pub reordered: u64,
+    /// Connections of the measured calls that sent their request in early data
+    /// (`tls13-0rtt`), and those whose early data the server accepted.
+    pub zero_rtt_sent: u64,
+    pub zero_rtt_accepted: u64,
     /// Failed calls by kind.
     pub errors: BTreeMap<ErrorKind, u64>,
     /// Connections opened, warm-up included.
@@ -393,6 +397,8 @@ impl AddAssign<&Tally> for Tally {
         self.duplicated += other.duplicated;
         self.late_replies += other.late_replies;
         self.reordered += other.reordered;
+        self.zero_rtt_sent += other.zero_rtt_sent;
+        self.zero_rtt_accepted += other.zero_rtt_accepted;
         self.late += other.late;
         self.body_bytes_sent += other.body_bytes_sent;
         self.body_bytes_received += other.body_bytes_received;

@@ -147,6 +147,9 @@ pub enum Finding {
     TlsHandshake(Vec<TlsPrice>),
     /// What resuming wins back per fresh call (`tls13-resume` against `tls13`).
     TlsResumption(Vec<TlsPrice>),
+    /// What sending the request in early data (`tls13-0rtt`) wins back per fresh call
+    /// against a full TLS 1.3 handshake, by IP, for each fresh QUIC transport.
+    EarlyData(Vec<TlsPrice>),
     /// TLS 1.2 against 1.3 per fresh call.
     TlsVersions(Vec<TlsVersions>),
     /// What a client certificate adds per fresh call (`mtls` against `tls13`).
@@ -579,10 +582,11 @@ fn lookup_priced_by() -> Option<TransportKind> {
         .find(|k| k.fresh() && k.is_http() && !k.is_curl())
 }
 
-/// The TLS price of a fresh connection per call, by IP, in up to four findings, each
+/// The TLS price of a fresh connection per call, by IP, in up to five findings, each
 /// naming every fresh transport ([`fresh_transports`]) that ran under both modes it compares: what a
-/// full TLS 1.3 handshake adds over `plain`, what resuming the session wins back, TLS 1.2
-/// against 1.3 (full and resumed), and what a client certificate adds.
+/// full TLS 1.3 handshake adds over `plain`, what resuming the session wins back, and
+/// early data (0-RTT), TLS 1.2 against 1.3 (full and resumed), and what a client
+/// certificate adds.
 fn tls_fresh(base: &Report) -> Vec<Finding> {
     let at = |k, s| secured(base, k, AddrMode::Ip, s);
     let priced = |priced: Security, against: Security| -> Vec<TlsPrice> {
@@ -590,20 +594,20 @@ fn tls_fresh(base: &Report) -> Vec<Finding> {
             .filter_map(|k| Some(price(at(k, priced)?, at(k, against)?)))
             .collect()
     };
-    let resumed: Vec<TlsPrice> = fresh_transports()
-        .filter_map(|k| {
-            Some(price(
-                at(k, Security::Tls13)?,
-                at(k, Security::Tls13Resume)?,
-            ))
-        })
-        .map(|p| TlsPrice {
-            // Resumption is priced against the full handshake: what it wins back.
-            base_us: p.priced_us,
-            priced_us: p.base_us,
-            ..p
-        })
-        .collect();
+    // Resumption and early data are priced against the full handshake: what they win
+    // back.
+    let won_back = |by: Security| -> Vec<TlsPrice> {
+        fresh_transports()
+            .filter_map(|k| Some(price(at(k, Security::Tls13)?, at(k, by)?)))
+            .map(|p| TlsPrice {
+                base_us: p.priced_us,
+                priced_us: p.base_us,
+                ..p
+            })
+            .collect()
+    };
+    let resumed = won_back(Security::Tls13Resume);
+    let early = won_back(Security::Tls13ZeroRtt);
     let versions: Vec<TlsVersions> = fresh_transports()
         .filter_map(|k| {
             let versus_of = |s12, s13| Some(versus(at(k, s12)?, at(k, s13)?));
@@ -620,6 +624,7 @@ fn tls_fresh(base: &Report) -> Vec<Finding> {
     [
         (!handshake.is_empty()).then_some(Finding::TlsHandshake(handshake)),
         (!resumed.is_empty()).then_some(Finding::TlsResumption(resumed)),
+        (!early.is_empty()).then_some(Finding::EarlyData(early)),
         (!versions.is_empty()).then_some(Finding::TlsVersions(versions)),
         (!mtls.is_empty()).then_some(Finding::ClientCertificate(mtls)),
     ]

@@ -305,12 +305,14 @@ fn say_first(kind: ErrorKind, e: &CallError) {
 
 /// Adds what the transports counted themselves to a run's tally: every connection opened,
 /// warm-up included (`connects` is checked against what the run should open), and the
-/// duplicate, late and reordered replies of the measured calls alone.
+/// duplicate, late and reordered replies and the early data of the measured calls alone.
 pub(super) fn count_transport(tally: &mut Tally, at_end: Counts, in_warmup: Counts) {
     tally.connects += at_end.connects;
     tally.duplicated = at_end.duplicates - in_warmup.duplicates;
     tally.late_replies = at_end.late_replies - in_warmup.late_replies;
     tally.reordered = at_end.reordered - in_warmup.reordered;
+    tally.zero_rtt_sent = at_end.zero_rtt_sent - in_warmup.zero_rtt_sent;
+    tally.zero_rtt_accepted = at_end.zero_rtt_accepted - in_warmup.zero_rtt_accepted;
 }
 
 #[cfg(test)]

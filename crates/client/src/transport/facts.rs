@@ -91,7 +91,8 @@ pub enum Tls {
     /// Plain and the full handshakes, not the resume modes: `curl-fresh`, whose new handle
     /// per call keeps no TLS session to resume (libcurl keeps them per handle).
     Full,
-    /// Every security mode.
+    /// Every security mode over TCP: all but `tls13-0rtt`, whose early data only the QUIC
+    /// transports send.
     All,
     /// TLS 1.3 always, as QUIC builds it in: `plain` runs as `tls13` (the run's rows say
     /// so), the TLS 1.3 modes run as asked, the TLS 1.2 modes not at all.
@@ -139,6 +140,8 @@ impl TransportKind {
         match (self.facts().tls, security) {
             (Tls::Quic, S::Plain) => Some(S::Tls13),
             (Tls::Quic, S::Tls12 | S::Tls12Resume) => None,
+            // Early data needs QUIC's own 0-RTT here: over TCP no transport sends it.
+            (Tls::All | Tls::Full, S::Tls13ZeroRtt) => None,
             (_, S::Plain) | (Tls::All | Tls::Quic, _) => Some(security),
             (Tls::None, _) => None,
             (Tls::Full, _) => (!security.resumes()).then_some(security),
@@ -215,11 +218,18 @@ impl TransportKind {
             Tls::None => "`plain`".to_string(),
             Tls::Full => tls::Security::value_variants()
                 .iter()
-                .filter(|s| !s.resumes())
+                .filter(|&&s| self.runs_secured(s))
                 .map(|s| format!("`{s}`"))
                 .collect::<Vec<_>>()
                 .join(", "),
-            Tls::All => format!("all {}", number_word(tls::Security::value_variants().len())),
+            Tls::All => {
+                let not: Vec<String> = tls::Security::value_variants()
+                    .iter()
+                    .filter(|&&s| !self.runs_secured(s))
+                    .map(|s| format!("`{s}`"))
+                    .collect();
+                format!("all but {}", not.join(", "))
+            }
             Tls::Quic => {
                 tls::Security::value_variants()
                     .iter()

@@ -63,9 +63,8 @@ impl H3Conn {
     }
 
     /// Closes the connection (the requests' handles go with it), with `H3_NO_ERROR`.
-    pub fn close(self, client: &QuicClient) {
-        drop(self.send);
-        client.close_with(self.quic, H3_NO_ERROR);
+    pub fn close(self, client: &mut QuicClient) {
+        client.close_with(self.quic, H3_NO_ERROR, Box::new(self.send));
     }
 }
 
@@ -153,11 +152,16 @@ impl H3Call {
             .block_on(async { tokio::time::timeout_at(deadline.into(), exchange).await })
             .map_err(|_| CallError::Timeout)??;
         phases.first_byte = Some(first_byte);
-        Ok(Reply {
+        Ok(self.reply())
+    }
+
+    /// The reply of the last call made.
+    fn reply(&self) -> Reply<'_> {
+        Reply {
             seq: header_seq(&self.head),
             body: &self.body,
             server: server_timing(&self.head),
-        })
+        }
     }
 }
 
@@ -177,7 +181,7 @@ pub fn probe(
     let mut h3 = H3Call::default();
     let reply = h3.call_on(&client.rt, &conn, &target, call, deadline, &mut phases);
     let reply = reply.map(|r| (r.seq, r.body.to_vec()));
-    conn.close(&client);
+    conn.close(&mut client);
     reply
 }
 
@@ -228,36 +232,48 @@ impl<const FRESH: bool> H3Worker<FRESH> {
     }
 
     /// Makes `call` on the kept connection (a new one when there is none, or it ended).
+    /// Early data the server refused (`tls13-0rtt`) took HTTP/3's own streams with it, so
+    /// the call is made again on a new connection.
     pub fn call(&mut self, call: &Call, phases: &mut Phases) -> Result<Reply<'_>, CallError> {
         let deadline = Instant::now() + self.timeout;
         if FRESH || self.conn.as_ref().is_some_and(|c| !c.is_open()) {
             self.reset();
         }
-        if self.conn.is_none() {
-            let conn = H3Conn::open(&mut self.client, &self.endpoint, deadline, phases)?;
-            self.connects += 1;
-            self.conn = Some(conn);
+        for _ in 0..2 {
+            if self.conn.is_none() {
+                let conn = H3Conn::open(&mut self.client, &self.endpoint, deadline, phases)?;
+                self.connects += 1;
+                self.conn = Some(conn);
+            }
+            let conn = self.conn.as_ref().expect("opened above");
+            let made = self
+                .call
+                .call_on(
+                    &self.client.rt,
+                    conn,
+                    &self.endpoint,
+                    call,
+                    deadline,
+                    phases,
+                )
+                .map(drop);
+            if !self.client.early_refused(deadline) {
+                return made.map(|()| self.call.reply());
+            }
+            self.reset();
         }
-        let conn = self.conn.as_ref().expect("opened above");
-        self.call.call_on(
-            &self.client.rt,
-            conn,
-            &self.endpoint,
-            call,
-            deadline,
-            phases,
-        )
+        Err(CallError::Closed)
     }
 
     /// Closes the connection, if one is open.
     pub fn reset(&mut self) {
         if let Some(conn) = self.conn.take() {
-            conn.close(&self.client);
+            conn.close(&mut self.client);
         }
     }
 
-    /// Connections opened so far.
+    /// Connections opened so far, and their early data.
     pub fn counts(&self) -> super::Counts {
-        super::Counts::connects(self.connects)
+        self.client.counts(self.connects)
     }
 }

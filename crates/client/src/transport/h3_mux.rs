@@ -70,9 +70,21 @@ impl Transport for H3Mux {
                     gone.close(client);
                 }
                 // Under the lock: the other workers wait for this connection, not open
-                // their own.
-                *conn = Some(H3Conn::open(client, &self.endpoint, deadline, phases)?);
-                self.connects += 1;
+                // their own. In `tls13-0rtt` its handshake is waited for: early data the
+                // server refused took HTTP/3's own streams with it, and the next
+                // connection makes them again.
+                for _ in 0..2 {
+                    let opened = H3Conn::open(client, &self.endpoint, deadline, phases)?;
+                    self.connects += 1;
+                    if !client.early_refused(deadline) {
+                        *conn = Some(opened);
+                        break;
+                    }
+                    opened.close(client);
+                }
+                if conn.is_none() {
+                    return Err(CallError::Closed);
+                }
             }
             (client.rt.clone(), conn.clone().expect("opened above"))
         };

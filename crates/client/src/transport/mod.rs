@@ -226,6 +226,10 @@ pub struct Counts {
     pub late_replies: u64,
     /// Replies (late or duplicate) that arrived after a reply to a later call.
     pub reordered: u64,
+    /// Connections that sent their first request in early data (`tls13-0rtt`, QUIC).
+    pub zero_rtt_sent: u64,
+    /// Of those, the connections whose early data the server accepted.
+    pub zero_rtt_accepted: u64,
 }
 
 impl std::iter::Sum for Counts {
@@ -235,6 +239,8 @@ impl std::iter::Sum for Counts {
             duplicates: a.duplicates + b.duplicates,
             late_replies: a.late_replies + b.late_replies,
             reordered: a.reordered + b.reordered,
+            zero_rtt_sent: a.zero_rtt_sent + b.zero_rtt_sent,
+            zero_rtt_accepted: a.zero_rtt_accepted + b.zero_rtt_accepted,
         })
     }
 }

@@ -67,11 +67,18 @@ impl<const FRESH: bool> QuicWorker<FRESH> {
         }
     }
 
-    /// Connections opened so far.
+    /// Connections opened so far, and their early data.
     pub fn counts(&self) -> super::Counts {
-        super::Counts::connects(self.connects)
+        self.client.counts(self.connects)
     }
 }
+
+/// Connections a `tls13-0rtt` client keeps open after their call: the server sends its
+/// session tickets once the handshake is done, half a round trip after the reply to a
+/// request in early data, so a connection closed at once would leave the next calls no
+/// ticket. Each stays open while this many later calls are made (the tickets of one are
+/// there by the one after next), then closes.
+const LINGER: usize = 2;
 
 /// A worker's QUIC client: its runtime, its endpoint (bound on first use, for the target's
 /// address family), the ALPN its connections offer and its buffers.
@@ -84,6 +91,15 @@ pub(super) struct QuicClient {
     config: Option<quinn::ClientConfig>,
     out: Vec<u8>,
     body: Vec<u8>,
+    /// Whether the newest connection's early data was accepted, while that is not known
+    /// (a `tls13-0rtt` connection that sent its request before the handshake was done).
+    early: Option<quinn::ZeroRttAccepted>,
+    /// True when the connections send early data (`tls13-0rtt`): set by the first.
+    early_data: bool,
+    /// Connections done with their call, kept open for their tickets (`tls13-0rtt`).
+    lingering: std::collections::VecDeque<(quinn::Connection, u32, Box<dyn Send>)>,
+    zero_rtt_sent: u64,
+    zero_rtt_accepted: u64,
 }
 
 impl QuicClient {
@@ -105,11 +121,30 @@ impl QuicClient {
             config: None,
             out: Vec::new(),
             body: Vec::new(),
+            early: None,
+            early_data: false,
+            lingering: std::collections::VecDeque::new(),
+            zero_rtt_sent: 0,
+            zero_rtt_accepted: 0,
+        }
+    }
+
+    /// What a worker of this client counts: `connects`, and the early data sent and
+    /// accepted.
+    pub fn counts(&self, connects: u64) -> super::Counts {
+        super::Counts {
+            connects,
+            zero_rtt_sent: self.zero_rtt_sent,
+            zero_rtt_accepted: self.zero_rtt_accepted,
+            ..super::Counts::default()
         }
     }
 
     /// Opens a connection to the target's QUIC port within `deadline`: the lookup (its
-    /// `dns` phase, when the mode looks up) and the handshake (`tls`).
+    /// `dns` phase, when the mode looks up) and the handshake (`tls`). In `tls13-0rtt`,
+    /// with a session ticket at hand, the connection is returned at once, for the request
+    /// to go in early data (its `tls` phase the time to that point); whether the server
+    /// took it is known after the reply ([`QuicClient::early_refused`]).
     pub fn connect(
         &mut self,
         target: &Endpoint,
@@ -127,19 +162,48 @@ impl QuicClient {
         }
         let endpoint = self.endpoint_for(addr)?;
         let config = self.config.clone().expect("set above");
+        let early_data = tls.security().early_data();
         let started = Instant::now();
-        let conn = self.rt.block_on(async {
+        let opened: Result<_, CallError> = self.rt.block_on(async {
             // The connection's driver is spawned here, on the worker's runtime.
-            let connecting = endpoint
+            let mut connecting = endpoint
                 .connect_with(config, addr, tls.host())
                 .map_err(|_| CallError::Connect(ConnectFailure::Other))?;
-            tokio::time::timeout_at(deadline.into(), connecting)
+            if early_data {
+                // Fails when no ticket is at hand: then a full handshake.
+                match connecting.into_0rtt() {
+                    Ok((conn, accepted)) => return Ok((conn, Some(accepted))),
+                    Err(full) => connecting = full,
+                }
+            }
+            let conn = tokio::time::timeout_at(deadline.into(), connecting)
                 .await
                 .map_err(|_| CallError::Connect(ConnectFailure::TimedOut))?
-                .map_err(|e| handshake_error(&e))
-        })?;
+                .map_err(|e| handshake_error(&e))?;
+            Ok((conn, None))
+        });
+        let (conn, early) = opened?;
         phases.tls = Some(started.elapsed());
+        self.zero_rtt_sent += u64::from(early.is_some());
+        self.early = early;
+        self.early_data = early_data;
         Ok(conn)
+    }
+
+    /// True when the newest connection sent early data the server refused: its requests
+    /// were never seen and must be sent again, now that the handshake is done. Waits for
+    /// the handshake within `deadline` (right after a reply, it is done); counts the early
+    /// data accepted.
+    pub fn early_refused(&mut self, deadline: Instant) -> bool {
+        let Some(accepted) = self.early.take() else {
+            return false;
+        };
+        let accepted = self
+            .rt
+            .block_on(async { tokio::time::timeout_at(deadline.into(), accepted).await })
+            .unwrap_or(false);
+        self.zero_rtt_accepted += u64::from(accepted);
+        !accepted
     }
 
     /// The endpoint for `addr`'s family, bound now if it is not yet.
@@ -170,8 +234,26 @@ impl QuicClient {
     ) -> Result<Reply<'_>, CallError> {
         encode_request(call, &mut self.out);
         let max_body = call.max_body(RESPONSE_OVERHEAD as usize);
-        let (out, body) = (&self.out, &mut self.body);
         let sent = Instant::now();
+        let mut result = self.round_trip(conn, max_body, sent, deadline);
+        if self.early_refused(deadline) {
+            // The server never saw the request: once more, on the connection now open.
+            result = self.round_trip(conn, max_body, sent, deadline);
+        }
+        phases.first_byte = Some(result?);
+        reply_of(&self.body, call.rpc)
+    }
+
+    /// One request frame out on a new stream of `conn` and the reply into `self.body`;
+    /// returns the time from `sent` to the reply's first byte.
+    fn round_trip(
+        &mut self,
+        conn: &quinn::Connection,
+        max_body: usize,
+        sent: Instant,
+        deadline: Instant,
+    ) -> Result<Duration, CallError> {
+        let (out, body) = (&self.out, &mut self.body);
         let exchange = async {
             let (mut send, mut recv) = conn.open_bi().await.map_err(|e| lost(&e))?;
             send.write_all(out).await.map_err(|_| CallError::Closed)?;
@@ -190,23 +272,35 @@ impl QuicClient {
             recv.read_exact(body).await.map_err(read_error)?;
             Ok(first_byte)
         };
-        let first_byte = self
-            .rt
+        self.rt
             .block_on(async { tokio::time::timeout_at(deadline.into(), exchange).await })
-            .map_err(|_| CallError::Timeout)??;
-        phases.first_byte = Some(first_byte);
-        reply_of(&self.body, call.rpc)
+            .map_err(|_| CallError::Timeout)?
     }
 
     /// Closes `conn` and lets the endpoint send the close before the next call.
-    pub fn close(&self, conn: quinn::Connection) {
-        self.close_with(conn, 0);
+    pub fn close(&mut self, conn: quinn::Connection) {
+        self.close_with(conn, 0, Box::new(()));
     }
 
     /// Closes `conn` with the application's error `code` (HTTP/3's `H3_NO_ERROR` is
-    /// 0x100, not 0).
-    pub fn close_with(&self, conn: quinn::Connection, code: u32) {
+    /// 0x100, not 0); `keep` is what must live as long as the connection is open (HTTP/3's
+    /// request handle: the h3 crate closes a connection whose handles are all gone).
+    pub fn close_with(&mut self, conn: quinn::Connection, code: u32, keep: Box<dyn Send>) {
         let _entered = self.rt.enter();
+        if self.early_data {
+            // Kept open for its tickets; the oldest kept closes instead ([`LINGER`]).
+            self.lingering.push_back((conn, code, keep));
+            if self.lingering.len() <= LINGER {
+                return;
+            }
+            let Some((oldest, code, keep)) = self.lingering.pop_front() else {
+                return;
+            };
+            drop(keep);
+            oldest.close(code.into(), b"");
+            return;
+        }
+        drop(keep);
         conn.close(code.into(), b"");
     }
 }

@@ -43,6 +43,11 @@ pub enum Security {
     Tls13,
     /// TLS 1.3, each new connection resuming the previous session (a ticket).
     Tls13Resume,
+    /// TLS 1.3 resumption with the request in early data (0-RTT): QUIC only. Early data
+    /// can be replayed by anyone who captured it; see the README's note.
+    #[value(name = "tls13-0rtt")]
+    #[serde(rename = "tls13-0rtt")]
+    Tls13ZeroRtt,
     /// TLS 1.2, a full handshake on every new connection.
     Tls12,
     /// TLS 1.2, each new connection resuming the previous session.
@@ -58,6 +63,7 @@ impl Security {
             Security::Plain => "plain",
             Security::Tls13 => "tls13",
             Security::Tls13Resume => "tls13-resume",
+            Security::Tls13ZeroRtt => "tls13-0rtt",
             Security::Tls12 => "tls12",
             Security::Tls12Resume => "tls12-resume",
             Security::Mtls => "mtls",
@@ -71,7 +77,15 @@ impl Security {
 
     /// True when new connections resume the previous session.
     pub fn resumes(self) -> bool {
-        matches!(self, Security::Tls13Resume | Security::Tls12Resume)
+        matches!(
+            self,
+            Security::Tls13Resume | Security::Tls13ZeroRtt | Security::Tls12Resume
+        )
+    }
+
+    /// True when a resumed connection sends its request in early data (0-RTT).
+    pub fn early_data(self) -> bool {
+        self == Security::Tls13ZeroRtt
     }
 
     /// The protocol version asked for, as rustls names it (`TLSv1_3`); `None` for plain.
@@ -356,9 +370,9 @@ pub struct TlsClient {
     plain: Arc<rustls::ClientConfig>,
     http1: Arc<rustls::ClientConfig>,
     h2: Arc<rustls::ClientConfig>,
-    /// For QUIC (ALPN `rpcbench`, early data allowed): TLS 1.3 modes only.
+    /// For QUIC (ALPN `rpcbench`; early data in `tls13-0rtt`): TLS 1.3 modes only.
     quic: Arc<rustls::ClientConfig>,
-    /// For HTTP/3 (ALPN `h3`, early data allowed): TLS 1.3 modes only.
+    /// For HTTP/3 (ALPN `h3`; early data in `tls13-0rtt`): TLS 1.3 modes only.
     h3: Arc<rustls::ClientConfig>,
     server_name: ServerName<'static>,
     negotiated: Mutex<Option<Negotiated>>,
@@ -480,7 +494,7 @@ impl TlsClient {
         let over_quic = |alpn: &[u8]| {
             let mut c = config.clone();
             c.alpn_protocols = vec![alpn.to_vec()];
-            c.enable_early_data = true;
+            c.enable_early_data = security.early_data();
             Arc::new(c)
         };
         Ok(Arc::new(TlsClient {

@@ -58,6 +58,7 @@ impl Strays {
             duplicates: self.duplicates,
             late_replies: self.late,
             reordered: self.reordered,
+            ..Counts::default()
         }
     }
 

@@ -72,6 +72,10 @@ pub fn sentence(f: &Finding) -> String {
             "Resuming the previous session wins back per fresh call: {}.",
             priced_as(parts, "tls13-resume")
         ),
+        Finding::EarlyData(parts) => format!(
+            "Sending the request in early data (0-RTT) wins back per fresh call, against a full handshake: {}.",
+            priced_as(parts, "tls13-0rtt")
+        ),
         Finding::TlsVersions(parts) => format!(
             "TLS 1.2 against TLS 1.3 per fresh call (above 1× 1.2 is the slower): {}.",
             joined(parts, |v| {

@@ -114,6 +114,37 @@ pub fn tcp_info_line(report: &Report) -> Option<String> {
     ))
 }
 
+/// The line on the early data of the `tls13-0rtt` runs of a connection per call: per run,
+/// the measured calls that sent their request in 0-RTT and how many the server accepted,
+/// so a mean that mixes 0-RTT calls with full handshakes says so. `None` without such
+/// runs.
+pub fn zero_rtt_line(report: &Report) -> Option<String> {
+    let parts: Vec<String> = report
+        .runs
+        .iter()
+        // A kept connection opens in the warm-up: only a connection per call counts here.
+        .filter(|r| !r.transport.persistent() && !r.transport.shared())
+        .filter_map(|r| {
+            let z = r.zero_rtt?;
+            let rejected = z.sent - z.accepted.min(z.sent);
+            let rejected = if rejected > 0 {
+                format!(", {rejected} refused and sent again after the handshake")
+            } else {
+                String::new()
+            };
+            Some(format!(
+                "{} ({}) {} of {} calls sent their request in early data, {} accepted{rejected}",
+                r.transport,
+                r.mode_label(),
+                z.sent,
+                r.calls,
+                z.accepted
+            ))
+        })
+        .collect();
+    (!parts.is_empty()).then(|| format!("0-RTT: {}", parts.join("; ")))
+}
+
 /// The line naming the runs that used the event-loop engine, with its threads: said only
 /// when some did (high `-c`), since a thread per worker is what anyone would assume. Said
 /// once for all of them: the transports that shared a (threads, connections) pair, each

@@ -42,6 +42,7 @@ pub fn write(report: &Report, options: &RenderOptions, out: &mut dyn Write) -> i
         .into_iter()
         .chain(concurrency_lines(report))
         .chain(super::tcp_info_line(report))
+        .chain(super::zero_rtt_line(report))
     {
         lines.extend(wrap(&line, width, "", HANGING));
     }

@@ -80,6 +80,10 @@ pub struct RunRecord {
     pub reordered: u64,
     /// Under `--rate`: calls that started more than one interval after they were due.
     pub late: u64,
+    /// In `tls13-0rtt`: how many of the measured calls' connections sent their request in
+    /// early data, and how many of those the server accepted; left out in other modes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zero_rtt: Option<ZeroRtt>,
     /// Failed calls by kind.
     pub errors: BTreeMap<String, u64>,
     /// Connections opened, warm-up included.
@@ -142,6 +146,19 @@ pub struct RunRecord {
     pub error_seqs: Vec<u64>,
 }
 
+/// Early data of a `tls13-0rtt` run's measured calls, counted by connection: a
+/// connection-per-call transport sends each call's request in early data when it holds a
+/// session ticket (the first calls, and any made faster than tickets arrive, handshake in
+/// full); a kept connection sends only its first.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ZeroRtt {
+    /// Connections that sent their first request in early data.
+    pub sent: u64,
+    /// Of those, the ones whose early data the server accepted (the others were sent
+    /// again once the handshake was done).
+    pub accepted: u64,
+}
+
 impl RunRecord {
     /// What identifies the run among a report's runs ([`RunKey`]).
     pub fn key(&self) -> RunKey {
@@ -187,6 +204,10 @@ impl RunRecord {
             late_replies: t.late_replies,
             reordered: t.reordered,
             late: t.late,
+            zero_rtt: run.security.early_data().then_some(ZeroRtt {
+                sent: t.zero_rtt_sent,
+                accepted: t.zero_rtt_accepted,
+            }),
             errors: t.errors_by_key(),
             connects: t.connects,
             dns_queries: run.dns_queries,

@@ -103,7 +103,7 @@ impl Bound {
             tokio::spawn(http::accept_loop(listener, shared.clone()));
         }
         if let (Some((addr, socket)), Some(server_tls)) = (self.quic, server_tls) {
-            let config = quic::server_config(server_tls.quic.clone(), &shared.config)?;
+            let config = quic::server_config(server_tls.quic.clone(), shared)?;
             let endpoint =
                 quic::endpoint(socket, config).map_err(|source| StartServerError::Bind {
                     proto: Listener::Quic,

@@ -57,16 +57,36 @@ const NO_ERROR: u32 = 0;
 /// The stream error code of a request the server would not read (oversized, malformed).
 const REFUSED: u32 = 1;
 
+/// Sessions the QUIC listener keeps for resumption and 0-RTT (a few hundred bytes each):
+/// past this, the oldest go, and a client offering one handshakes in full.
+pub const SESSIONS: usize = 4096;
+
 /// quinn's server configuration for `tls` (the listeners' rustls configuration, whose
 /// ALPN is replaced) and the server's limits.
+///
+/// Where the listeners issue session tickets, QUIC's are kept in a bounded store of its
+/// own ([`Sessions`]) instead of sealed in the ticket: a stored session is taken when a
+/// client resumes it, so each ticket works once. That is what lets the server read
+/// early data (0-RTT) at all (rustls refuses it with stateless tickets), and it is its
+/// defence against a replayed handshake: a copy of a client's first flight finds its
+/// ticket gone, and its early data is not read (RFC 8446 §8.1).
 pub(crate) fn server_config(
     mut tls: rustls::ServerConfig,
-    shared: &super::ServerConfig,
+    shared: &Shared,
 ) -> Result<quinn::ServerConfig, super::tls::SetUpTlsError> {
     tls.alpn_protocols = vec![ALPN_FRAMES.to_vec(), ALPN_H3.to_vec()];
-    // No early data yet: rustls allows it only with stateful resumption, and the TLS
-    // listeners' tickets are stateless. 0-RTT is its own step.
-    tls.max_early_data_size = 0;
+    if tls.send_tls13_tickets > 0 {
+        tls.ticketer = Arc::new(Stateful);
+        tls.session_storage = Arc::new(Sessions {
+            store: rustls::server::ServerSessionMemoryCache::new(SESSIONS),
+            stats: shared.stats.clone(),
+        });
+        // QUIC allows no other limit than "any": the stream windows bound it.
+        tls.max_early_data_size = u32::MAX;
+    } else {
+        tls.max_early_data_size = 0;
+    }
+    let shared = &shared.config;
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)
         .map_err(|e| rustls::Error::General(e.to_string()))?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
@@ -79,6 +99,61 @@ pub(crate) fn server_config(
         .max_idle_timeout(shared.idle_timeout.try_into().ok());
     config.transport_config(Arc::new(transport));
     Ok(config)
+}
+
+/// The QUIC listener's sessions: rustls's bounded store, counting what clients resume
+/// (as each resumption begins: quinn does not say per connection) and the tickets it does
+/// not hold.
+#[derive(Debug)]
+struct Sessions {
+    store: Arc<rustls::server::ServerSessionMemoryCache>,
+    stats: Arc<super::stats::Stats>,
+}
+
+impl rustls::server::StoresServerSessions for Sessions {
+    fn put(&self, key: Vec<u8>, value: Vec<u8>) -> bool {
+        self.store.put(key, value)
+    }
+
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.store.get(key)
+    }
+
+    fn take(&self, key: &[u8]) -> Option<Vec<u8>> {
+        let session = self.store.take(key);
+        match session {
+            Some(_) => self.stats.quic_handshakes.resuming(),
+            None => self.stats.reject(Reject::QuicUnknownTicket),
+        }
+        session
+    }
+
+    fn can_cache(&self) -> bool {
+        true
+    }
+}
+
+/// Tickets that are the session's key in [`Sessions`], not the session sealed: rustls
+/// then issues random ids and keeps the sessions itself.
+#[derive(Debug)]
+struct Stateful;
+
+impl rustls::server::ProducesTickets for Stateful {
+    fn enabled(&self) -> bool {
+        false
+    }
+
+    fn lifetime(&self) -> u32 {
+        0
+    }
+
+    fn encrypt(&self, _: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
+
+    fn decrypt(&self, _: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
 }
 
 /// Accepts connections on `endpoint` until shutdown starts, then closes it.
@@ -111,11 +186,17 @@ pub(super) async fn accept_loop(endpoint: quinn::Endpoint, shared: Arc<Shared>) 
         handshaking.fetch_add(1, Relaxed);
         let (shared, handshaking) = (shared.clone(), handshaking.clone());
         tokio::spawn(async move {
-            let conn = handshake(incoming, &shared).await;
-            handshaking.fetch_sub(1, Relaxed);
-            if let Some(conn) = conn {
-                serve(conn, shared, guard).await;
-            }
+            let Some((conn, done)) = handshake(incoming, &shared).await else {
+                handshaking.fetch_sub(1, Relaxed);
+                return;
+            };
+            let settled = async {
+                if let Some(done) = done {
+                    settle(&conn, done, &shared).await;
+                }
+                handshaking.fetch_sub(1, Relaxed);
+            };
+            tokio::join!(settled, serve(conn.clone(), shared.clone(), guard));
         });
     }
     endpoint.close(NO_ERROR.into(), b"shutting down");
@@ -123,7 +204,16 @@ pub(super) async fn accept_loop(endpoint: quinn::Endpoint, shared: Arc<Shared>) 
 
 /// Runs the server's side of the handshake within the handshake timeout, counting how it
 /// ended; `None` when it failed.
-async fn handshake(incoming: quinn::Incoming, shared: &Shared) -> Option<quinn::Connection> {
+///
+/// Without a required client certificate, the connection is served as soon as the
+/// server's flight is out (0.5-RTT), so that a request in early data is answered in the
+/// same round trip; the handshake's end is then waited for beside the calls (the future
+/// returned, for [`settle`]). With one, nothing is read or sent before the client proved
+/// who it is.
+async fn handshake(
+    incoming: quinn::Incoming,
+    shared: &Shared,
+) -> Option<(quinn::Connection, Option<quinn::ZeroRttAccepted>)> {
     let counters = &shared.stats.quic_handshakes;
     let connecting = match incoming.accept() {
         Ok(c) => c,
@@ -132,7 +222,18 @@ async fn handshake(incoming: quinn::Incoming, shared: &Shared) -> Option<quinn::
             return None;
         }
     };
-    let timeout = shared.config.tls_settings.handshake_timeout;
+    let settings = &shared.config.tls_settings;
+    let client_cert_required = (settings.client_ca.is_some() || settings.client_ca_pem.is_some())
+        && !settings.client_auth_optional;
+    let connecting = if client_cert_required {
+        connecting
+    } else {
+        match connecting.into_0rtt() {
+            Ok((conn, done)) => return Some((conn, Some(done))),
+            Err(connecting) => connecting,
+        }
+    };
+    let timeout = settings.handshake_timeout;
     let conn = match tokio::time::timeout(timeout, connecting).await {
         Ok(Ok(conn)) => conn,
         Ok(Err(e)) => {
@@ -144,10 +245,29 @@ async fn handshake(incoming: quinn::Incoming, shared: &Shared) -> Option<quinn::
             return None;
         }
     };
-    // quinn does not say whether a handshake resumed a session: every one counts as full
-    // until 0-RTT lands, which tells them apart by the early data accepted.
-    counters.succeeded(false);
-    Some(conn)
+    counters.completed();
+    Some((conn, None))
+}
+
+/// Waits for the end of a handshake whose connection is already served (0.5-RTT) within
+/// the handshake timeout, counting how it ended; a connection whose handshake stalls is
+/// closed, and its calls with it.
+async fn settle(conn: &quinn::Connection, done: quinn::ZeroRttAccepted, shared: &Shared) {
+    let counters = &shared.stats.quic_handshakes;
+    let timeout = shared.config.tls_settings.handshake_timeout;
+    // Resolves when the handshake completes or the connection ends first: on a server,
+    // false either way (quinn 0.11). A connection still open, or closed by the
+    // application (which only a client past the handshake can do), completed it.
+    match tokio::time::timeout(timeout, done).await {
+        Ok(_) => match conn.close_reason() {
+            None | Some(quinn::ConnectionError::ApplicationClosed(_)) => counters.completed(),
+            Some(e) => counters.failed(failure_of(&e)),
+        },
+        Err(_) => {
+            counters.failed(HandshakeFailure::Timeout);
+            conn.close(REFUSED.into(), b"handshake timed out");
+        }
+    }
 }
 
 /// What a failed QUIC handshake is counted as.

@@ -88,6 +88,10 @@ pub struct HandshakeCounters {
     pub full: AtomicU64,
     /// Handshakes that resumed an earlier session (ticket or session ID).
     pub resumed: AtomicU64,
+    /// Completed handshakes of a kind told apart by `resuming` ([`Self::completed`]).
+    completed: AtomicU64,
+    /// Handshakes that found their session, as they began ([`Self::resuming`]).
+    resuming: AtomicU64,
     failures: [AtomicU64; HandshakeFailure::ALL.len()],
 }
 
@@ -98,6 +102,18 @@ impl HandshakeCounters {
         counter.fetch_add(1, Relaxed);
     }
 
+    /// Counts a completed handshake whose kind is told by [`Self::resuming`]: QUIC's, as
+    /// quinn does not say whether a connection resumed; its session store does.
+    pub fn completed(&self) {
+        self.completed.fetch_add(1, Relaxed);
+    }
+
+    /// Counts a handshake that found the session it resumes, as it begins: in the
+    /// snapshot, one of the [`Self::completed`] ones is resumed instead of full.
+    pub fn resuming(&self) {
+        self.resuming.fetch_add(1, Relaxed);
+    }
+
     /// Counts a failed handshake of `kind`.
     pub fn failed(&self, kind: HandshakeFailure) {
         self.failures[kind as usize].fetch_add(1, Relaxed);
@@ -105,9 +121,11 @@ impl HandshakeCounters {
 
     /// A copy for reporting.
     pub fn snapshot(&self) -> HandshakeSnapshot {
+        let completed = self.completed.load(Relaxed);
+        let resuming = self.resuming.load(Relaxed).min(completed);
         HandshakeSnapshot {
-            full: self.full.load(Relaxed),
-            resumed: self.resumed.load(Relaxed),
+            full: self.full.load(Relaxed) + completed - resuming,
+            resumed: self.resumed.load(Relaxed) + resuming,
             failed: HandshakeFailure::ALL
                 .iter()
                 .map(|&k| {
@@ -249,13 +267,17 @@ pub enum Reject {
     QuicRetry,
     /// A QUIC connection that agreed on no application protocol (ALPN); closed.
     QuicNoAlpn,
+    /// A QUIC client offered a session ticket the server does not hold: used already (a
+    /// replayed handshake), or dropped from its bounded store. No resumption, and no
+    /// early data read: the handshake goes on in full.
+    QuicUnknownTicket,
     /// A QUIC stream the client reset or stopped before its reply was sent.
     QuicStreamReset,
 }
 
 impl Reject {
     /// Every kind, in the order they are listed in /stats.
-    pub const ALL: [Reject; 39] = [
+    pub const ALL: [Reject; 40] = [
         Reject::ZeroLengthFrame,
         Reject::OversizedFrame,
         Reject::MalformedFrame,
@@ -294,6 +316,7 @@ impl Reject {
         Reject::RpcBadCall,
         Reject::QuicRetry,
         Reject::QuicNoAlpn,
+        Reject::QuicUnknownTicket,
         Reject::QuicStreamReset,
     ];
 
@@ -338,6 +361,7 @@ impl Reject {
             Reject::RpcBadCall => "rpc_bad_call",
             Reject::QuicRetry => "quic_retry",
             Reject::QuicNoAlpn => "quic_no_alpn",
+            Reject::QuicUnknownTicket => "quic_unknown_ticket",
             Reject::QuicStreamReset => "quic_stream_reset",
         }
     }
