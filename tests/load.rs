@@ -126,7 +126,7 @@ fn assert_healthy(run: &TransportRun, calls: u64, connections: usize, what: &str
         );
         // QUIC has no TCP connect: its handshake is the phase every fresh call pays.
         let opening = if kind.port() == Port::Quic {
-            Phase::Tls
+            Phase::Handshake
         } else {
             Phase::Connect
         };

@@ -76,7 +76,7 @@ fn assert_healthy(kind: TransportKind, run: &TransportRun, config: &RunConfig) {
     assert_eq!((t.lost, t.mismatched, t.duplicated), (0, 0, 0), "{kind}");
     let expected = kind.expected_connects(config.concurrency, config.calls + config.warmup);
     assert_eq!(t.connects, expected, "{kind}: connects");
-    let handshakes = t.phase(Phase::Tls).len();
+    let handshakes = t.phase(Phase::Handshake).len();
     if kind.persistent() {
         assert_eq!(handshakes, 0, "{kind}: a measured call paid a handshake");
     } else {
@@ -766,15 +766,16 @@ fn replayed_early_data_is_not_read_again() {
 }
 
 /// The default output of a run in `tls13` and `tls13-0rtt`: the line on the early data
-/// sent and accepted under the table, and the finding on what it wins back against a full
-/// handshake.
+/// sent and accepted under the table, QUIC's `handshake` phase, the finding on what early
+/// data wins back against a full handshake, and the one weighing a new QUIC connection
+/// against a new TCP connection with TLS 1.3 (two round trips a call against three).
 #[test]
 fn the_output_tells_the_early_data_and_what_it_wins() {
     let out = rpcbench(&[
         "-n",
         "200",
         "--transports",
-        "quic-connect",
+        "quic-connect,tcp-connect",
         "--security",
         "tls13,tls13-0rtt",
         "--names",
@@ -792,5 +793,20 @@ fn the_output_tells_the_early_data_and_what_it_wins() {
     assert!(
         flat.contains("Sending the request in early data (0-RTT) wins back per fresh call"),
         "{stdout}"
+    );
+    assert!(
+        flat.contains("A new QUIC connection per call against a new TCP connection and TLS 1.3")
+            && flat.contains("quic-connect")
+            && flat.contains("against tcp-connect")
+            && flat.contains("2 round trips a call against 3"),
+        "{stdout}"
+    );
+    let phases = stdout
+        .lines()
+        .find(|l| l.starts_with("transport") && l.contains("first byte"))
+        .expect("the phase table");
+    assert!(
+        phases.contains("handshake") && phases.contains("tls"),
+        "{phases}"
     );
 }

@@ -108,7 +108,7 @@ fn the_readme_table_is_the_registry() {
 fn the_transports_facts_name_are_registered() {
     for kind in TransportKind::ALL {
         let f = kind.facts();
-        let named = [f.fresh_twin, f.unshared_twin, f.network_twin]
+        let named = [f.fresh_twin, f.unshared_twin, f.network_twin, f.tcp_twin]
             .into_iter()
             .flatten()
             .chain(f.multiplexing_against.iter().copied());
@@ -128,6 +128,18 @@ fn the_transports_facts_name_are_registered() {
                 (t.alpn, t.persistent),
                 (f.alpn, f.persistent),
                 "{kind}, {net}"
+            );
+        }
+        // A QUIC transport's TCP twin reuses its connections as it does, and every QUIC
+        // transport has one.
+        assert_eq!(f.tcp_twin.is_some(), f.port == Port::Quic, "{kind}");
+        if let Some(tcp) = kind.tcp_twin() {
+            let t = tcp.facts();
+            assert_ne!(t.port, Port::Quic, "{kind}, {tcp}");
+            assert_eq!(
+                (t.persistent, t.shared),
+                (f.persistent, f.shared),
+                "{kind}, {tcp}"
             );
         }
         let against = kind.multiplexing_against();

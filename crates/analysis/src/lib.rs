@@ -8,7 +8,7 @@
 #![forbid(unsafe_code)]
 
 // The modules of the layers below, by the names every path in this crate uses.
-use rpcbench_base::encoding;
+use rpcbench_base::{encoding, measure};
 use rpcbench_client::{dnsdiag, resolve, transport};
 use rpcbench_report::report;
 use rpcbench_server::tcpinfo;

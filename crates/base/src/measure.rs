@@ -115,6 +115,10 @@ pub enum Phase {
     Connect,
     /// The TLS handshake after the connect, on calls that opened a TLS connection.
     Tls,
+    /// QUIC's handshake, on calls that opened a QUIC connection: the transport's and TLS
+    /// 1.3's in one (QUIC has no connect or TLS phase of its own). Under `tls13-0rtt`, the
+    /// time until the request could go, in early data.
+    Handshake,
     /// From starting to send the request to the first byte of the reply.
     FirstByte,
     /// Time the server says it spent (`server_ns` or `server-timing`).
@@ -132,10 +136,11 @@ pub enum Phase {
 
 impl Phase {
     /// Every phase, in the order tables show them.
-    pub const ALL: [Phase; 9] = [
+    pub const ALL: [Phase; 10] = [
         Phase::Dns,
         Phase::Connect,
         Phase::Tls,
+        Phase::Handshake,
         Phase::FirstByte,
         Phase::Server,
         Phase::Encode,
@@ -150,6 +155,7 @@ impl Phase {
             Phase::Dns => "dns",
             Phase::Connect => "connect",
             Phase::Tls => "tls",
+            Phase::Handshake => "handshake",
             Phase::FirstByte => "first_byte",
             Phase::Server => "server",
             Phase::Encode => "encode",

@@ -89,6 +89,22 @@ pub struct Multiplexing {
     pub against: Vec<(Figure, Versus)>,
 }
 
+/// A new QUIC connection per call against its TCP twin's new TCP connection with TLS 1.3
+/// ([`Facts::tcp_twin`](crate::transport::Facts::tcp_twin)), both in `tls13`, by IP.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QuicHandshake {
+    pub quic: Figure,
+    pub tcp: Figure,
+    /// QUIC's mean against TCP's.
+    pub quic_over_tcp: Versus,
+    /// The round trips each call takes in the model: QUIC's handshake carries TLS's (2),
+    /// TCP's handshake comes before TLS's (3).
+    pub round_trips: (f64, f64),
+    /// QUIC's handshake (its `handshake` phase) and TCP's connect plus TLS handshake, µs, where
+    /// both were timed.
+    pub handshakes_us: Option<(f64, f64)>,
+}
+
 /// What TLS costs one fresh transport, by IP, under two security modes it ran in.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TlsPrice {
@@ -154,6 +170,9 @@ pub enum Finding {
     TlsVersions(Vec<TlsVersions>),
     /// What a client certificate adds per fresh call (`mtls` against `tls13`).
     ClientCertificate(Vec<TlsPrice>),
+    /// What a new QUIC connection costs per call against a new TCP connection and TLS 1.3
+    /// handshake, for each fresh QUIC transport whose TCP twin ran in `tls13`.
+    QuicHandshake(Vec<QuicHandshake>),
     /// What TLS 1.3 costs a call on a kept connection (`tls13` against `plain`).
     TlsKept(Vec<TlsPrice>),
     /// What an uncached lookup costs a fresh HTTP call, and what caching gives back.
@@ -317,6 +336,7 @@ fn of_one_run(base: &Report, others: &[&Report]) -> Vec<Finding> {
         out.push(Finding::Multiplexing(shared));
     }
     out.extend(tls_fresh(base));
+    out.extend(quic_handshake(base));
     out.extend(tls_kept(base));
     let slow = others.iter().copied().find(|r| slow_dns(r));
     for report in std::iter::once(base).chain(slow) {
@@ -505,7 +525,9 @@ fn price(priced: &RunRecord, base: &RunRecord) -> TlsPrice {
         base_us: mean_of(base),
         priced_us: mean_of(priced),
         delta: added(priced, base),
-        handshake_us: priced.phases_us.tls.map(|t| t.mean),
+        handshake_us: (priced.phases_us.tls)
+            .or(priced.phases_us.handshake)
+            .map(|t| t.mean),
     }
 }
 
@@ -748,28 +770,45 @@ fn cpu_per_call(r: &RunRecord) -> f64 {
     (r.cpu_user_s + r.cpu_sys_s) / r.calls as f64 * 1e6
 }
 
+/// Each fresh QUIC transport against its TCP twin, both in `tls13` by IP
+/// ([`QuicHandshake`]); `None` when no pair ran.
+fn quic_handshake(base: &Report) -> Option<Finding> {
+    let at = |k, s| secured(base, k, AddrMode::Ip, s);
+    use crate::measure::Phase;
+    let phase = |r: &RunRecord, p: Phase| r.phases_us.get(p).map(|s| s.mean);
+    let pairs: Vec<QuicHandshake> = TransportKind::ALL
+        .into_iter()
+        .filter(|k| !k.persistent() && !k.shared())
+        .filter_map(|k| {
+            let tcp = k.tcp_twin()?;
+            let (q, t) = (at(k, Security::Tls13)?, at(tcp, Security::Tls13)?);
+            let rt = |k| crate::model::expected_round_trips(k, AddrMode::Ip, Security::Tls13);
+            let tcp_handshake = phase(t, Phase::Connect).zip(phase(t, Phase::Tls));
+            Some(QuicHandshake {
+                quic: figure(q),
+                tcp: figure(t),
+                quic_over_tcp: versus(q, t),
+                round_trips: (rt(k)?, rt(tcp)?),
+                handshakes_us: phase(q, Phase::Handshake).zip(tcp_handshake.map(|(c, t)| c + t)),
+            })
+        })
+        .collect();
+    (!pairs.is_empty()).then_some(Finding::QuicHandshake(pairs))
+}
+
 /// Each kept, unshared QUIC transport's client CPU per call against the same call over
-/// TCP: the first kept, unshared transport of the TCP or HTTP port whose protocol is the
-/// QUIC one's over TCP (the raw frames: `tcp`; HTTP/3: HTTP/2, `h2`).
+/// TCP, its TCP twin ([`Facts::tcp_twin`](crate::transport::Facts::tcp_twin): `quic`
+/// against `tcp`, `h3` against `h2`), in the QUIC run's security mode where the twin ran in
+/// it, else `plain`.
 fn quic_cpu(base: &Report) -> Vec<((RunName, f64), (RunName, f64))> {
-    use crate::transport::{Port, tls::Alpn};
     let by_ip = |k: TransportKind, s: Security| {
         find(base, k, AddrMode::Ip, s).filter(|r| r.calls > 0 && r.workers == 1)
     };
     TransportKind::ALL
         .into_iter()
-        .filter(|k| k.port() == Port::Quic && k.persistent() && !k.shared())
+        .filter(|k| k.persistent() && !k.shared())
         .filter_map(|quic| {
-            let over_tcp = match quic.facts().alpn {
-                Alpn::H3 => Alpn::H2,
-                _ => Alpn::None,
-            };
-            let tcp = TransportKind::ALL.into_iter().find(|t| {
-                matches!(t.port(), Port::Tcp | Port::Http)
-                    && t.persistent()
-                    && !t.shared()
-                    && t.facts().alpn == over_tcp
-            })?;
+            let tcp = quic.tcp_twin()?;
             let q = base
                 .runs
                 .iter()

@@ -200,6 +200,7 @@ impl<'p> Attempt<'p> {
                 (Phase::Dns, phases.dns),
                 (Phase::Connect, phases.connect),
                 (Phase::Tls, phases.tls),
+                (Phase::Handshake, phases.handshake),
                 (Phase::FirstByte, phases.first_byte),
                 (Phase::Server, ended.server.map(|s| s.total)),
                 (Phase::Encode, encode),

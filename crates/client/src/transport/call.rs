@@ -129,6 +129,9 @@ pub struct Phases {
     pub connect: Option<Duration>,
     /// The TLS handshake after the connect, when this call opened a TLS connection.
     pub tls: Option<Duration>,
+    /// QUIC's handshake (transport and TLS in one), when this call opened a QUIC
+    /// connection.
+    pub handshake: Option<Duration>,
     /// From starting to send the request to the first byte of the reply.
     pub first_byte: Option<Duration>,
     /// The bytes the call sent and received, headers included, as the HTTP library counted

@@ -45,6 +45,11 @@ pub struct Facts {
     /// For a transport whose calls never leave the host, the name of the network transport
     /// that makes the same call: the physics check holds it no slower than that one.
     pub network_twin: Option<&'static str>,
+    /// For a QUIC transport, the name of the one that makes the same call over TCP, with
+    /// the same reuse: the findings weigh QUIC's handshake and its user-space CPU against
+    /// it (`quic`: `tcp`; `h3`: `h2`; `h3-fresh`: `http-fresh`, as HTTP/2 has no
+    /// connection-per-call transport).
+    pub tcp_twin: Option<&'static str>,
     /// For a shared-connection transport, the names of the runs its multiplexing finding
     /// weighs it against at equal workers, in the order the finding names them.
     pub multiplexing_against: &'static [&'static str],
@@ -74,6 +79,7 @@ impl Facts {
         fresh_twin: None,
         unshared_twin: None,
         network_twin: None,
+        tcp_twin: None,
         multiplexing_against: &[],
         files_per_worker: 0,
         libcurl: false,
@@ -262,6 +268,12 @@ impl TransportKind {
     /// ([`Facts::unshared_twin`]).
     pub fn unshared_twin(self) -> Option<TransportKind> {
         self.facts().unshared_twin.and_then(Self::from_name)
+    }
+
+    /// The transport that makes the same call over TCP as this QUIC one
+    /// ([`Facts::tcp_twin`]).
+    pub fn tcp_twin(self) -> Option<TransportKind> {
+        self.facts().tcp_twin.and_then(Self::from_name)
     }
 
     /// The network transport that makes the same call as this same-host one

@@ -20,6 +20,7 @@ impl Transport for H3 {
         alpn: super::tls::Alpn::H3,
         round_trips: Some(1.0),
         tls: Tls::Quic,
+        tcp_twin: Some("h2"),
         fresh_twin: Some("h3-fresh"),
         files_per_worker: super::FILES_PER_RUNTIME + 1,
         encodings: crate::encoding::EncodingKind::ALL,

@@ -20,6 +20,7 @@ impl Transport for H3Fresh {
         alpn: super::tls::Alpn::H3,
         round_trips: Some(2.0),
         tls: Tls::Quic,
+        tcp_twin: Some("http-fresh"),
         files_per_worker: super::FILES_PER_RUNTIME + 1,
         encodings: crate::encoding::EncodingKind::ALL,
         ..Facts::DEFAULT

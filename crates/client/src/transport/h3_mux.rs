@@ -41,6 +41,7 @@ impl Transport for H3Mux {
         alpn: super::tls::Alpn::H3,
         round_trips: Some(1.0),
         tls: Tls::Quic,
+        tcp_twin: Some("h2-mux"),
         unshared_twin: Some("h3"),
         multiplexing_against: &["h3"],
         encodings: crate::encoding::EncodingKind::ALL,

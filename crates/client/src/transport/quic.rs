@@ -19,6 +19,7 @@ impl Transport for Quic {
         port: Port::Quic,
         round_trips: Some(1.0),
         tls: Tls::Quic,
+        tcp_twin: Some("tcp"),
         fresh_twin: Some("quic-connect"),
         files_per_worker: super::FILES_PER_RUNTIME + 1,
         ..Facts::DEFAULT

@@ -4,8 +4,9 @@
 //!
 //! QUIC has no plaintext: every connection runs TLS 1.3 with the run's CA (a run in
 //! `plain` runs the QUIC transports as `tls13`, and their rows say so). The handshake is
-//! the call's `tls` phase; there is no separate connect, since QUIC's one round trip
-//! carries both. A call opens a bidirectional stream, sends one request frame (the raw
+//! the call's `handshake` phase; there is no separate connect or TLS phase, since QUIC's
+//! one round trip carries both. Under `tls13-0rtt` the request goes in early data when a
+//! session ticket is at hand ([`QuicClient::connect`]). A call opens a bidirectional stream, sends one request frame (the raw
 //! frames of `tcp`) and finishes its side; the reply is one response frame, then the
 //! server's end of the stream.
 
@@ -141,9 +142,10 @@ impl QuicClient {
     }
 
     /// Opens a connection to the target's QUIC port within `deadline`: the lookup (its
-    /// `dns` phase, when the mode looks up) and the handshake (`tls`). In `tls13-0rtt`,
-    /// with a session ticket at hand, the connection is returned at once, for the request
-    /// to go in early data (its `tls` phase the time to that point); whether the server
+    /// `dns` phase, when the mode looks up) and the handshake (`handshake`). In
+    /// `tls13-0rtt`, with a session ticket at hand, the connection is returned at once, for
+    /// the request to go in early data (its `handshake` the time to that point); whether
+    /// the server
     /// took it is known after the reply ([`QuicClient::early_refused`]).
     pub fn connect(
         &mut self,
@@ -183,7 +185,7 @@ impl QuicClient {
             Ok((conn, None))
         });
         let (conn, early) = opened?;
-        phases.tls = Some(started.elapsed());
+        phases.handshake = Some(started.elapsed());
         self.zero_rtt_sent += u64::from(early.is_some());
         self.early = early;
         self.early_data = early_data;

@@ -20,6 +20,7 @@ impl Transport for QuicConnect {
         port: Port::Quic,
         round_trips: Some(2.0),
         tls: Tls::Quic,
+        tcp_twin: Some("tcp-connect"),
         files_per_worker: super::FILES_PER_RUNTIME + 1,
         ..Facts::DEFAULT
     };

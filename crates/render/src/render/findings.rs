@@ -90,6 +90,28 @@ pub fn sentence(f: &Finding) -> String {
             "A client certificate (mutual TLS) adds per fresh call: {}.",
             priced_as(parts, "mtls")
         ),
+        Finding::QuicHandshake(parts) => format!(
+            "A new QUIC connection per call against a new TCP connection and TLS 1.3 (both `tls13`): {}.",
+            joined(parts, |p| {
+                let handshakes = p.handshakes_us.map_or(String::new(), |(q, t)| {
+                    format!(
+                        "; handshake {} against connect and TLS {}",
+                        duration(q),
+                        duration(t)
+                    )
+                });
+                format!(
+                    "{} {} against {} {} ({}; {} round trips a call against {}{handshakes})",
+                    p.quic.transport,
+                    duration(p.quic.mean_us),
+                    p.tcp.transport,
+                    duration(p.tcp.mean_us),
+                    versus(p.quic_over_tcp),
+                    p.round_trips.0,
+                    p.round_trips.1
+                )
+            })
+        ),
         Finding::TlsKept(parts) => tls_kept_sentence(parts),
         Finding::NameLookup {
             transport,

@@ -56,6 +56,10 @@ pub struct PhasesRecord {
     /// The TLS handshake; absent from reports from before TLS.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<Summary>,
+    /// QUIC's handshake (transport and TLS in one); absent from other transports' runs
+    /// and from reports from before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handshake: Option<Summary>,
     pub first_byte: Option<Summary>,
     pub server: Option<Summary>,
     /// The client's encode and decode of an encoded call (`--encoding`), and the
@@ -77,6 +81,7 @@ impl PhasesRecord {
             Phase::Dns => self.dns.as_ref(),
             Phase::Connect => self.connect.as_ref(),
             Phase::Tls => self.tls.as_ref(),
+            Phase::Handshake => self.handshake.as_ref(),
             Phase::FirstByte => self.first_byte.as_ref(),
             Phase::Server => self.server.as_ref(),
             Phase::Encode => self.encode.as_ref(),

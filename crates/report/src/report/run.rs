@@ -239,6 +239,7 @@ impl RunRecord {
                 dns: t.phase(Phase::Dns).summary(),
                 connect: t.phase(Phase::Connect).summary(),
                 tls: t.phase(Phase::Tls).summary(),
+                handshake: t.phase(Phase::Handshake).summary(),
                 first_byte: t.phase(Phase::FirstByte).summary(),
                 server: t.phase(Phase::Server).summary(),
                 encode: t.phase(Phase::Encode).summary(),
