@@ -76,9 +76,15 @@ struct Echo(Child, u8);
 impl Echo {
     /// Starts it and waits for its four listening lines; its CA goes to [`ca_path`].
     fn start(ns: &str, net: u8) -> Echo {
+        Echo::start_with(ns, net, &[])
+    }
+
+    /// [`Echo::start`], with `more` arguments.
+    fn start_with(ns: &str, net: u8, more: &[&str]) -> Echo {
         let ip = format!("10.{net}.0.1");
         let mut child = pinned(ns, env!("CARGO_BIN_EXE_rpcbench-echo"))
             .args(["--threads", "1"])
+            .args(more)
             .args(["--tcp", &format!("{ip}:7001")])
             .args(["--http", &format!("{ip}:7080")])
             .args(["--udp", &format!("{ip}:7002")])
@@ -488,18 +494,21 @@ fn one_percent_loss_keeps_every_call_counted_once() {
     );
 }
 
-/// 0-RTT against physics: `quic-connect` and `h3-fresh` at 0 and 50 ms RTT, in `tls13`
-/// (a full handshake, then the request: k = 2) and `tls13-0rtt` (the request in early data
-/// with the resumed handshake, answered at once: k = 1). Every measured call sent its
-/// request in early data and the server took it (the warm-up leaves tickets, and each
-/// connection leaves two); each mean is c + k × RTT within the model's margin, and the
-/// fitted k is the protocol's within 0.1.
+/// 0-RTT and Retry against physics: `quic-connect` and `h3-fresh` at 0 and 50 ms RTT, in
+/// `tls13` (a full handshake, then the request: k = 2) and `tls13-0rtt` (the request in
+/// early data with the resumed handshake, answered at once: k = 1), and `quic-connect`
+/// against a server that sends every new client a Retry first (`--quic-retry`: k = 3).
+/// Every measured call sent its request in early data and the server took it (the
+/// warm-up leaves tickets, and each connection leaves two), and every retried one was
+/// seen; each mean is c + k × RTT within the model's margin, and the fitted k is the
+/// protocol's within 0.1.
 #[test]
 #[ignore = "needs root"]
-fn early_data_takes_a_round_trip_off_a_new_quic_connection() {
+fn early_data_takes_a_round_trip_off_a_new_quic_connection_and_a_retry_adds_one() {
     let Bed { srv, cli, dir, .. } = &Bed::new("t3");
     let net = 81;
     let mut reports = Vec::new();
+    let mut retried = Vec::new();
     for rtt in [0u32, 50] {
         let one_way = format!("{}us", rtt * 500);
         let link = LinkProcess::start(&srv.name, &cli.name, net, &["--delay", &one_way]);
@@ -540,6 +549,21 @@ fn early_data_takes_a_round_trip_off_a_new_quic_connection() {
             }
         }
         drop(echo);
+        // The same server, sending every new client a Retry first.
+        let echo = Echo::start_with(&srv.name, net, &["--quic-retry"]);
+        let args = model_args("quic-connect", calls, rtt, &[]);
+        let out = dir.path().join(format!("retry-{rtt}ms.json"));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (with_retry, status) = rpcbench(&cli.name, net, &args, &out);
+        assert_eq!(status, Some(0), "every call verified at {rtt} ms RTT");
+        drop(echo);
+        assert_accounting(&with_retry, calls);
+        assert_eq!(
+            with_retry.runs[0].quic_retries,
+            Some(calls),
+            "one Retry a call"
+        );
+        retried.push(with_retry);
         let (code, _) = link.stop();
         assert_eq!(code, Some(0), "the link exits 0 on SIGINT");
         assert_accounting(&report, calls);
@@ -575,6 +599,21 @@ fn early_data_takes_a_round_trip_off_a_new_quic_connection() {
             r.latency_us.map(|l| l.mean)
         );
     }
+    let r = &retried[1].runs[0];
+    assert_eq!(
+        model::expected_for(r),
+        Some(3.0),
+        "a Retry is a round trip more"
+    );
+    assert!(
+        on_the_line(&retried[0], r),
+        "retried quic-connect: mean {:?} µs off c + 3 × 50 ms",
+        r.latency_us.map(|l| l.mean)
+    );
+    let fits = model::fit_reports(&[&retried[0], &retried[1]]);
+    eprintln!("fit with a Retry: {fits:?}");
+    assert_eq!(fits[0].expected, Some(3.0));
+    assert!(fits[0].gap().unwrap().abs() <= model::K_GAP, "{fits:?}");
     let fits = model::fit_reports(&[zero, fifty]);
     assert_eq!(fits.len(), 4, "a fit per transport and mode");
     for f in &fits {

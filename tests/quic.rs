@@ -810,3 +810,35 @@ fn the_output_tells_the_early_data_and_what_it_wins() {
         "{phases}"
     );
 }
+
+/// `quic_retry`: the server answers every new client with a Retry before its handshake
+/// (address validation always), counted on its side (`quic_retry`), and the client counts
+/// the Retries it received, one per new connection, so that the round-trip model adds
+/// the round trip each costs. Every call ok and counted once.
+#[test]
+fn a_server_that_always_retries_is_seen_by_the_client() {
+    let server = server(ServerConfig {
+        quic_retry: true,
+        ..ServerConfig::loopback_any_port()
+    });
+    let endpoint = endpoint(&server);
+    let config = config(50, 1);
+    let fresh = run(&endpoint, TransportKind::QuicConnect, &config);
+    assert_healthy(TransportKind::QuicConnect, &fresh, &config);
+    assert_eq!(
+        fresh.tally.quic_retries, config.calls,
+        "one Retry a connection"
+    );
+    let kept = run(&endpoint, TransportKind::H3, &config);
+    assert_healthy(TransportKind::H3, &kept, &config);
+    assert_eq!(kept.tally.quic_retries, 0, "retried in the warm-up only");
+    let stats = server.stats();
+    // Every connection: the fresh run's calls and warm-up, the kept one's worker.
+    assert_eq!(
+        stats.rejected(Reject::QuicRetry),
+        config.calls + config.warmup + 1
+    );
+    let record = rpcbench::report::RunRecord::new(&fresh);
+    assert_eq!(record.quic_retries, Some(config.calls));
+    assert_eq!(rpcbench::model::expected_for(&record), Some(3.0));
+}

@@ -143,6 +143,11 @@ pub struct EchoArgs {
     /// stream per call.
     #[arg(long, value_name = "ADDR", default_value = "off", value_parser = parse_listen)]
     pub quic: Listen,
+    /// Answer every new QUIC client with a Retry first (address validation always, as a
+    /// server under attack would), not only past 64 handshakes under way: each new
+    /// connection then takes one more round trip.
+    #[arg(long, requires = "quic")]
+    pub quic_retry: bool,
     /// The TLS certificate chain (PEM, leaf first), with --key. Without both, a CA and a
     /// leaf for --dns-name, localhost and the TLS listeners' IPs (on 0.0.0.0 or ::, every
     /// address of the host) are generated at start.
@@ -275,6 +280,7 @@ impl EchoArgs {
             tls: self.tls.0,
             https: self.https.0,
             quic: self.quic.0,
+            quic_retry: self.quic_retry,
             tls_settings: TlsSettings {
                 cert: match (&self.cert, &self.key) {
                     (Some(cert), Some(key)) => CertSource::Files {

@@ -94,9 +94,20 @@ pub fn expected_round_trips(
     )
 }
 
-/// The expected round trips of a run.
+/// The expected round trips of a run: [`expected_round_trips`], plus one for each of its
+/// calls whose QUIC handshake the server answered with a Retry ([`retried_share`]).
 pub fn expected_for(r: &RunRecord) -> Option<f64> {
-    expected_round_trips(r.transport, r.addr_mode, r.security)
+    Some(expected_round_trips(r.transport, r.addr_mode, r.security)? + retried_share(r))
+}
+
+/// The share of a run's calls whose new QUIC connection was sent a Retry first, which
+/// costs its handshake one round trip more (RFC 9000 §8.1.2): 1 when the server validates
+/// every address (`rpcbench-echo --quic-retry`), 0 where it sent none.
+pub fn retried_share(r: &RunRecord) -> f64 {
+    match r.quic_retries {
+        Some(n) if r.calls > 0 => n as f64 / r.calls as f64,
+        _ => 0.0,
+    }
 }
 
 /// What a fit or a projection is about: one transport under one address mode and one
@@ -176,6 +187,9 @@ pub fn least_squares(points: &[(f64, f64)]) -> Option<(f64, f64)> {
 /// `reports` (runs with `link_rtt_us` and at least one ok call); sorted by key.
 pub fn fit_reports(reports: &[&Report]) -> Vec<Fit> {
     let mut groups: std::collections::BTreeMap<ModelKey, Vec<[f64; 2]>> = Default::default();
+    // The calls a Retry made longer, by key: the runs across a link (a Retry costs a round
+    // trip only where there is one).
+    let mut retried: std::collections::BTreeMap<ModelKey, Vec<f64>> = Default::default();
     // Not the unshared twins a default run adds beside h2-mux and grpc-mux at 16 workers
     // (`h2 ip c16`): their fixed cost is not the one-worker run's of the same key, and one
     // line through both would fit neither.
@@ -186,6 +200,12 @@ pub fn fit_reports(reports: &[&Report]) -> Vec<Fit> {
                 .entry(ModelKey::of(r))
                 .or_default()
                 .push([rtt, l.mean]);
+            if rtt > 0.0 {
+                retried
+                    .entry(ModelKey::of(r))
+                    .or_default()
+                    .push(retried_share(r));
+            }
         }
     }
     groups
@@ -198,7 +218,12 @@ pub fn fit_reports(reports: &[&Report]) -> Vec<Fit> {
                 key,
                 round_trips_per_call: k,
                 fixed_cost_us: c,
-                expected: expected_round_trips(key.transport, key.addr_mode, key.security),
+                expected: expected_round_trips(key.transport, key.addr_mode, key.security).map(
+                    |k| {
+                        let shares = retried.get(&key).map_or(&[][..], Vec::as_slice);
+                        k + shares.iter().sum::<f64>() / shares.len().max(1) as f64
+                    },
+                ),
                 points,
             })
         })

@@ -289,6 +289,8 @@ pub struct Tally {
     /// (`tls13-0rtt`), and those whose early data the server accepted.
     pub zero_rtt_sent: u64,
     pub zero_rtt_accepted: u64,
+    /// QUIC Retry packets the measured calls' connections received.
+    pub quic_retries: u64,
     /// Failed calls by kind.
     pub errors: BTreeMap<ErrorKind, u64>,
     /// Connections opened, warm-up included.
@@ -405,6 +407,7 @@ impl AddAssign<&Tally> for Tally {
         self.reordered += other.reordered;
         self.zero_rtt_sent += other.zero_rtt_sent;
         self.zero_rtt_accepted += other.zero_rtt_accepted;
+        self.quic_retries += other.quic_retries;
         self.late += other.late;
         self.body_bytes_sent += other.body_bytes_sent;
         self.body_bytes_received += other.body_bytes_received;

@@ -314,6 +314,7 @@ pub(super) fn count_transport(tally: &mut Tally, at_end: Counts, in_warmup: Coun
     tally.reordered = at_end.reordered - in_warmup.reordered;
     tally.zero_rtt_sent = at_end.zero_rtt_sent - in_warmup.zero_rtt_sent;
     tally.zero_rtt_accepted = at_end.zero_rtt_accepted - in_warmup.zero_rtt_accepted;
+    tally.quic_retries = at_end.quic_retries - in_warmup.quic_retries;
 }
 
 #[cfg(test)]

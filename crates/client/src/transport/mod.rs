@@ -230,6 +230,8 @@ pub struct Counts {
     pub zero_rtt_sent: u64,
     /// Of those, the connections whose early data the server accepted.
     pub zero_rtt_accepted: u64,
+    /// QUIC Retry packets received: handshakes that took one more round trip.
+    pub quic_retries: u64,
 }
 
 impl std::iter::Sum for Counts {
@@ -241,6 +243,7 @@ impl std::iter::Sum for Counts {
             reordered: a.reordered + b.reordered,
             zero_rtt_sent: a.zero_rtt_sent + b.zero_rtt_sent,
             zero_rtt_accepted: a.zero_rtt_accepted + b.zero_rtt_accepted,
+            quic_retries: a.quic_retries + b.quic_retries,
         })
     }
 }

@@ -16,6 +16,7 @@ use super::{Call, CallError, ConnectFailure, Endpoint, OpenTransportError, Phase
 use crate::wire::{self, LEN_PREFIX, RESPONSE_OVERHEAD};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 /// The stream error code a client uses when it gives up on a reply (too large, or late).
@@ -101,6 +102,9 @@ pub(super) struct QuicClient {
     lingering: std::collections::VecDeque<(quinn::Connection, u32, Box<dyn Send>)>,
     zero_rtt_sent: u64,
     zero_rtt_accepted: u64,
+    /// Retry packets the endpoint received: each made a handshake take one more round
+    /// trip.
+    retries: Arc<AtomicU64>,
 }
 
 impl QuicClient {
@@ -127,6 +131,7 @@ impl QuicClient {
             lingering: std::collections::VecDeque::new(),
             zero_rtt_sent: 0,
             zero_rtt_accepted: 0,
+            retries: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -137,6 +142,7 @@ impl QuicClient {
             connects,
             zero_rtt_sent: self.zero_rtt_sent,
             zero_rtt_accepted: self.zero_rtt_accepted,
+            quic_retries: self.retries.load(Relaxed),
             ..super::Counts::default()
         }
     }
@@ -220,7 +226,19 @@ impl QuicClient {
             (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
         };
         let _entered = self.rt.enter();
-        let endpoint = quinn::Endpoint::client(local).map_err(|_| CallError::Io)?;
+        let socket = std::net::UdpSocket::bind(local).map_err(|_| CallError::Io)?;
+        let runtime: Arc<dyn quinn::Runtime> = Arc::new(quinn::TokioRuntime);
+        let socket = Arc::new(RetryCounting {
+            inner: runtime.wrap_udp_socket(socket).map_err(|_| CallError::Io)?,
+            retries: self.retries.clone(),
+        });
+        let endpoint = quinn::Endpoint::new_with_abstract_socket(
+            quinn::EndpointConfig::default(),
+            None,
+            socket,
+            runtime,
+        )
+        .map_err(|_| CallError::Io)?;
         self.endpoint = Some((endpoint.clone(), addr.is_ipv6()));
         Ok(endpoint)
     }
@@ -317,6 +335,70 @@ impl Drop for QuicClient {
             let idle = tokio::time::timeout(Duration::from_millis(200), endpoint.wait_idle());
             let _ = self.rt.block_on(idle);
         }
+    }
+}
+
+/// A client endpoint's UDP socket, counting the Retry packets it receives: quinn answers
+/// them itself and does not say a connection was retried, which costs its handshake a
+/// round trip (the round-trip model adds it).
+#[derive(Debug)]
+struct RetryCounting {
+    inner: Arc<dyn quinn::AsyncUdpSocket>,
+    retries: Arc<AtomicU64>,
+}
+
+impl quinn::AsyncUdpSocket for RetryCounting {
+    fn create_io_poller(self: Arc<Self>) -> std::pin::Pin<Box<dyn quinn::UdpPoller>> {
+        self.inner.clone().create_io_poller()
+    }
+
+    fn try_send(&self, transmit: &quinn::udp::Transmit) -> std::io::Result<()> {
+        self.inner.try_send(transmit)
+    }
+
+    fn poll_recv(
+        &self,
+        cx: &mut std::task::Context,
+        bufs: &mut [std::io::IoSliceMut<'_>],
+        meta: &mut [quinn::udp::RecvMeta],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let polled = self.inner.poll_recv(cx, bufs, meta);
+        if let std::task::Poll::Ready(Ok(n)) = &polled {
+            for (buf, m) in bufs.iter().zip(meta.iter()).take(*n) {
+                let retries = (buf[..m.len].chunks(m.stride.max(1)))
+                    .filter(|d| is_retry(d))
+                    .count();
+                self.retries.fetch_add(retries as u64, Relaxed);
+            }
+        }
+        polled
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+
+    fn max_transmit_segments(&self) -> usize {
+        self.inner.max_transmit_segments()
+    }
+
+    fn max_receive_segments(&self) -> usize {
+        self.inner.max_receive_segments()
+    }
+
+    fn may_fragment(&self) -> bool {
+        self.inner.may_fragment()
+    }
+}
+
+/// True for a QUIC version 1 Retry packet (RFC 9000 §17.2.5): a long header (first bit
+/// set) of type 3, with a version that is not 0 (version negotiation).
+fn is_retry(datagram: &[u8]) -> bool {
+    match datagram {
+        [first, version @ ..] if version.len() >= 4 => {
+            first & 0x80 != 0 && (first >> 4) & 0x3 == 3 && version[..4] != [0; 4]
+        }
+        _ => false,
     }
 }
 

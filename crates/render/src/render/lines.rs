@@ -145,6 +145,30 @@ pub fn zero_rtt_line(report: &Report) -> Option<String> {
     (!parts.is_empty()).then(|| format!("0-RTT: {}", parts.join("; ")))
 }
 
+/// The line on the QUIC runs whose server sent Retries (address validation: a round trip
+/// more for each handshake that got one, as the model expects). `None` without any.
+pub fn retry_line(report: &Report) -> Option<String> {
+    let parts: Vec<String> = report
+        .runs
+        .iter()
+        .filter_map(|r| {
+            Some(format!(
+                "{} ({}) {} Retries in {} calls",
+                r.transport,
+                r.mode_label(),
+                r.quic_retries?,
+                r.calls
+            ))
+        })
+        .collect();
+    (!parts.is_empty()).then(|| {
+        format!(
+            "QUIC Retry (the server had the client prove its address first, a round trip more each): {}",
+            parts.join("; ")
+        )
+    })
+}
+
 /// The line naming the runs that used the event-loop engine, with its threads: said only
 /// when some did (high `-c`), since a thread per worker is what anyone would assume. Said
 /// once for all of them: the transports that shared a (threads, connections) pair, each

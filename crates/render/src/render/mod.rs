@@ -33,7 +33,8 @@ use grid::{Candidates, Cell, PHASE_STATS, text_column};
 pub use grid::{Grid, NAME_COLUMNS, SummaryColumn, phase_grid, summary_grid};
 pub use lines::{
     LIKELY_CAUSES, concurrency_lines, engine_line, figure_text, latency_note, peer_pair,
-    physics_line, placement, problem_lines, rule_sentence, tcp_info_line, wrap, zero_rtt_line,
+    physics_line, placement, problem_lines, retry_line, rule_sentence, tcp_info_line, wrap,
+    zero_rtt_line,
 };
 /// Units live below every layer ([`crate::units`]); renderers reach them here too.
 pub use rpcbench_base::units;

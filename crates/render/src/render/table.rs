@@ -43,6 +43,7 @@ pub fn write(report: &Report, options: &RenderOptions, out: &mut dyn Write) -> i
         .chain(concurrency_lines(report))
         .chain(super::tcp_info_line(report))
         .chain(super::zero_rtt_line(report))
+        .chain(super::retry_line(report))
     {
         lines.extend(wrap(&line, width, "", HANGING));
     }

@@ -84,6 +84,11 @@ pub struct RunRecord {
     /// early data, and how many of those the server accepted; left out in other modes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zero_rtt: Option<ZeroRtt>,
+    /// QUIC Retry packets the measured calls' connections received (the server asked
+    /// them to prove their address first: a round trip more each); left out where there
+    /// were none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic_retries: Option<u64>,
     /// Failed calls by kind.
     pub errors: BTreeMap<String, u64>,
     /// Connections opened, warm-up included.
@@ -208,6 +213,7 @@ impl RunRecord {
                 sent: t.zero_rtt_sent,
                 accepted: t.zero_rtt_accepted,
             }),
+            quic_retries: (t.quic_retries > 0).then_some(t.quic_retries),
             errors: t.errors_by_key(),
             connects: t.connects,
             dns_queries: run.dns_queries,

@@ -195,6 +195,10 @@ pub struct ServerConfig {
     /// Certificates, mTLS, resumption and the handshake timeout of the TLS and QUIC
     /// listeners.
     pub tls_settings: tls::TlsSettings,
+    /// Answer every new QUIC client's first Initial with a Retry (address validation
+    /// always, RFC 9000 §8.1.2), not only under a flood: each new connection's handshake
+    /// then takes one more round trip.
+    pub quic_retry: bool,
 }
 
 impl Default for ServerConfig {
@@ -216,6 +220,7 @@ impl Default for ServerConfig {
             https: None,
             quic: None,
             tls_settings: tls::TlsSettings::default(),
+            quic_retry: false,
         }
     }
 }

@@ -11,10 +11,11 @@
 //! with status 4, as on TCP; a connection quiet for `--idle-timeout` is closed by QUIC's
 //! own idle timer; a handshake not done within the TLS handshake timeout is abandoned.
 //!
-//! Address validation: while more than [`RETRY_ABOVE`] handshakes are under way, an
-//! Initial packet from an address that has not proved it receives (no Retry token) is
-//! answered with a Retry (RFC 9000 §8.1.2), which costs the server no state, and counted
-//! (`quic_retries`): a flood of Initials from spoofed sources then holds no handshake.
+//! Address validation: while more than [`RETRY_ABOVE`] handshakes are under way (always,
+//! with `--quic-retry`), an Initial packet from an address that has not proved it
+//! receives (no Retry token) is answered with a Retry (RFC 9000 §8.1.2), which costs the
+//! server no state, and counted (`quic_retries`): a flood of Initials from spoofed
+//! sources then holds no handshake.
 
 use super::budget::Lease;
 use super::stats::{HandshakeFailure, Reject};
@@ -170,7 +171,7 @@ pub(super) async fn accept_loop(endpoint: quinn::Endpoint, shared: Arc<Shared>) 
         };
         if !incoming.remote_address_validated()
             && incoming.may_retry()
-            && handshaking.load(Relaxed) >= RETRY_ABOVE
+            && (shared.config.quic_retry || handshaking.load(Relaxed) >= RETRY_ABOVE)
         {
             shared.stats.reject(Reject::QuicRetry);
             // Fails only when the client already answered a Retry, which may_retry rules out.
