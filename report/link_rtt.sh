@@ -2,7 +2,8 @@
 # Round trips per call, fitted: every networked transport across rpcbench-link at each
 # RTT of a list (default 0,20ms,40ms; half each way), mode ip, rpcbench --link-rtt at each,
 # then `rpcbench report` over the runs, which fits k and c per transport (least squares),
-# checks each mean against c + k x RTT and draws rtt.svg. Needs root.
+# checks each mean against c + k x RTT and draws rtt.svg. The QUIC transports run a second
+# time in tls13-0rtt (the request in early data: k 1 for a new connection). Needs root.
 #
 #   sudo report/link_rtt.sh [--rtts 0,2ms,10ms] [--calls 200] [--out report/link_rtt]
 #
@@ -42,7 +43,7 @@ for rtt in ${RTTS//,/ }; do
     --quic 10.85.0.1:7443 --ca-out "$CA" > /dev/null 2>&1 &
   SP=$!; sleep 0.5
   ip netns exec rbk-c "${RT[@]}" taskset -c 0 "$B/rpcbench" --target 10.85.0.1 --tcp-port 7001 --http-port 7080 --udp-port 7002 \
-    --quic-port 7443 --ca "$CA" -n "$CALLS" --warmup 20 --names ip --no-progress --link-rtt "$rtt" --what-if \
+    --quic-port 7443 --ca "$CA" -n "$CALLS" --warmup 20 --names ip --security plain,tls13-0rtt --no-progress --link-rtt "$rtt" --what-if \
     --transports tcp,tcp-connect,http-fresh,http-keepalive,curl-reuse,curl-fresh,h2,h2-mux,grpc,grpc-mux,grpc-stream,udp,quic,quic-connect,h3,h3-mux,h3-fresh \
     --out "$OUT/rtt-$rtt.json" > "$OUT/rtt-$rtt.txt"
   kill $SP; wait $SP; kill -TERM $LP; wait $LP; SP=""; LP=""

@@ -842,3 +842,38 @@ fn a_server_that_always_retries_is_seen_by_the_client() {
     assert_eq!(record.quic_retries, Some(config.calls));
     assert_eq!(rpcbench::model::expected_for(&record), Some(3.0));
 }
+
+/// The event loop: `quic` and `quic-connect` at 16 connections on it, in `tls13` and
+/// `tls13-0rtt`: every call ok and counted once, the connections each promises, early
+/// data sent and taken on a connection per call, and every connection closed by the
+/// client at the end of its run (none left to the server's idle timer).
+#[test]
+fn the_event_loop_runs_the_quic_frames_and_closes_every_connection() {
+    use rpcbench::runner::Engine;
+    let server = server(ServerConfig::loopback_any_port());
+    let port = server.quic_addr.unwrap().port();
+    for security in [Security::Tls13, Security::Tls13ZeroRtt] {
+        let endpoint = endpoint_in(&server, security, port);
+        for kind in [TransportKind::Quic, TransportKind::QuicConnect] {
+            // A warm-up call for each connection: the event loop warms every one.
+            let config = RunConfig {
+                engine: Engine::Evloop,
+                warmup: 16,
+                ..config(400, 16)
+            };
+            let r = run(&endpoint, kind, &config);
+            assert_eq!(r.engine, Engine::Evloop, "{kind}");
+            assert_healthy(kind, &r, &config);
+            let t = &r.tally;
+            if security.early_data() && !kind.persistent() {
+                // rustls keeps 8 tickets a server: 16 connections opening at once do not
+                // all find one.
+                assert!(t.zero_rtt_sent >= 200, "{kind}: {} sent", t.zero_rtt_sent);
+            }
+            assert_eq!(t.zero_rtt_accepted, t.zero_rtt_sent, "{kind}");
+        }
+    }
+    let stats = wait_until(&server, |s| s.quic.connections_open == 0);
+    assert_eq!(stats.quic.connections_open, 0, "every connection closed");
+    assert_eq!(stats.rejected(Reject::IdleTimeout), 0, "none timed out");
+}

@@ -18,8 +18,8 @@
 //! cores and pay a context switch per call. A transport whose workers share one
 //! connection (`h2-mux`, `grpc-mux`) always runs on one event loop: its tasks and the
 //! connection's then take turns on one thread with no switch per call, as h2load's do. A
-//! transport with no async side (the curl ones, `grpc`, `grpc-stream`) always runs
-//! `blocking`.
+//! transport with no async side (the curl ones, `grpc`, `grpc-stream`, the HTTP/3 ones)
+//! always runs `blocking`.
 //!
 //! Both engines make a call the same way (`call.rs`: one payload per call, one clock, the
 //! same verification, counting and recording), split the warm-up the same way

@@ -35,6 +35,7 @@ mod hpack;
 mod http;
 mod mux;
 mod quic_conn;
+mod quic_loop;
 pub mod tls;
 
 pub use call::{Call, CallError, ConnectFailure, Phases, Reply, Rpc, ServerTime};
@@ -173,10 +174,10 @@ registry! {
     Udp = udp::{Udp, AsyncUdp}, "udp";
     /// One QUIC connection per worker (TLS 1.3 built in), each call a stream of its own
     /// carrying the raw frames.
-    Quic = quic::{Quic}, "quic";
+    Quic = quic::{Quic, AsyncQuic}, "quic";
     /// A new QUIC connection per call: a full TLS 1.3 handshake, the call on a stream,
     /// close.
-    QuicConnect = quic_connect::{QuicConnect}, "quic-connect";
+    QuicConnect = quic_connect::{QuicConnect, AsyncQuicConnect}, "quic-connect";
     /// HTTP/3 POST /echo, one QUIC connection per worker, one request stream at a time.
     H3 = h3::{H3}, "h3";
     /// HTTP/3 with all workers sharing one QUIC connection, each call a concurrent stream.
@@ -307,6 +308,12 @@ pub trait AsyncTransport: Sized + 'static {
 
     /// As [`Transport::counts`].
     fn counts(&self) -> Counts;
+
+    /// Ends the transport's connections at the end of a run, after its measured window:
+    /// for a protocol whose close is sent by the runtime (QUIC's), so that it is sent
+    /// before the event loop ends. Nothing by default: a socket closes when dropped.
+    #[allow(async_fn_in_trait)]
+    async fn close(&mut self) {}
 }
 
 /// What each transport's own unit test holds its facts to: the connections 8 workers

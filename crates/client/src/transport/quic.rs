@@ -12,6 +12,9 @@ use std::time::Duration;
 /// The `quic` transport: a kept connection.
 pub struct Quic(QuicWorker<false>);
 
+/// `quic` on the event loop.
+pub type AsyncQuic = super::quic_loop::QuicLoop<false>;
+
 impl Transport for Quic {
     const FACTS: Facts = Facts {
         summary: "one frame each way on a QUIC stream of its own, one QUIC connection per worker (quinn; TLS 1.3 built in, so `plain` runs as `tls13`)",
@@ -45,9 +48,9 @@ impl Transport for Quic {
 #[cfg(test)]
 mod tests {
     /// What the rest of the program reads from its facts: the connections a healthy run
-    /// of 8 workers and 100 calls opens, the port, no event-loop side.
+    /// of 8 workers and 100 calls opens, the port, an event-loop side.
     #[test]
     fn its_facts() {
-        super::super::expect_facts("quic", 8, super::super::Port::Quic, false);
+        super::super::expect_facts("quic", 8, super::super::Port::Quic, true);
     }
 }

@@ -80,7 +80,7 @@ impl<const FRESH: bool> QuicWorker<FRESH> {
 /// request in early data, so a connection closed at once would leave the next calls no
 /// ticket. Each stays open while this many later calls are made (the tickets of one are
 /// there by the one after next), then closes.
-const LINGER: usize = 2;
+pub(super) const LINGER: usize = 2;
 
 /// A worker's QUIC client: its runtime, its endpoint (bound on first use, for the target's
 /// address family), the ALPN its connections offer and its buffers.
@@ -160,36 +160,16 @@ impl QuicClient {
         phases: &mut Phases,
     ) -> Result<quinn::Connection, CallError> {
         let addr = target.quic_addr(deadline, phases)?;
-        // QUIC has no plaintext: a run without TLS settings cannot make the call.
-        let tls = (target.tls.as_deref()).ok_or(CallError::Tls(TlsFailure::Other))?;
+        let tls = tls_of(target)?;
         if self.config.is_none() {
-            let crypto =
-                quinn::crypto::rustls::QuicClientConfig::try_from(tls.quic_config(self.alpn))
-                    .map_err(|_| CallError::Tls(TlsFailure::Other))?;
-            self.config = Some(quinn::ClientConfig::new(Arc::new(crypto)));
+            self.config = Some(client_config(tls, self.alpn)?);
         }
         let endpoint = self.endpoint_for(addr)?;
         let config = self.config.clone().expect("set above");
         let early_data = tls.security().early_data();
         let started = Instant::now();
-        let opened: Result<_, CallError> = self.rt.block_on(async {
-            // The connection's driver is spawned here, on the worker's runtime.
-            let mut connecting = endpoint
-                .connect_with(config, addr, tls.host())
-                .map_err(|_| CallError::Connect(ConnectFailure::Other))?;
-            if early_data {
-                // Fails when no ticket is at hand: then a full handshake.
-                match connecting.into_0rtt() {
-                    Ok((conn, accepted)) => return Ok((conn, Some(accepted))),
-                    Err(full) => connecting = full,
-                }
-            }
-            let conn = tokio::time::timeout_at(deadline.into(), connecting)
-                .await
-                .map_err(|_| CallError::Connect(ConnectFailure::TimedOut))?
-                .map_err(|e| handshake_error(&e))?;
-            Ok((conn, None))
-        });
+        // The connection's driver is spawned on the worker's runtime.
+        let opened = (self.rt).block_on(handshake(&endpoint, config, addr, tls, deadline));
         let (conn, early) = opened?;
         phases.handshake = Some(started.elapsed());
         self.zero_rtt_sent += u64::from(early.is_some());
@@ -220,25 +200,8 @@ impl QuicClient {
             Some((endpoint, v6)) if *v6 == addr.is_ipv6() => return Ok(endpoint.clone()),
             _ => {}
         }
-        let local: SocketAddr = if addr.is_ipv6() {
-            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-        } else {
-            (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
-        };
         let _entered = self.rt.enter();
-        let socket = std::net::UdpSocket::bind(local).map_err(|_| CallError::Io)?;
-        let runtime: Arc<dyn quinn::Runtime> = Arc::new(quinn::TokioRuntime);
-        let socket = Arc::new(RetryCounting {
-            inner: runtime.wrap_udp_socket(socket).map_err(|_| CallError::Io)?,
-            retries: self.retries.clone(),
-        });
-        let endpoint = quinn::Endpoint::new_with_abstract_socket(
-            quinn::EndpointConfig::default(),
-            None,
-            socket,
-            runtime,
-        )
-        .map_err(|_| CallError::Io)?;
+        let endpoint = bind(addr, &self.retries)?;
         self.endpoint = Some((endpoint.clone(), addr.is_ipv6()));
         Ok(endpoint)
     }
@@ -273,25 +236,7 @@ impl QuicClient {
         sent: Instant,
         deadline: Instant,
     ) -> Result<Duration, CallError> {
-        let (out, body) = (&self.out, &mut self.body);
-        let exchange = async {
-            let (mut send, mut recv) = conn.open_bi().await.map_err(|e| lost(&e))?;
-            send.write_all(out).await.map_err(|_| CallError::Closed)?;
-            // Fails only when the stream was already reset, which the read then reports.
-            let _ = send.finish();
-            let mut prefix = [0u8; LEN_PREFIX];
-            recv.read_exact(&mut prefix).await.map_err(read_error)?;
-            let first_byte = sent.elapsed();
-            let len = wire::check_len(prefix, wire::DEFAULT_MAX_FRAME)
-                .map_err(|_| CallError::Protocol)?;
-            if len > max_body {
-                let _ = recv.stop(CANCELLED.into());
-                return Err(CallError::ReplyTooLarge);
-            }
-            body.resize(len, 0);
-            recv.read_exact(body).await.map_err(read_error)?;
-            Ok(first_byte)
-        };
+        let exchange = round_trip(conn, &self.out, &mut self.body, max_body, sent);
         self.rt
             .block_on(async { tokio::time::timeout_at(deadline.into(), exchange).await })
             .map_err(|_| CallError::Timeout)?
@@ -336,6 +281,104 @@ impl Drop for QuicClient {
             let _ = self.rt.block_on(idle);
         }
     }
+}
+
+/// The run's TLS, which a QUIC connection needs: QUIC has no plaintext, so a run without
+/// TLS settings cannot make the call.
+pub(super) fn tls_of(target: &Endpoint) -> Result<&super::tls::TlsClient, CallError> {
+    target
+        .tls
+        .as_deref()
+        .ok_or(CallError::Tls(TlsFailure::Other))
+}
+
+/// quinn's client configuration of the run's TLS, offering `alpn`.
+pub(super) fn client_config(
+    tls: &super::tls::TlsClient,
+    alpn: Alpn,
+) -> Result<quinn::ClientConfig, CallError> {
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls.quic_config(alpn))
+        .map_err(|_| CallError::Tls(TlsFailure::Other))?;
+    Ok(quinn::ClientConfig::new(Arc::new(crypto)))
+}
+
+/// A client endpoint for `addr`'s family on the current runtime (its driver is spawned
+/// there), its socket counting the Retries it receives into `retries`.
+pub(super) fn bind(
+    addr: SocketAddr,
+    retries: &Arc<AtomicU64>,
+) -> Result<quinn::Endpoint, CallError> {
+    let local: SocketAddr = if addr.is_ipv6() {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    } else {
+        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+    };
+    let socket = std::net::UdpSocket::bind(local).map_err(|_| CallError::Io)?;
+    let runtime: Arc<dyn quinn::Runtime> = Arc::new(quinn::TokioRuntime);
+    let socket = Arc::new(RetryCounting {
+        inner: runtime.wrap_udp_socket(socket).map_err(|_| CallError::Io)?,
+        retries: retries.clone(),
+    });
+    quinn::Endpoint::new_with_abstract_socket(
+        quinn::EndpointConfig::default(),
+        None,
+        socket,
+        runtime,
+    )
+    .map_err(|_| CallError::Io)
+}
+
+/// Opens a connection from `endpoint` to `addr` within `deadline`. In `tls13-0rtt`, with
+/// a session ticket at hand, it returns at once with whether the server took the early
+/// data still to come; otherwise after a full handshake.
+pub(super) async fn handshake(
+    endpoint: &quinn::Endpoint,
+    config: quinn::ClientConfig,
+    addr: SocketAddr,
+    tls: &super::tls::TlsClient,
+    deadline: Instant,
+) -> Result<(quinn::Connection, Option<quinn::ZeroRttAccepted>), CallError> {
+    let mut connecting = endpoint
+        .connect_with(config, addr, tls.host())
+        .map_err(|_| CallError::Connect(ConnectFailure::Other))?;
+    if tls.security().early_data() {
+        // Fails when no ticket is at hand: then a full handshake.
+        match connecting.into_0rtt() {
+            Ok((conn, accepted)) => return Ok((conn, Some(accepted))),
+            Err(full) => connecting = full,
+        }
+    }
+    let conn = tokio::time::timeout_at(deadline.into(), connecting)
+        .await
+        .map_err(|_| CallError::Connect(ConnectFailure::TimedOut))?
+        .map_err(|e| handshake_error(&e))?;
+    Ok((conn, None))
+}
+
+/// One call on a new stream of `conn`: the request frame `out`, then the reply into
+/// `body` (at most `max_body` bytes); returns the time from `sent` to its first byte.
+pub(super) async fn round_trip(
+    conn: &quinn::Connection,
+    out: &[u8],
+    body: &mut Vec<u8>,
+    max_body: usize,
+    sent: Instant,
+) -> Result<Duration, CallError> {
+    let (mut send, mut recv) = conn.open_bi().await.map_err(|e| lost(&e))?;
+    send.write_all(out).await.map_err(|_| CallError::Closed)?;
+    // Fails only when the stream was already reset, which the read then reports.
+    let _ = send.finish();
+    let mut prefix = [0u8; LEN_PREFIX];
+    recv.read_exact(&mut prefix).await.map_err(read_error)?;
+    let first_byte = sent.elapsed();
+    let len = wire::check_len(prefix, wire::DEFAULT_MAX_FRAME).map_err(|_| CallError::Protocol)?;
+    if len > max_body {
+        let _ = recv.stop(CANCELLED.into());
+        return Err(CallError::ReplyTooLarge);
+    }
+    body.resize(len, 0);
+    recv.read_exact(body).await.map_err(read_error)?;
+    Ok(first_byte)
 }
 
 /// A client endpoint's UDP socket, counting the Retry packets it receives: quinn answers

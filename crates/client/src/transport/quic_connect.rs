@@ -13,6 +13,9 @@ use std::time::Duration;
 /// The `quic-connect` transport: a connection per call.
 pub struct QuicConnect(QuicWorker<true>);
 
+/// `quic-connect` on the event loop.
+pub type AsyncQuicConnect = super::quic_loop::QuicLoop<true>;
+
 impl Transport for QuicConnect {
     const FACTS: Facts = Facts {
         summary: "a new QUIC connection per call: a full TLS 1.3 handshake, one frame each way on a stream, close (quinn; `plain` runs as `tls13`)",
@@ -50,9 +53,9 @@ impl Transport for QuicConnect {
 #[cfg(test)]
 mod tests {
     /// What the rest of the program reads from its facts: a connection per call for a
-    /// healthy run of 8 workers and 100 calls, the port, no event-loop side.
+    /// healthy run of 8 workers and 100 calls, the port, an event-loop side.
     #[test]
     fn its_facts() {
-        super::super::expect_facts("quic-connect", 100, super::super::Port::Quic, false);
+        super::super::expect_facts("quic-connect", 100, super::super::Port::Quic, true);
     }
 }
