@@ -13,7 +13,7 @@ use std::time::Duration;
 pub struct Quic(QuicWorker<false>);
 
 /// `quic` on the event loop.
-pub type AsyncQuic = super::quic_loop::QuicLoop<false>;
+pub type AsyncQuic = super::quic_loop::AsyncQuicLoop<false>;
 
 impl Transport for Quic {
     const FACTS: Facts = Facts {

@@ -14,7 +14,7 @@ use std::time::Duration;
 pub struct QuicConnect(QuicWorker<true>);
 
 /// `quic-connect` on the event loop.
-pub type AsyncQuicConnect = super::quic_loop::QuicLoop<true>;
+pub type AsyncQuicConnect = super::quic_loop::AsyncQuicLoop<true>;
 
 impl Transport for QuicConnect {
     const FACTS: Facts = Facts {

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 /// One connection of `quic` (`FRESH` false: kept) or `quic-connect` (`FRESH`: a new one
 /// per call, closed inside the call) on the event loop.
-pub struct QuicLoop<const FRESH: bool> {
+pub struct AsyncQuicLoop<const FRESH: bool> {
     endpoint: Endpoint,
     timeout: Duration,
     /// The QUIC endpoint and whether it is IPv6, once bound.
@@ -34,7 +34,7 @@ pub struct QuicLoop<const FRESH: bool> {
     retries: Arc<AtomicU64>,
 }
 
-impl<const FRESH: bool> QuicLoop<FRESH> {
+impl<const FRESH: bool> AsyncQuicLoop<FRESH> {
     /// The connection for a call, opened now when there is none; with whether the server
     /// takes its early data still to come (`tls13-0rtt`).
     async fn connection(
@@ -90,9 +90,9 @@ impl<const FRESH: bool> QuicLoop<FRESH> {
     }
 }
 
-impl<const FRESH: bool> AsyncTransport for QuicLoop<FRESH> {
+impl<const FRESH: bool> AsyncTransport for AsyncQuicLoop<FRESH> {
     fn open(endpoint: Endpoint, timeout: Duration) -> Self {
-        QuicLoop {
+        AsyncQuicLoop {
             endpoint,
             timeout,
             quic: None,
